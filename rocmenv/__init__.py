@@ -1,0 +1,3 @@
+"""rocmenv: reproducible ROCm (AMD GPU) container environments for CI and developers."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from rocmenv.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""Command-line entry point.
+
+Start-up is kept cheap: only the module of the command being run is imported (the others
+are registered by name and help text), and heavy libraries are imported inside commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rocmenv import __version__
+from rocmenv.cli._common import report_error
+from rocmenv.context import Context
+from rocmenv.errors import EXIT_INTERRUPTED, EXIT_USAGE, RocmenvError
+
+# name -> (module under rocmenv.cli, one-line help). Order is the order of `--help`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "ref": ("ref", "parse and normalise image references"),
+    "tags": ("tags", "parse tags, list a repository's tags"),
+    "resolve": ("resolve", "find the newest tag matching constraints"),
+    "pin": ("pin", "pin profiles or references to digests in rocmenv.lock"),
+    "validate": ("validate", "check a reference or profile against the registry and the lock"),
+    "run": ("run", "run a command in the profile's container"),
+    "shell": ("run", "open an interactive shell in the profile's container"),
+    "options": ("options", "render the profile's container options for docker/gha/compose"),
+    "gpus": ("gpus", "list the host's AMD GPUs"),
+    "shims": ("shims", "list shims, check which apply in an image"),
+    "bootstrap": ("bootstrap", "prepare a CI job container (GPU, stale processes, shims)"),
+    "drift": ("drift", "report what moved behind pinned tags"),
+    "gc": ("gc", "remove containers whose rocmenv owner is gone"),
+    "doctor": ("doctor", "check the engine, registry access and configuration"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"rocmenv: error: {message}\nhint: see `{self.prog} --help`\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    skip_next = False
+    for arg in argv:
+        if skip_next:
+            skip_next = False
+            continue
+        if arg in ("--config",):
+            skip_next = True
+            continue
+        if arg.startswith("-"):
+            continue
+        return arg if arg in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None) -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="rocmenv",
+        description="Reproducible ROCm container environments for CI and developers.",
+        epilog="Exit codes: 0 ok, 1 check failed, 2 usage/config error, 3 registry error, "
+        "4 engine error; run/shell return the command's own code (125: not started).",
+    )
+    parser.add_argument("--version", action="version", version=f"rocmenv {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="rocmenv.toml or pyproject.toml to use"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (module_name, help_text) in COMMANDS.items():
+        if name == command:
+            module = importlib.import_module(f"rocmenv.cli.{module_name}")
+            module.add_parser(sub, name, help_text)
+        else:
+            sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    command = _command_in(args_in)
+    parser = build_parser(command)
+    args = parser.parse_args(args_in)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    ctx = Context(debug=args.debug, config_path=args.config)
+    try:
+        return int(args.func(args, ctx))
+    except RocmenvError as err:
+        return report_error(ctx, err, command=args.command)
+    except KeyboardInterrupt:
+        ctx.stderr.write("rocmenv: interrupted\n")
+        return EXIT_INTERRUPTED

@@ -1,0 +1,43 @@
+"""Printing helpers shared by the commands: JSON output, errors, GitHub annotations."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from typing import Any
+
+from rocmenv.context import Context
+from rocmenv.errors import RocmenvError
+from rocmenv.redact import redact
+
+
+def emit_json(ctx: Context, payload: Any) -> None:
+    ctx.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def emit(ctx: Context, line: str = "") -> None:
+    ctx.stdout.write(line + "\n")
+
+
+def warn(ctx: Context, message: str) -> None:
+    message = redact(message)
+    if ctx.in_github_actions:
+        ctx.stderr.write(f"::warning::{_annotation(message)}\n")
+    else:
+        ctx.stderr.write(f"rocmenv: warning: {message}\n")
+
+
+def _annotation(message: str) -> str:
+    # GitHub workflow commands: %, CR and LF must be escaped in the message.
+    return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def report_error(ctx: Context, err: RocmenvError, *, command: str) -> int:
+    """Print one clear paragraph (a traceback only with --debug) and return the exit code."""
+    if ctx.debug:
+        ctx.stderr.write(redact("".join(traceback.format_exception(err))))
+    text = redact(str(err))
+    ctx.stderr.write(f"rocmenv {command}: error: {text}\n")
+    if ctx.in_github_actions:
+        ctx.stderr.write(f"::error title=rocmenv {command}::{_annotation(text)}\n")
+    return err.exit_code

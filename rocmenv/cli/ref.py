@@ -1,0 +1,48 @@
+"""`rocmenv ref parse REF… [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rocmenv.cli._common import emit, emit_json
+from rocmenv.context import Context
+from rocmenv.errors import EXIT_OK, EXIT_USAGE
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> None:
+    parser = sub.add_parser(name, help=help_text, description=help_text)
+    refsub = parser.add_subparsers(dest="ref_command", metavar="SUBCOMMAND", required=True)
+    p = refsub.add_parser("parse", help="parse and normalise references (exit 2 if any is invalid)")
+    p.add_argument("refs", nargs="+", metavar="REF")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_parse)
+
+
+def run_parse(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.reference import ReferenceSyntaxError, parse
+
+    results: list[dict[str, Any]] = []
+    status = EXIT_OK
+    for text in args.refs:
+        try:
+            ref = parse(text)
+        except ReferenceSyntaxError as err:
+            status = EXIT_USAGE
+            results.append({"input": text, "valid": False, "rule": err.rule, "error": err.detail})
+            continue
+        item: dict[str, Any] = ref.to_json()
+        item.update(input=text, valid=True)
+        results.append(item)
+    if args.json:
+        emit_json(ctx, results)
+    else:
+        for item in results:
+            if item["valid"]:
+                emit(ctx, f"{item['input']}\t{item['canonical']}")
+            else:
+                ctx.stderr.write(
+                    f"rocmenv ref parse: error: invalid reference {item['input']!r}: "
+                    f"{item['error']} (rule: {item['rule']})\n"
+                )
+    return status

@@ -1,0 +1,94 @@
+"""One error hierarchy; every subclass carries the exit code the CLI returns.
+
+Messages are one paragraph: what failed, where, and what to do. Secrets are redacted
+when the CLI prints them (see :mod:`rocmenv.redact`).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+# Documented exit codes (README "Exit codes"; a test keeps the table in sync).
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+EXIT_REGISTRY = 3
+EXIT_ENGINE = 4
+EXIT_RUN_NOT_STARTED = 125  # `run`/`shell`: rocmenv or the engine failed before the command ran
+EXIT_INTERRUPTED = 130
+
+
+class RocmenvError(Exception):
+    """Base class. ``what`` says what failed, ``hint`` what to do about it."""
+
+    exit_code: ClassVar[int] = EXIT_CHECK_FAILED
+
+    def __init__(self, what: str, *, hint: str | None = None) -> None:
+        super().__init__(what)
+        self.what = what
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.what if not self.hint else f"{self.what}\nhint: {self.hint}"
+
+
+class CheckFailed(RocmenvError):
+    """A check ran and its answer is "no" (validation failed, drift found, no match)."""
+
+    exit_code = EXIT_CHECK_FAILED
+
+
+class UsageError(RocmenvError):
+    """Bad command-line input."""
+
+    exit_code = EXIT_USAGE
+
+
+class InvalidReference(UsageError):
+    """An image reference or tag that breaks the grammar."""
+
+
+class ConfigError(RocmenvError):
+    """A bad rocmenv.toml / [tool.rocmenv] / lockfile."""
+
+    exit_code = EXIT_USAGE
+
+
+class LockError(ConfigError):
+    """The lockfile is corrupt, from the future, or cannot be written."""
+
+
+class RegistryError(RocmenvError):
+    """The registry could not answer (network, auth, 404, bad bytes)."""
+
+    exit_code = EXIT_REGISTRY
+
+
+class RegistryNotFound(RegistryError):
+    pass
+
+
+class RegistryAuthError(RegistryError):
+    pass
+
+
+class RegistryUnavailable(RegistryError):
+    """Unreachable, timed out, or kept failing (5xx/429) after the retries."""
+
+
+class RegistryProtocolError(RegistryError):
+    """The registry answered with something that is not what the API promises."""
+
+
+class DigestMismatch(RegistryError):
+    """Bytes received do not hash to the digest claimed."""
+
+
+class EngineError(RocmenvError):
+    """The container engine failed or refused."""
+
+    exit_code = EXIT_ENGINE
+
+
+class EngineUnavailable(EngineError):
+    pass

@@ -1,0 +1,48 @@
+"""Scrub credentials and tokens from anything we print or log.
+
+Two layers: known secret values registered at run time (passwords and tokens the
+registry client handled), and patterns that look like credentials wherever they come from
+(``Authorization`` headers, ``user:pass@`` in URLs, ``token=``/``password=`` pairs, JWTs).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+MASK = "***"
+
+_lock = threading.Lock()
+_secrets: set[str] = set()
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?i)(authorization\s*[:=]\s*)(bearer|basic)?\s*[^\s,;'\"]+"), r"\1\2 " + MASK),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + MASK),
+    (re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s:]+:[^/@\s]+@"), r"\1" + MASK + "@"),
+    (
+        re.compile(
+            r"(?i)((?:access_?token|refresh_?token|token|password|passwd|secret|api_?key|auth)"
+            r"[\"']?\s*[:=]\s*[\"']?)[^\s,;&'\"}]+"
+        ),
+        r"\1" + MASK,
+    ),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*"), MASK),
+)
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret value so that it is masked wherever it appears later."""
+    if value and len(value) >= 4:
+        with _lock:
+            _secrets.add(value)
+
+
+def redact(text: str) -> str:
+    """Return ``text`` with every known secret and credential-looking token masked."""
+    with _lock:
+        secrets = sorted(_secrets, key=len, reverse=True)
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    for pattern, repl in _PATTERNS:
+        text = pattern.sub(repl, text)
+    return text

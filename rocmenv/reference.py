@@ -1,0 +1,359 @@
+"""Image references, parsed and normalised as Docker's ``distribution/reference`` does.
+
+Grammar (https://github.com/distribution/reference)::
+
+    reference        := name [ ":" tag ] [ "@" digest ]
+    name             := [domain '/'] remote-name
+    domain           := host [':' port-number]
+    host             := domain-name | '[' IPv6address ']'
+    domain-component := /([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])/
+    path-component   := /[a-z0-9]+/ [separator /[a-z0-9]+/]*   separator := /[_.]|__|[-]+/
+    tag              := /[\\w][\\w.-]{0,127}/
+    digest           := algorithm ":" hex      (sha256/sha384/sha512, lower-case hex)
+
+Normalisation (``ParseNormalizedNamed`` / ``ParseDockerRef``): a first component that is
+not ``localhost`` and has no ``.``/``:`` (and is lower case) is not a domain, so
+``ubuntu`` → ``docker.io/library/ubuntu``, ``index.docker.io`` → ``docker.io``; a name
+with neither tag nor digest gets ``:latest``.
+
+Every rule broken is reported by name (:attr:`ReferenceProblem.rule`), so ``rocmenv ref
+parse`` can say which one. Nothing that fails here ever reaches a URL, shell or engine.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from rocmenv.errors import InvalidReference
+
+DEFAULT_DOMAIN = "docker.io"
+LEGACY_DEFAULT_DOMAIN = "index.docker.io"
+OFFICIAL_PREFIX = "library/"
+DEFAULT_TAG = "latest"
+NAME_MAX = 255
+TAG_MAX = 128
+
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|[-]+)"
+_PATH_COMPONENT = _ALNUM + r"(?:" + _SEPARATOR + _ALNUM + r")*"
+_REMOTE_NAME = _PATH_COMPONENT + r"(?:/" + _PATH_COMPONENT + r")*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN_NAME = _DOMAIN_COMPONENT + r"(?:\." + _DOMAIN_COMPONENT + r")*"
+_IPV6 = r"\[(?:[a-fA-F0-9:]+)\]"
+_DOMAIN_AND_PORT = r"(?:" + _DOMAIN_NAME + r"|" + _IPV6 + r")(?::[0-9]+)?"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*[:][0-9A-Fa-f]{32,}"
+_NAME = r"(?:" + _DOMAIN_AND_PORT + r"/)?" + _REMOTE_NAME
+
+# re.ASCII: Go's \w is ASCII-only. fullmatch: Python's `$` would accept a trailing newline.
+_REFERENCE_RE = re.compile(r"(" + _NAME + r")(?::(" + _TAG + r"))?(?:@(" + _DIGEST + r"))?", re.ASCII)
+_ANCHORED_NAME_RE = re.compile(r"(?:(" + _DOMAIN_AND_PORT + r")/)?(" + _REMOTE_NAME + r")", re.ASCII)
+_TAG_RE = re.compile(_TAG, re.ASCII)
+_DIGEST_RE = re.compile(_DIGEST, re.ASCII)
+_IDENTIFIER_RE = re.compile(r"[a-f0-9]{64}", re.ASCII)
+_PATH_COMPONENT_RE = re.compile(_PATH_COMPONENT, re.ASCII)
+_DOMAIN_RE = re.compile(_DOMAIN_AND_PORT, re.ASCII)
+
+DIGEST_ALGORITHMS: dict[str, int] = {"sha256": 64, "sha384": 96, "sha512": 128}
+
+Rule = Literal[
+    "empty",
+    "identifier",
+    "uppercase",
+    "name-too-long",
+    "domain",
+    "path-component",
+    "tag",
+    "digest-format",
+    "digest-algorithm",
+    "digest-length",
+    "format",
+]
+
+RULE_TEXT: dict[str, str] = {
+    "empty": "repository name must have at least one component",
+    "identifier": "a 64-character hexadecimal string is an image ID, not a repository name",
+    "uppercase": "repository name must be lowercase",
+    "name-too-long": f"repository path must not be more than {NAME_MAX} characters",
+    "domain": "registry domain must be a host name, IPv4 address or [IPv6] address, with an optional :port",
+    "path-component": "each path component must be lower-case letters and digits, separated by '.', '_', '__' or '-'",
+    "tag": f"tag must match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,{TAG_MAX - 1}}}",
+    "digest-format": "digest must be ALGORITHM:HEX (e.g. sha256:<64 lower-case hex digits>)",
+    "digest-algorithm": "unsupported digest algorithm (sha256, sha384 or sha512)",
+    "digest-length": "digest has the wrong length for its algorithm",
+    "format": "invalid reference format",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceProblem:
+    rule: Rule
+    detail: str
+
+
+class ReferenceSyntaxError(InvalidReference):
+    """An invalid reference or tag; ``rule`` names the grammar rule it breaks."""
+
+    def __init__(
+        self, text: str, rule: Rule, detail: str, *, hint: str | None = None, kind: str = "image reference"
+    ) -> None:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        super().__init__(
+            f"invalid {kind} {shown!r}: {detail} (rule: {rule})",
+            hint=hint
+            or "use [REGISTRY[:PORT]/]NAMESPACE/NAME[:TAG][@sha256:DIGEST], lower-case, "
+            "e.g. rocm/sgl-dev:v0.5.8-rocm700-mi30x",
+        )
+        self.text = text
+        self.rule = rule
+        self.detail = detail
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reference:
+    """A normalised reference: ``domain/path[:tag][@digest]``."""
+
+    domain: str
+    path: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @property
+    def name(self) -> str:
+        # The domain is empty only for names Docker itself leaves unqualified (e.g. "a_b.c/d").
+        return f"{self.domain}/{self.path}" if self.domain else self.path
+
+    @property
+    def repository(self) -> str:
+        """Alias of :attr:`name` (domain and path, no tag or digest)."""
+        return self.name
+
+    def __str__(self) -> str:
+        out = self.name
+        if self.tag:
+            out += f":{self.tag}"
+        if self.digest:
+            out += f"@{self.digest}"
+        return out
+
+    @property
+    def familiar_name(self) -> str:
+        if self.domain != DEFAULT_DOMAIN:
+            return self.name
+        path = self.path
+        if path.startswith(OFFICIAL_PREFIX) and "/" not in path[len(OFFICIAL_PREFIX) :]:
+            path = path[len(OFFICIAL_PREFIX) :]
+        return path
+
+    @property
+    def familiar(self) -> str:
+        out = self.familiar_name
+        if self.tag:
+            out += f":{self.tag}"
+        if self.digest:
+            out += f"@{self.digest}"
+        return out
+
+    def with_tag(self, tag: str) -> Reference:
+        validate_tag(tag)
+        return Reference(domain=self.domain, path=self.path, tag=tag, digest=None)
+
+    def with_digest(self, digest: str) -> Reference:
+        validate_digest(digest)
+        return Reference(domain=self.domain, path=self.path, tag=self.tag, digest=digest)
+
+    def docker_ref(self) -> Reference:
+        """``ParseDockerRef``: tag+digest keeps only the digest; a bare name gets ``latest``."""
+        if self.digest:
+            return Reference(domain=self.domain, path=self.path, digest=self.digest)
+        if not self.tag:
+            return Reference(domain=self.domain, path=self.path, tag=DEFAULT_TAG)
+        return self
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "input": None,
+            "name": self.name,
+            "domain": self.domain,
+            "path": self.path,
+            "tag": self.tag,
+            "digest": self.digest,
+            "familiar": self.familiar,
+            "canonical": str(self.docker_ref()),
+        }
+
+
+def _diagnose_name(text: str, name: str) -> ReferenceProblem:
+    """Say which rule a name part (no tag/digest) breaks."""
+    if not name:
+        return ReferenceProblem(rule="empty", detail=RULE_TEXT["empty"])
+    first, sep, rest = name.partition("/")
+    components = name.split("/")
+    domain_like = bool(sep) and (first == "localhost" or any(c in first for c in ".:") or first.lower() != first)
+    if domain_like:
+        if not _DOMAIN_RE.fullmatch(first):
+            return ReferenceProblem(rule="domain", detail=f"{RULE_TEXT['domain']}: {first!r}")
+        components = rest.split("/")
+    for component in components:
+        if component != component.lower() and _PATH_COMPONENT_RE.fullmatch(component.lower()):
+            return ReferenceProblem(rule="uppercase", detail=f"{RULE_TEXT['uppercase']}: {component!r}")
+        if not _PATH_COMPONENT_RE.fullmatch(component):
+            shown = component if component else "(empty)"
+            return ReferenceProblem(
+                rule="path-component", detail=f"{RULE_TEXT['path-component']}: {shown!r}"
+            )
+    return ReferenceProblem(rule="format", detail=RULE_TEXT["format"])
+
+
+def _diagnose(text: str) -> ReferenceProblem:
+    """Explain why ``text`` does not match the reference grammar."""
+    rest, at, digest = text.partition("@")
+    if at:
+        problem = digest_problem(digest)
+        if problem:
+            return problem
+    # A ':' after the last '/' separates the tag (a ':' before it belongs to a port).
+    slash = rest.rfind("/")
+    colon = rest.rfind(":")
+    name, tag = (rest[:colon], rest[colon + 1 :]) if colon > slash else (rest, None)
+    if tag is not None and not _TAG_RE.fullmatch(tag):
+        return ReferenceProblem(rule="tag", detail=f"{RULE_TEXT['tag']}: {tag!r}")
+    return _diagnose_name(text, name)
+
+
+def digest_problem(digest: str) -> ReferenceProblem | None:
+    """go-digest's ``Validate``: format, then algorithm, then length and hex case."""
+    algorithm, colon, encoded = digest.partition(":")
+    if not colon or not algorithm or not encoded:
+        return ReferenceProblem(rule="digest-format", detail=f"{RULE_TEXT['digest-format']}: {digest!r}")
+    if algorithm not in DIGEST_ALGORITHMS:
+        if not _DIGEST_RE.fullmatch(digest):
+            return ReferenceProblem(rule="digest-format", detail=f"{RULE_TEXT['digest-format']}: {digest!r}")
+        return ReferenceProblem(rule="digest-algorithm", detail=f"{RULE_TEXT['digest-algorithm']}: {algorithm!r}")
+    if len(encoded) != DIGEST_ALGORITHMS[algorithm]:
+        return ReferenceProblem(
+            rule="digest-length",
+            detail=f"{algorithm} needs {DIGEST_ALGORITHMS[algorithm]} hex digits, got {len(encoded)}",
+        )
+    if not re.fullmatch(r"[a-f0-9]+", encoded):
+        return ReferenceProblem(rule="digest-format", detail=f"{RULE_TEXT['digest-format']}: {digest!r}")
+    return None
+
+
+def validate_digest(digest: str) -> str:
+    problem = digest_problem(digest)
+    if problem:
+        raise ReferenceSyntaxError(digest, problem.rule, problem.detail)
+    return digest
+
+
+def _split_docker_domain(name: str) -> tuple[str, str]:
+    first, sep, rest = name.partition("/")
+    if not sep:
+        return DEFAULT_DOMAIN, OFFICIAL_PREFIX + name
+    if first == "localhost":
+        domain, remote = first, rest
+    elif first == LEGACY_DEFAULT_DOMAIN:
+        domain, remote = DEFAULT_DOMAIN, rest
+    elif "." in first or ":" in first or first.lower() != first:
+        domain, remote = first, rest
+    else:
+        domain, remote = DEFAULT_DOMAIN, name
+    if domain == DEFAULT_DOMAIN and "/" not in remote:
+        remote = OFFICIAL_PREFIX + remote
+    return domain, remote
+
+
+def parse(text: str) -> Reference:
+    """Parse and normalise like ``reference.ParseNormalizedNamed`` (no default tag added)."""
+    if not isinstance(text, str) or text == "":
+        raise ReferenceSyntaxError("", "empty", RULE_TEXT["empty"])
+    if _IDENTIFIER_RE.fullmatch(text):
+        raise ReferenceSyntaxError(
+            text, "identifier", RULE_TEXT["identifier"], hint="to name an image by digest use NAME@sha256:<hex>"
+        )
+    domain, remainder = _split_docker_domain(text)
+    remote = remainder.split(":", 1)[0]
+    if remote.lower() != remote:
+        remote_path = text.split("@", 1)[0].rsplit(":", 1)[0] if "/" in text else remote
+        raise ReferenceSyntaxError(text, "uppercase", f"{RULE_TEXT['uppercase']}: {remote_path!r}")
+    full = f"{domain}/{remainder}"
+    match = _REFERENCE_RE.fullmatch(full)
+    if match is None:
+        problem = _diagnose(full)
+        raise ReferenceSyntaxError(text, problem.rule, problem.detail)
+    name, tag, digest = match.group(1), match.group(2), match.group(3)
+    name_match = _ANCHORED_NAME_RE.fullmatch(name)
+    assert name_match is not None  # the reference regexp already matched this name
+    parsed_domain, path = name_match.group(1) or "", name_match.group(2)
+    if len(path) > NAME_MAX:
+        raise ReferenceSyntaxError(text, "name-too-long", f"{RULE_TEXT['name-too-long']} (got {len(path)})")
+    if digest:
+        problem = digest_problem(digest)
+        if problem:
+            raise ReferenceSyntaxError(text, problem.rule, problem.detail)
+    return Reference(domain=parsed_domain, path=path, tag=tag or None, digest=digest or None)
+
+
+def parse_docker_ref(text: str) -> Reference:
+    """``reference.ParseDockerRef``: normalise, drop the tag of tag+digest, default ``latest``."""
+    return parse(text).docker_ref()
+
+
+def parse_repository(text: str) -> Reference:
+    """A repository name: no tag, no digest (``rocm/sgl-dev``, ``127.0.0.1:5000/rocm/sgl-dev``)."""
+    ref = parse(text)
+    if ref.tag or ref.digest:
+        raise ReferenceSyntaxError(
+            text,
+            "format",
+            "a repository is expected here, without :TAG or @DIGEST",
+            hint=f"pass {ref.familiar_name!r} and give the tag separately",
+        )
+    return ref
+
+
+def validate_tag(tag: str) -> str:
+    """A tag on its own. A full reference where a tag is expected gets a specific hint."""
+    if _TAG_RE.fullmatch(tag):
+        return tag
+    if "/" in tag or ("@" in tag and ":" in tag) or ":" in tag:
+        try:
+            ref = parse(tag)
+        except InvalidReference:
+            pass
+        else:
+            raise ReferenceSyntaxError(
+                tag,
+                "tag",
+                "a tag is expected here, not a full image reference",
+                kind="tag",
+                hint=f"pass the tag alone, e.g. {ref.tag or DEFAULT_TAG!r}, and the repository "
+                f"{ref.familiar_name!r} separately",
+            )
+    if not tag:
+        detail = "tag is empty"
+    elif len(tag) > TAG_MAX:
+        detail = f"tag is {len(tag)} characters long; at most {TAG_MAX} are allowed"
+    elif not re.match(r"\w", tag, re.ASCII):
+        detail = f"tag must start with a letter, digit or '_': {tag!r}"
+    else:
+        bad = sorted({c for c in tag if not re.fullmatch(r"[\w.-]", c, re.ASCII)})
+        detail = f"tag contains characters that are not allowed: {''.join(bad)!r}"
+    raise ReferenceSyntaxError(
+        tag, "tag", detail, kind="tag", hint=f"tags match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,{TAG_MAX - 1}}}"
+    )
+
+
+def is_loopback_host(domain: str) -> bool:
+    host = host_of(domain)
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+def host_of(domain: str) -> str:
+    """The host part of ``domain[:port]`` (brackets of an IPv6 address removed)."""
+    if domain.startswith("["):
+        return domain[1 : domain.index("]")]
+    return domain.rsplit(":", 1)[0] if ":" in domain else domain
