@@ -48,8 +48,12 @@ _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*[:][0-9A-Fa-f]{32
 _NAME = r"(?:" + _DOMAIN_AND_PORT + r"/)?" + _REMOTE_NAME
 
 # re.ASCII: Go's \w is ASCII-only. fullmatch: Python's `$` would accept a trailing newline.
-_REFERENCE_RE = re.compile(r"(" + _NAME + r")(?::(" + _TAG + r"))?(?:@(" + _DIGEST + r"))?", re.ASCII)
-_ANCHORED_NAME_RE = re.compile(r"(?:(" + _DOMAIN_AND_PORT + r")/)?(" + _REMOTE_NAME + r")", re.ASCII)
+_REFERENCE_RE = re.compile(
+    r"(" + _NAME + r")(?::(" + _TAG + r"))?(?:@(" + _DIGEST + r"))?", re.ASCII
+)
+_ANCHORED_NAME_RE = re.compile(
+    r"(?:(" + _DOMAIN_AND_PORT + r")/)?(" + _REMOTE_NAME + r")", re.ASCII
+)
 _TAG_RE = re.compile(_TAG, re.ASCII)
 _DIGEST_RE = re.compile(_DIGEST, re.ASCII)
 _IDENTIFIER_RE = re.compile(r"[a-f0-9]{64}", re.ASCII)
@@ -97,7 +101,13 @@ class ReferenceSyntaxError(InvalidReference):
     """An invalid reference or tag; ``rule`` names the grammar rule it breaks."""
 
     def __init__(
-        self, text: str, rule: Rule, detail: str, *, hint: str | None = None, kind: str = "image reference"
+        self,
+        text: str,
+        rule: Rule,
+        detail: str,
+        *,
+        hint: str | None = None,
+        kind: str = "image reference",
     ) -> None:
         shown = text if len(text) <= 80 else text[:77] + "..."
         super().__init__(
@@ -191,14 +201,18 @@ def _diagnose_name(text: str, name: str) -> ReferenceProblem:
         return ReferenceProblem(rule="empty", detail=RULE_TEXT["empty"])
     first, sep, rest = name.partition("/")
     components = name.split("/")
-    domain_like = bool(sep) and (first == "localhost" or any(c in first for c in ".:") or first.lower() != first)
+    domain_like = bool(sep) and (
+        first == "localhost" or any(c in first for c in ".:") or first.lower() != first
+    )
     if domain_like:
         if not _DOMAIN_RE.fullmatch(first):
             return ReferenceProblem(rule="domain", detail=f"{RULE_TEXT['domain']}: {first!r}")
         components = rest.split("/")
     for component in components:
         if component != component.lower() and _PATH_COMPONENT_RE.fullmatch(component.lower()):
-            return ReferenceProblem(rule="uppercase", detail=f"{RULE_TEXT['uppercase']}: {component!r}")
+            return ReferenceProblem(
+                rule="uppercase", detail=f"{RULE_TEXT['uppercase']}: {component!r}"
+            )
         if not _PATH_COMPONENT_RE.fullmatch(component):
             shown = component if component else "(empty)"
             return ReferenceProblem(
@@ -227,18 +241,26 @@ def digest_problem(digest: str) -> ReferenceProblem | None:
     """go-digest's ``Validate``: format, then algorithm, then length and hex case."""
     algorithm, colon, encoded = digest.partition(":")
     if not colon or not algorithm or not encoded:
-        return ReferenceProblem(rule="digest-format", detail=f"{RULE_TEXT['digest-format']}: {digest!r}")
+        return ReferenceProblem(
+            rule="digest-format", detail=f"{RULE_TEXT['digest-format']}: {digest!r}"
+        )
     if algorithm not in DIGEST_ALGORITHMS:
         if not _DIGEST_RE.fullmatch(digest):
-            return ReferenceProblem(rule="digest-format", detail=f"{RULE_TEXT['digest-format']}: {digest!r}")
-        return ReferenceProblem(rule="digest-algorithm", detail=f"{RULE_TEXT['digest-algorithm']}: {algorithm!r}")
+            return ReferenceProblem(
+                rule="digest-format", detail=f"{RULE_TEXT['digest-format']}: {digest!r}"
+            )
+        return ReferenceProblem(
+            rule="digest-algorithm", detail=f"{RULE_TEXT['digest-algorithm']}: {algorithm!r}"
+        )
     if len(encoded) != DIGEST_ALGORITHMS[algorithm]:
         return ReferenceProblem(
             rule="digest-length",
             detail=f"{algorithm} needs {DIGEST_ALGORITHMS[algorithm]} hex digits, got {len(encoded)}",
         )
     if not re.fullmatch(r"[a-f0-9]+", encoded):
-        return ReferenceProblem(rule="digest-format", detail=f"{RULE_TEXT['digest-format']}: {digest!r}")
+        return ReferenceProblem(
+            rule="digest-format", detail=f"{RULE_TEXT['digest-format']}: {digest!r}"
+        )
     return None
 
 
@@ -272,7 +294,10 @@ def parse(text: str) -> Reference:
         raise ReferenceSyntaxError("", "empty", RULE_TEXT["empty"])
     if _IDENTIFIER_RE.fullmatch(text):
         raise ReferenceSyntaxError(
-            text, "identifier", RULE_TEXT["identifier"], hint="to name an image by digest use NAME@sha256:<hex>"
+            text,
+            "identifier",
+            RULE_TEXT["identifier"],
+            hint="to name an image by digest use NAME@sha256:<hex>",
         )
     domain, remainder = _split_docker_domain(text)
     remote = remainder.split(":", 1)[0]
@@ -289,11 +314,13 @@ def parse(text: str) -> Reference:
     assert name_match is not None  # the reference regexp already matched this name
     parsed_domain, path = name_match.group(1) or "", name_match.group(2)
     if len(path) > NAME_MAX:
-        raise ReferenceSyntaxError(text, "name-too-long", f"{RULE_TEXT['name-too-long']} (got {len(path)})")
+        raise ReferenceSyntaxError(
+            text, "name-too-long", f"{RULE_TEXT['name-too-long']} (got {len(path)})"
+        )
     if digest:
-        problem = digest_problem(digest)
-        if problem:
-            raise ReferenceSyntaxError(text, problem.rule, problem.detail)
+        digest_issue = digest_problem(digest)
+        if digest_issue:
+            raise ReferenceSyntaxError(text, digest_issue.rule, digest_issue.detail)
     return Reference(domain=parsed_domain, path=path, tag=tag or None, digest=digest or None)
 
 
@@ -343,7 +370,11 @@ def validate_tag(tag: str) -> str:
         bad = sorted({c for c in tag if not re.fullmatch(r"[\w.-]", c, re.ASCII)})
         detail = f"tag contains characters that are not allowed: {''.join(bad)!r}"
     raise ReferenceSyntaxError(
-        tag, "tag", detail, kind="tag", hint=f"tags match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,{TAG_MAX - 1}}}"
+        tag,
+        "tag",
+        detail,
+        kind="tag",
+        hint=f"tags match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,{TAG_MAX - 1}}}",
     )
 
 
