@@ -1,0 +1,74 @@
+"""Argument groups shared by several commands."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+FAMILY_CHOICES = ("nightly", "release", "floating", "date-only")
+
+
+def add_constraint_args(parser: Any) -> None:
+    group = parser.add_argument_group("tag constraints")
+    group.add_argument(
+        "--sglang", metavar="SPEC", help="SGLang version or PEP 440 specifier (e.g. '>=0.5.8')"
+    )
+    group.add_argument(
+        "--rocm", metavar="X.Y[.Z]", help="ROCm version (7.2 matches rocm720 and rocm72x)"
+    )
+    group.add_argument(
+        "--gpu", metavar="FAMILY", help="GPU family (mi30x, mi35x, …) or gfx target (gfx942)"
+    )
+    group.add_argument(
+        "--family",
+        choices=FAMILY_CHOICES,
+        help="tag family (default: nightly, then release, then date-only)",
+    )
+    group.add_argument("--before", metavar="YYYYMMDD", help="only tags dated before this day")
+    group.add_argument(
+        "--project",
+        metavar="NAME",
+        default="sglang",
+        help="whose builds: sglang (default), miles, latest, … or 'any'",
+    )
+
+
+def constraints_from(args: argparse.Namespace) -> Any:
+    import re
+
+    from rocmenv.errors import UsageError
+    from rocmenv.tags import Constraints, sglang_specifier
+
+    if args.before is not None and not re.fullmatch(r"20[0-9]{6}", args.before):
+        raise UsageError(
+            f"--before {args.before!r} is not a date", hint="use YYYYMMDD, e.g. --before 20260301"
+        )
+    if args.rocm is not None and not re.fullmatch(r"[0-9]+(\.[0-9]+){0,2}", args.rocm):
+        raise UsageError(
+            f"--rocm {args.rocm!r} is not a ROCm version", hint="use X.Y or X.Y.Z, e.g. --rocm 7.2"
+        )
+    if args.gpu is not None and not re.fullmatch(
+        r"(mi[0-9]{2,3}x|gfx[0-9]{3,4}[a-z]?)", args.gpu.lower()
+    ):
+        raise UsageError(
+            f"--gpu {args.gpu!r} is not a GPU family",
+            hint="use mi30x, mi35x, … or a gfx target such as gfx942",
+        )
+    if args.sglang is not None:
+        sglang_specifier(args.sglang)  # validates
+    project = None if args.project == "any" else args.project
+    return Constraints(
+        sglang=args.sglang,
+        rocm=args.rocm,
+        gpu=args.gpu.lower() if args.gpu else None,
+        family=args.family,
+        before=args.before,
+        project=project,
+    )
+
+
+def has_constraints(args: argparse.Namespace) -> bool:
+    return (
+        any(getattr(args, k) is not None for k in ("sglang", "rocm", "gpu", "family", "before"))
+        or args.project != "sglang"
+    )

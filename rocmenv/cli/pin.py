@@ -1,0 +1,136 @@
+"""`rocmenv pin [--profile P … | REF …] [--update] [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rocmenv.cli._common import emit, emit_json
+from rocmenv.context import Context
+from rocmenv.errors import EXIT_OK
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> None:
+    parser = sub.add_parser(
+        name,
+        help=help_text,
+        description="Resolve profiles (or bare references) to digests and record them in "
+        "rocmenv.lock (atomic write, safe against concurrent pins). Without arguments, every "
+        "profile of the project file that names an image. Pinned entries are kept unless "
+        "--update is given or the profile's image changed.",
+    )
+    parser.add_argument(
+        "refs", nargs="*", metavar="REF", help="bare references to pin (keyed by reference)"
+    )
+    parser.add_argument(
+        "--profile", action="append", default=[], metavar="P", help="profile to pin (repeatable)"
+    )
+    parser.add_argument(
+        "--update", action="store_true", help="re-resolve entries that are already pinned"
+    )
+    parser.add_argument(
+        "--lock",
+        type=Path,
+        metavar="FILE",
+        help="lockfile (default: rocmenv.lock next to the config)",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.config import load_config
+    from rocmenv.errors import UsageError
+    from rocmenv.lock import Lock, LockEntry, read_lock, update_lock
+    from rocmenv.pinning import (
+        entry_matches_spec,
+        make_client,
+        pin_reference,
+        pin_spec,
+        reference_key,
+        spec_of,
+    )
+    from rocmenv.reference import parse
+
+    config = load_config(ctx)
+    lock_path = args.lock if args.lock is None or args.lock.is_absolute() else ctx.cwd / args.lock
+    lock_path = lock_path or config.lockfile
+    refs = [parse(text) for text in args.refs]  # grammar first: nothing invalid goes further
+    profile_names: list[str] = list(args.profile)
+    if not refs and not profile_names:
+        profile_names = [
+            name
+            for name, prof in config.profiles
+            if prof.source != "built-in" and prof.image is not None
+        ]
+        if not profile_names:
+            raise UsageError(
+                "nothing to pin: no profile names an image"
+                + (f" in {config.path}" if config.path else " (no rocmenv.toml found)"),
+                hint="pass references (`rocmenv pin rocm/sgl-dev:TAG`) or add a profile with an image",
+            )
+    profiles = [config.profile(name) for name in profile_names]
+    specs = {p.name: spec_of(p) for p in profiles}
+    current = read_lock(lock_path)
+
+    results: list[dict[str, Any]] = []
+    new_profiles: dict[str, LockEntry] = {}
+    new_refs: dict[str, LockEntry] = {}
+    with make_client(ctx, config) as client:
+        for prof in profiles:
+            old = current.profiles.get(prof.name)
+            if old is not None and not args.update and entry_matches_spec(old, specs[prof.name]):
+                results.append(_result("profile", prof.name, old, old, "unchanged"))
+                continue
+            entry = pin_spec(client, specs[prof.name])
+            new_profiles[prof.name] = entry
+            results.append(_result("profile", prof.name, entry, old, _status(old, entry)))
+        for ref in refs:
+            key = reference_key(ref)
+            old = current.references.get(key)
+            if old is not None and not args.update:
+                results.append(_result("reference", key, old, old, "unchanged"))
+                continue
+            entry = pin_reference(client, ref)
+            new_refs[key] = entry
+            results.append(_result("reference", key, entry, old, _status(old, entry)))
+        round_trips = client.stats.requests
+
+    def change(lock: Lock) -> Lock:
+        for name, entry in new_profiles.items():
+            lock = lock.with_profile(name, entry)
+        for key, entry in new_refs.items():
+            lock = lock.with_reference(key, entry)
+        return lock
+
+    if new_profiles or new_refs:
+        update_lock(lock_path, change)
+    if args.json:
+        emit_json(ctx, {"lockfile": str(lock_path), "entries": results, "round_trips": round_trips})
+        return EXIT_OK
+    for item in results:
+        line = f"{item['kind']} {item['key']}: {item['pinned']} ({item['status']})"
+        if item["status"] == "updated":
+            line += f"\n  was {item['previous_digest']}"
+        emit(ctx, line)
+    if not (new_profiles or new_refs):
+        ctx.stderr.write(f"{lock_path}: nothing changed (use --update to re-resolve)\n")
+    return EXIT_OK
+
+
+def _status(old: Any, new: Any) -> str:
+    if old is None:
+        return "new"
+    return "unchanged" if old.digest == new.digest and old.tag == new.tag else "updated"
+
+
+def _result(kind: str, key: str, entry: Any, old: Any, status: str) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "key": key,
+        "status": status,
+        "pinned": f"{entry.repository}:{entry.tag}@{entry.digest}" if entry.tag else entry.pinned,
+        "entry": entry.to_json(),
+        "previous_digest": old.digest if old is not None else None,
+    }

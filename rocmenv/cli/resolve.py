@@ -1,0 +1,96 @@
+"""`rocmenv resolve REPO[:TAG] [constraints] [--digest] [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rocmenv.cli._args import add_constraint_args, constraints_from, has_constraints
+from rocmenv.cli._common import emit, emit_json
+from rocmenv.context import Context
+from rocmenv.errors import EXIT_OK
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> None:
+    parser = sub.add_parser(
+        name,
+        help=help_text,
+        description="Print the newest tag of REPO that meets the constraints (nightlies by date, "
+        "releases by PEP 440 version). With REPO:TAG, look that tag up. Exit 1 when nothing "
+        "matches, naming the nearest candidates.",
+    )
+    parser.add_argument("repository", metavar="REPO[:TAG]", nargs="?", help="e.g. rocm/sgl-dev")
+    parser.add_argument("--profile", metavar="P", help="use the image and constraints of profile P")
+    add_constraint_args(parser)
+    parser.add_argument(
+        "--digest", action="store_true", help="print repo:tag@sha256:… (one HEAD request)"
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.config import load_config
+    from rocmenv.errors import UsageError
+    from rocmenv.pinning import constraints_of, make_client, resolve, spec_of
+    from rocmenv.reference import parse
+    from rocmenv.tags import parse_tag
+
+    config = load_config(ctx)
+    if args.profile:
+        if args.repository or has_constraints(args):
+            raise UsageError("give either --profile or REPO with constraints, not both")
+        spec = spec_of(config.profile(args.profile))
+        ref = parse(spec.repository)
+        if spec.tag:
+            ref = ref.with_tag(spec.tag)
+        constraints = constraints_of(spec)
+    elif args.repository:
+        ref = parse(args.repository)
+        constraints = constraints_from(args)
+    else:
+        raise UsageError(
+            "name a repository (e.g. rocm/sgl-dev) or a --profile",
+            hint="see `rocmenv resolve --help`",
+        )
+    if ref.digest:
+        raise UsageError(
+            f"{args.repository} is already pinned to a digest",
+            hint="use `rocmenv validate` to check it",
+        )
+    with make_client(ctx, config) as client:
+        if ref.tag:
+            if has_constraints(args):
+                raise UsageError("give either REPO:TAG or constraints, not both")
+            info = parse_tag(ref.tag)
+            matches, total = 1, None
+        else:
+            resolution = resolve(client, ref, constraints)
+            info, matches, total = resolution.best, len(resolution.matches), resolution.total
+            ref = resolution.reference
+        digest = None
+        registry = None
+        if args.digest or args.json:
+            registry, head = client.head_manifest(ref)
+            digest = head.digest
+        round_trips = client.stats.requests
+    pinned = f"{ref.familiar}@{digest}" if digest else ref.familiar
+    if args.json:
+        emit_json(
+            ctx,
+            {
+                "repository": ref.name,
+                "tag": ref.tag,
+                "reference": ref.familiar,
+                "digest": digest,
+                "pinned": pinned,
+                "registry": registry,
+                "info": info.to_json(),
+                "matching": matches,
+                "total": total,
+                "round_trips": round_trips,
+            },
+        )
+    else:
+        emit(ctx, pinned if args.digest else ref.familiar)
+    return EXIT_OK

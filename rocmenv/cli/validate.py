@@ -1,0 +1,139 @@
+"""`rocmenv validate [REF | --profile P] [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rocmenv.cli._common import emit, emit_json
+from rocmenv.context import Context
+from rocmenv.errors import EXIT_CHECK_FAILED, EXIT_OK
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> None:
+    parser = sub.add_parser(
+        name,
+        help=help_text,
+        description="Check grammar, existence, linux/amd64, that the tag still points at the "
+        "locked digest, and that the manifest bytes hash to their digest. Without arguments, "
+        "every entry of the lockfile. Exit 1 when a check fails (a moved tag names the old and "
+        "new digests), 2 for a malformed reference, 3 when the registry cannot be asked.",
+    )
+    parser.add_argument("ref", nargs="?", metavar="REF")
+    parser.add_argument(
+        "--profile", metavar="P", help="validate profile P (its pin, or its tag if not pinned)"
+    )
+    parser.add_argument(
+        "--lock",
+        type=Path,
+        metavar="FILE",
+        help="lockfile (default: rocmenv.lock next to the config)",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.config import load_config
+    from rocmenv.errors import UsageError
+    from rocmenv.lock import read_lock
+    from rocmenv.pinning import Validation, make_client, reference_key, spec_of, validate
+    from rocmenv.reference import parse, parse_repository
+
+    if args.ref and args.profile:
+        raise UsageError("give either REF or --profile, not both")
+    config = load_config(ctx)
+    lock_path = (
+        (args.lock if args.lock.is_absolute() else ctx.cwd / args.lock)
+        if args.lock
+        else config.lockfile
+    )
+    lock = read_lock(lock_path)
+    jobs: list[tuple[Any, Any, Any, Any]] = []  # (kind, subject, ref, entry)
+    notes: list[str] = []
+    if args.ref:
+        ref = parse(args.ref)
+        if not ref.tag and not ref.digest:
+            ref = ref.with_tag("latest")
+        key = reference_key(ref)
+        jobs.append(("reference", key, ref, lock.references.get(key)))
+    elif args.profile or not (lock.profiles or lock.references):
+        prof = config.profile(args.profile)
+        entry = lock.profiles.get(prof.name)
+        spec = spec_of(prof)
+        if entry is not None:
+            ref = parse(entry.repository)
+            ref = ref.with_tag(entry.tag) if entry.tag else ref.with_digest(entry.digest)
+        else:
+            repo = parse_repository(spec.repository)
+            if spec.has_constraints and not spec.tag:
+                raise UsageError(
+                    f"profile {prof.name!r} is not pinned and has no fixed tag to validate",
+                    hint=f"run `rocmenv pin --profile {prof.name}` first",
+                )
+            ref = (
+                repo.with_digest(spec.digest)
+                if spec.digest
+                else repo.with_tag(spec.tag or "latest")
+            )
+            notes.append(f"profile {prof.name!r} is not pinned in {lock_path}")
+        jobs.append(("profile", prof.name, ref, entry))
+    else:
+        for kind, key, entry in lock.entries():
+            ref = parse(entry.repository)
+            ref = ref.with_tag(entry.tag) if entry.tag else ref.with_digest(entry.digest)
+            jobs.append((kind, key, ref, entry))
+
+    results: list[Validation] = []
+    with make_client(ctx, config) as client:
+        for kind, subject, ref, entry in jobs:
+            results.append(validate(client, subject, kind, ref, entry))
+        round_trips = client.stats.requests
+    ok = all(r.ok for r in results)
+    if args.json:
+        emit_json(
+            ctx,
+            {
+                "ok": ok,
+                "lockfile": str(lock_path),
+                "notes": notes,
+                "round_trips": round_trips,
+                "results": [
+                    {
+                        "kind": r.kind,
+                        "subject": r.subject,
+                        "ok": r.ok,
+                        "moved": r.moved,
+                        "locked_digest": r.locked_digest,
+                        "current_digest": r.current_digest,
+                        "checks": [
+                            {"name": c.name, "ok": c.ok, "detail": c.detail} for c in r.checks
+                        ],
+                    }
+                    for r in results
+                ],
+            },
+        )
+    else:
+        for note in notes:
+            ctx.stderr.write(f"rocmenv validate: note: {note}\n")
+        for r in results:
+            emit(ctx, f"{'ok' if r.ok else 'FAILED'}  {r.kind} {r.subject}")
+            for c in r.checks:
+                emit(ctx, f"  {'✓' if c.ok else '✗'} {c.name}: {c.detail}")
+        if not ok:
+            failed = [r for r in results if not r.ok]
+            moved = [r for r in failed if r.moved]
+            msg = f"rocmenv validate: error: {len(failed)} of {len(results)} failed validation"
+            if moved:
+                msg += "; moved: " + ", ".join(
+                    f"{r.subject} ({r.locked_digest} → {r.current_digest})" for r in moved
+                )
+                msg += "\nhint: run `rocmenv pin --update` to accept the new images, after checking what changed (`rocmenv drift --inspect`)"
+            ctx.stderr.write(msg + "\n")
+            if ctx.in_github_actions:
+                ctx.stderr.write(
+                    f"::error title=rocmenv validate::{len(failed)} image(s) failed validation\n"
+                )
+    return EXIT_OK if ok else EXIT_CHECK_FAILED

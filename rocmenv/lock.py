@@ -1,0 +1,316 @@
+"""``rocmenv.lock``: pinned digests, per profile and per bare reference.
+
+Format (JSON, sorted keys, two-space indent)::
+
+    {
+      "lock_version": 1,
+      "generator": "rocmenv 0.1.0",
+      "profiles": {
+        "ci": {
+          "repository": "docker.io/rocm/sgl-dev",
+          "tag": "v0.5.8-rocm700-mi30x-20260215",
+          "digest": "sha256:…",              # what the tag points at (index digest if an index)
+          "media_type": "application/vnd.oci.image.index.v1+json",
+          "platform": "linux/amd64",
+          "platform_digest": "sha256:…",     # the linux/amd64 image manifest
+          "registry": "127.0.0.1:5000",      # the host that answered (a mirror or the registry)
+          "resolved_at": "2026-12-02T10:00:00Z",
+          "constraints": {"gpu": "mi30x", …}, # when the tag was resolved from constraints
+          "packages": {"amd-aiter": "0.1.9.post1", …}   # optional, found inside the image
+        }
+      },
+      "references": { "docker.io/rocm/sgl-dev:miles-rocm720-mi35x": { … } }
+    }
+
+Writes are atomic (temp file in the same directory, fsync, ``os.replace``) and serialised by
+an advisory lock on its directory, so a ``kill -9`` mid-write leaves the old file intact and
+two concurrent ``pin`` runs both land. Reads are strict: a corrupt file or one from a newer
+``lock_version`` is an error that says what to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypedDict
+
+from rocmenv import __version__
+from rocmenv.errors import InvalidReference, LockError
+from rocmenv.reference import validate_digest
+
+LOCK_VERSION = 1
+ENTRY_REQUIRED = (
+    "repository",
+    "digest",
+    "media_type",
+    "platform",
+    "platform_digest",
+    "resolved_at",
+)
+ENTRY_OPTIONAL = ("tag", "registry", "constraints", "packages")
+
+
+class LockEntryJSON(TypedDict, total=False):
+    repository: str
+    tag: str | None
+    digest: str
+    media_type: str
+    platform: str
+    platform_digest: str
+    registry: str
+    resolved_at: str
+    constraints: dict[str, str]
+    packages: dict[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockEntry:
+    repository: str
+    digest: str
+    media_type: str
+    platform: str
+    platform_digest: str
+    resolved_at: str
+    tag: str | None = None
+    registry: str | None = None
+    constraints: tuple[tuple[str, str], ...] = ()
+    packages: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def pinned(self) -> str:
+        """``repository@digest``: what cannot move."""
+        return f"{self.repository}@{self.digest}"
+
+    def to_json(self) -> LockEntryJSON:
+        data: LockEntryJSON = {
+            "repository": self.repository,
+            "tag": self.tag,
+            "digest": self.digest,
+            "media_type": self.media_type,
+            "platform": self.platform,
+            "platform_digest": self.platform_digest,
+            "resolved_at": self.resolved_at,
+        }
+        if self.registry:
+            data["registry"] = self.registry
+        if self.constraints:
+            data["constraints"] = dict(self.constraints)
+        if self.packages:
+            data["packages"] = dict(self.packages)
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lock:
+    profiles: Mapping[str, LockEntry] = field(default_factory=dict)
+    references: Mapping[str, LockEntry] = field(default_factory=dict)
+
+    def with_profile(self, name: str, entry: LockEntry) -> Lock:
+        return replace(self, profiles={**self.profiles, name: entry})
+
+    def with_reference(self, key: str, entry: LockEntry) -> Lock:
+        return replace(self, references={**self.references, key: entry})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "lock_version": LOCK_VERSION,
+            "generator": f"rocmenv {__version__}",
+            "profiles": {k: v.to_json() for k, v in sorted(self.profiles.items())},
+            "references": {k: v.to_json() for k, v in sorted(self.references.items())},
+        }
+
+    def entries(self) -> Iterator[tuple[str, str, LockEntry]]:
+        """``(kind, key, entry)`` for every entry: kind is ``profile`` or ``reference``."""
+        for name, entry in sorted(self.profiles.items()):
+            yield "profile", name, entry
+        for key, entry in sorted(self.references.items()):
+            yield "reference", key, entry
+
+
+def _fail(path: Path, what: str) -> LockError:
+    return LockError(
+        f"{path}: {what}",
+        hint="restore it from version control, or delete it and run `rocmenv pin` again",
+    )
+
+
+def _entry(path: Path, where: str, raw: Any) -> LockEntry:
+    if not isinstance(raw, dict):
+        raise _fail(path, f"{where} is not an object")
+    for key in raw:
+        if key not in ENTRY_REQUIRED and key not in ENTRY_OPTIONAL:
+            raise _fail(path, f"{where} has an unknown field {key!r}")
+    for key in ENTRY_REQUIRED:
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise _fail(path, f"{where} lacks {key!r} (or it is not a string)")
+    for key in ("digest", "platform_digest"):
+        try:
+            validate_digest(raw[key])
+        except InvalidReference:
+            raise _fail(path, f"{where}.{key} = {raw[key]!r} is not a valid digest") from None
+    tag = raw.get("tag")
+    if tag is not None and not isinstance(tag, str):
+        raise _fail(path, f"{where}.tag is not a string")
+    registry = raw.get("registry")
+    if registry is not None and not isinstance(registry, str):
+        raise _fail(path, f"{where}.registry is not a string")
+    pairs: dict[str, tuple[tuple[str, str], ...]] = {}
+    for key in ("constraints", "packages"):
+        value = raw.get(key) or {}
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise _fail(path, f"{where}.{key} must map strings to strings")
+        pairs[key] = tuple(sorted(value.items()))
+    return LockEntry(
+        repository=raw["repository"],
+        tag=tag,
+        digest=raw["digest"],
+        media_type=raw["media_type"],
+        platform=raw["platform"],
+        platform_digest=raw["platform_digest"],
+        resolved_at=raw["resolved_at"],
+        registry=registry,
+        constraints=pairs["constraints"],
+        packages=pairs["packages"],
+    )
+
+
+def parse_lock(path: Path, text: str) -> Lock:
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise _fail(path, f"not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise _fail(path, "not a JSON object")
+    version = data.get("lock_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise _fail(path, "has no integer lock_version")
+    if version > LOCK_VERSION:
+        raise LockError(
+            f"{path} has lock_version {version}; this rocmenv ({__version__}) reads up to "
+            f"{LOCK_VERSION}",
+            hint="upgrade rocmenv (it was written by a newer version); do not edit the file by hand",
+        )
+    if version < 1:
+        raise _fail(path, f"lock_version {version} is not valid")
+    for key in data:
+        if key not in ("lock_version", "generator", "profiles", "references"):
+            raise _fail(path, f"unknown top-level field {key!r}")
+    sections: dict[str, dict[str, LockEntry]] = {}
+    for section in ("profiles", "references"):
+        raw = data.get(section) or {}
+        if not isinstance(raw, dict):
+            raise _fail(path, f"{section} is not an object")
+        sections[section] = {k: _entry(path, f"{section}.{k}", v) for k, v in raw.items()}
+    return Lock(profiles=sections["profiles"], references=sections["references"])
+
+
+def read_lock(path: Path) -> Lock:
+    """The lock at ``path``; an empty one when the file does not exist."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Lock()
+    except OSError as err:
+        raise LockError(f"cannot read {path}: {err.strerror}") from err
+    return parse_lock(path, text)
+
+
+def render_lock(lock: Lock) -> str:
+    return json.dumps(lock.to_json(), indent=2, sort_keys=True) + "\n"
+
+
+@contextlib.contextmanager
+def exclusive(path: Path, *, timeout: float = 60.0) -> Iterator[None]:
+    """Hold the advisory lock that serialises writers of ``path``.
+
+    The lock is taken on the directory itself (``flock`` works on directory descriptors), so
+    no sidecar file is left next to the lockfile.
+    """
+    directory = path.parent
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as err:
+        raise LockError(
+            f"cannot open {directory} to lock {path.name}: {err.strerror}",
+            hint="check that the directory exists and is readable",
+        ) from err
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as err:
+                if err.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() > deadline:
+                    raise LockError(
+                        f"{path} is being written by another rocmenv process (waited {timeout:.0f} s)",
+                        hint="wait for the other `rocmenv pin` to finish",
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _clean_stale_temps(path: Path) -> None:
+    """Remove temp files left by writers that were killed (their pid is gone)."""
+    prefix = f".{path.name}."
+    for candidate in path.parent.glob(f"{prefix}*.tmp"):
+        pid_text = candidate.name[len(prefix) :].split(".", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            candidate.unlink(missing_ok=True)
+        except PermissionError:
+            pass
+
+
+def write_lock(path: Path, lock: Lock) -> None:
+    """Atomically replace ``path`` (call inside :func:`exclusive`)."""
+    text = render_lock(lock)
+    _clean_stale_temps(path)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def update_lock(path: Path, change: Callable[[Lock], Lock], *, timeout: float = 60.0) -> Lock:
+    """Read-modify-write under the lock, so concurrent updates of other entries survive."""
+    with exclusive(path, timeout=timeout):
+        new = change(read_lock(path))
+        write_lock(path, new)
+        return new

@@ -1,0 +1,319 @@
+"""The tag grammar of ``rocm/sgl-dev`` (and the ROCm tags of ``lmsysorg/sglang``).
+
+Families (design.md §3):
+
+- nightly   ``v<sglang>-rocm<NNN>-<gpu>-<YYYYMMDD>[-preview|-srt]``; also the dated siblings of
+  floating project tags, ``miles-rocm<NNN>-<gpu>-<YYYYMMDD|YYYYMMDDHHMM>`` (project ``miles``)
+- release   ``v<sglang>-rocm<NNN>[-<gpu>][-srt]``
+- floating  ``<project>-rocm<NNN>-<gpu>`` (``miles-…``, ``latest-…``: overwritten by nightly builds)
+- date-only ``YYYYMMDD[-srt|-rc|rc]`` (early 2025 builds, gfx942 only)
+- unknown   anything else: kept and reported, never fatal.
+
+``rocmNNN`` is ROCm N.N.N (``rocm700`` = 7.0, ``rocm724`` = 7.2.4, ``rocm10`` = 10.0).
+Nightlies carry the latest *released* SGLang version at build time, so nightlies are ordered
+by date and releases by PEP 440 version.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Family = Literal["nightly", "release", "floating", "date-only", "unknown"]
+FAMILY_NAMES: tuple[str, ...] = ("nightly", "release", "floating", "date-only", "unknown")
+
+# GPU family of a tag → LLVM gfx target. mi45x → gfx1250 is the MI400-series target as
+# published in LLVM's AMDGPU docs; extend here when new families appear in tags.
+GPU_GFX: dict[str, str] = {"mi30x": "gfx942", "mi35x": "gfx950", "mi45x": "gfx1250"}
+GFX_GPU: dict[str, str] = {gfx: gpu for gpu, gfx in GPU_GFX.items()}
+
+_SGLANG = r"(?P<sglang>[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?)"
+_ROCM = r"rocm(?P<rocm>[0-9]{2,4})"
+_GPU = r"(?P<gpu>mi[0-9]{2,3}x|gfx[0-9]{3,4}[a-z]?)"
+_DATE = r"(?P<date>20[0-9]{6})(?P<time>[0-9]{4})?"
+
+_NIGHTLY_RE = re.compile(
+    rf"v{_SGLANG}-{_ROCM}-{_GPU}-{_DATE}(?:-(?P<suffix>preview|srt))?", re.ASCII
+)
+_RELEASE_RE = re.compile(rf"v{_SGLANG}-{_ROCM}(?:-{_GPU})?(?:-(?P<suffix>srt))?", re.ASCII)
+_PROJECT_RE = re.compile(rf"(?P<project>[a-z][a-z0-9]*)-{_ROCM}-{_GPU}(?:-{_DATE})?", re.ASCII)
+_DATE_ONLY_RE = re.compile(r"(?P<date>20[0-9]{6})(?:-?(?P<suffix>srt|rc))?", re.ASCII)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TagInfo:
+    tag: str
+    family: Family
+    sglang: str | None = None
+    rocm: str | None = None  # "7.2", "7.2.4", "10.0"
+    gpu: str | None = None  # "mi30x", "mi35x", "gfx1151"
+    gfx: str | None = None  # "gfx942"
+    date: str | None = None  # YYYYMMDD
+    time: str | None = None  # HHMM, for YYYYMMDDHHMM siblings
+    suffix: str | None = None  # "srt", "preview", "rc"
+    project: str | None = None  # "sglang" for sglang builds, "miles", "latest", …
+    problem: str | None = None  # for unknown tags: why
+
+    @property
+    def date_key(self) -> str:
+        return (self.date or "00000000") + (self.time or "0000")
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "tag": self.tag,
+            "family": self.family,
+            "sglang": self.sglang,
+            "rocm": self.rocm,
+            "gpu": self.gpu,
+            "gfx": self.gfx,
+            "date": self.date,
+            "time": self.time,
+            "suffix": self.suffix,
+            "project": self.project,
+            "problem": self.problem,
+        }
+
+
+def rocm_version(code: str) -> str | None:
+    """``700`` → ``7.0``, ``720`` → ``7.2``, ``724`` → ``7.2.4``, ``10`` → ``10.0``, ``1010`` → ``10.1``."""
+    if not code.isdigit():
+        return None
+    if len(code) == 2:
+        parts = [code, "0"] if code[0] == "1" else [code[0], code[1]]
+    elif len(code) == 3:
+        parts = [code[0], code[1], code[2]]
+    elif len(code) == 4 and code[0] == "1":
+        parts = [code[:2], code[2], code[3]]
+    else:
+        return None
+    if len(parts) == 3 and parts[2] == "0":
+        parts = parts[:2]
+    return ".".join(str(int(p)) for p in parts)
+
+
+def _valid_date(date: str, time: str | None) -> bool:
+    try:
+        _dt.date(int(date[:4]), int(date[4:6]), int(date[6:8]))
+    except ValueError:
+        return False
+    return time is None or (int(time[:2]) < 24 and int(time[2:]) < 60)
+
+
+def _gpu_fields(gpu: str | None) -> dict[str, str | None]:
+    if gpu is None:
+        return {"gpu": None, "gfx": None}
+    gfx = gpu if gpu.startswith("gfx") else GPU_GFX.get(gpu)
+    return {"gpu": gpu, "gfx": gfx}
+
+
+def parse_tag(tag: str) -> TagInfo:
+    """Classify one tag. Never raises: what does not fit a family is ``unknown`` with a reason."""
+    if m := _NIGHTLY_RE.fullmatch(tag):
+        problem = _check(m.group("rocm"), m.group("date"), m.group("time"), m.group("sglang"))
+        if problem is None:
+            return TagInfo(
+                tag=tag,
+                family="nightly",
+                sglang=m.group("sglang"),
+                rocm=rocm_version(m.group("rocm")),
+                date=m.group("date"),
+                time=m.group("time"),
+                suffix=m.group("suffix"),
+                project="sglang",
+                **_gpu_fields(m.group("gpu")),
+            )
+        return TagInfo(tag=tag, family="unknown", problem=problem)
+    if m := _RELEASE_RE.fullmatch(tag):
+        problem = _check(m.group("rocm"), None, None, m.group("sglang"))
+        if problem is None:
+            return TagInfo(
+                tag=tag,
+                family="release",
+                sglang=m.group("sglang"),
+                rocm=rocm_version(m.group("rocm")),
+                suffix=m.group("suffix"),
+                project="sglang",
+                **_gpu_fields(m.group("gpu")),
+            )
+        return TagInfo(tag=tag, family="unknown", problem=problem)
+    if m := _PROJECT_RE.fullmatch(tag):
+        problem = _check(m.group("rocm"), m.group("date"), m.group("time"), None)
+        if problem is None:
+            return TagInfo(
+                tag=tag,
+                family="nightly" if m.group("date") else "floating",
+                rocm=rocm_version(m.group("rocm")),
+                date=m.group("date"),
+                time=m.group("time"),
+                project=m.group("project"),
+                **_gpu_fields(m.group("gpu")),
+            )
+        return TagInfo(tag=tag, family="unknown", problem=problem)
+    if m := _DATE_ONLY_RE.fullmatch(tag):
+        if _valid_date(m.group("date"), None):
+            return TagInfo(
+                tag=tag,
+                family="date-only",
+                date=m.group("date"),
+                suffix=m.group("suffix"),
+                project="sglang",
+                gpu="mi30x",
+                gfx="gfx942",
+            )
+        return TagInfo(
+            tag=tag, family="unknown", problem=f"{m.group('date')} is not a calendar date"
+        )
+    return TagInfo(tag=tag, family="unknown", problem="matches no known rocm/sgl-dev tag family")
+
+
+def _check(rocm: str, date: str | None, time: str | None, sglang: str | None) -> str | None:
+    # ``sglang`` needs no check: the _SGLANG pattern only admits valid PEP 440 versions.
+    if rocm_version(rocm) is None:
+        return f"rocm{rocm} is not a ROCm version code"
+    if date is not None and not _valid_date(date, time):
+        return f"{date}{time or ''} is not a calendar date"
+    return None
+
+
+# -- selection --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Constraints:
+    sglang: str | None = None  # PEP 440 specifier, e.g. ">=0.5.8,<0.6" or "0.5.8" (== implied)
+    rocm: str | None = None  # "7.2" matches 7.2 and 7.2.x; "7.2.4" only 7.2.4
+    gpu: str | None = None  # "mi35x" or a gfx target ("gfx950")
+    family: str | None = None  # one of FAMILY_NAMES minus unknown
+    before: str | None = None  # YYYYMMDD: dated strictly before this day
+    project: str | None = (
+        "sglang"  # "sglang" builds by default; "miles", "latest", … or None for any
+    )
+
+    def describe(self) -> str:
+        parts = [f"--{k} {v}" for k, v in self._items() if v is not None]
+        return " ".join(parts) if parts else "(no constraints)"
+
+    def _items(self) -> list[tuple[str, str | None]]:
+        return [
+            ("sglang", self.sglang),
+            ("rocm", self.rocm),
+            ("gpu", self.gpu),
+            ("family", self.family),
+            ("before", self.before),
+            ("project", self.project if self.project != "sglang" else None),
+        ]
+
+
+def sglang_specifier(text: str) -> object:
+    """A bare version means ``==``; otherwise a PEP 440 specifier set."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from rocmenv.errors import UsageError
+
+    spec_text = text.strip()
+    if spec_text and spec_text[0].isdigit():
+        spec_text = "==" + spec_text
+    try:
+        return SpecifierSet(spec_text)
+    except InvalidSpecifier:
+        raise UsageError(
+            f"--sglang {text!r} is not a PEP 440 version or specifier",
+            hint='e.g. --sglang 0.5.8.post1 or --sglang ">=0.5.8,<0.6"',
+        ) from None
+
+
+def failed_constraints(info: TagInfo, c: Constraints) -> list[str]:
+    """The names of the constraints ``info`` does not meet (empty: it matches)."""
+    failed: list[str] = []
+    if info.family == "unknown":
+        return ["family"]
+    if c.family is not None:
+        if info.family != c.family:
+            failed.append("family")
+    elif info.family == "floating":
+        failed.append("family")  # floating tags move: only when asked for explicitly
+    if (
+        c.project is not None
+        and info.project != c.project
+        and not (c.family == "floating" and c.project == "sglang")
+    ):
+        failed.append("project")
+    if c.sglang is not None:
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import Version
+
+        spec = sglang_specifier(c.sglang)
+        assert isinstance(spec, SpecifierSet)
+        if info.sglang is None or not spec.contains(Version(info.sglang), prereleases=True):
+            failed.append("sglang")
+    if c.rocm is not None:
+        want = c.rocm.split(".")
+        have = (info.rocm or "").split(".")
+        if len(have) == 2:
+            have.append("0")
+        if not info.rocm or have[: len(want)] != [str(int(p)) if p.isdigit() else p for p in want]:
+            failed.append("rocm")
+    if c.gpu is not None:
+        want_gpu = c.gpu.lower()
+        if info.gpu != want_gpu and info.gfx != want_gpu:
+            failed.append("gpu")
+    if c.before is not None and (info.date is None or info.date >= c.before):
+        failed.append("before")
+    return failed
+
+
+def sort_key(info: TagInfo) -> tuple[int, str, object]:
+    """Newest first when sorted in reverse: nightlies by date, releases by version."""
+    from packaging.version import Version
+
+    rank = {"nightly": 3, "release": 2, "date-only": 1, "floating": 0}.get(info.family, -1)
+    if info.family == "release" and info.sglang:
+        # Among releases: version, then GPU-specific before generic, then without -srt.
+        return (
+            rank,
+            "",
+            (Version(info.sglang), info.gpu is not None, info.suffix is None, info.tag),
+        )
+    return (rank, info.date_key, (info.suffix is None, info.tag))
+
+
+def select(infos: Iterable[TagInfo], c: Constraints) -> list[TagInfo]:
+    """Matching tags, best first. Without ``family``: nightlies (newest date) beat releases
+    (highest version), which beat date-only tags; floating tags only when asked for."""
+    matching = [i for i in infos if not failed_constraints(i, c)]
+    return sorted(matching, key=sort_key, reverse=True)
+
+
+def nearest(
+    infos: Sequence[TagInfo], c: Constraints, limit: int = 3
+) -> list[tuple[TagInfo, list[str]]]:
+    """Closest misses: fewest failed constraints, then newest."""
+    scored = []
+    for info in infos:
+        if info.family == "unknown":
+            continue
+        failed = failed_constraints(info, c)
+        if failed:
+            scored.append((len(failed), info, failed))
+    scored.sort(key=lambda item: (item[0], _neg(sort_key(item[1]))))
+    return [(info, failed) for _, info, failed in scored[:limit]]
+
+
+class _Reversed:
+    def __init__(self, key: object) -> None:
+        self.key = key
+
+    def __lt__(self, other: _Reversed) -> bool:
+        return bool(other.key < self.key)  # type: ignore[operator]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reversed) and bool(self.key == other.key)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _neg(key: object) -> _Reversed:
+    return _Reversed(key)
