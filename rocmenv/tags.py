@@ -2,10 +2,11 @@
 
 Families (design.md §3):
 
-- nightly   ``v<sglang>-rocm<NNN>-<gpu>-<YYYYMMDD>[-preview|-srt]``; also the dated siblings of
-  floating project tags, ``miles-rocm<NNN>-<gpu>-<YYYYMMDD|YYYYMMDDHHMM>`` (project ``miles``)
+- nightly   ``v<sglang>-rocm<NNN>-<gpu>-<YYYYMMDD>[-preview|-srt]``
 - release   ``v<sglang>-rocm<NNN>[-<gpu>][-srt]``
-- floating  ``<project>-rocm<NNN>-<gpu>`` (``miles-…``, ``latest-…``: overwritten by nightly builds)
+- floating  project tags ``<project>-rocm<NNN>-<gpu>`` (``miles-…``, ``latest-…``: overwritten
+  by nightly builds, ``moving``) and their dated siblings
+  ``<project>-rocm<NNN>-<gpu>-<YYYYMMDD|YYYYMMDDHHMM>`` (not moving: pinnable by date)
 - date-only ``YYYYMMDD[-srt|-rc|rc]`` (early 2025 builds, gfx942 only)
 - unknown   anything else: kept and reported, never fatal.
 
@@ -25,9 +26,9 @@ from typing import Literal
 Family = Literal["nightly", "release", "floating", "date-only", "unknown"]
 FAMILY_NAMES: tuple[str, ...] = ("nightly", "release", "floating", "date-only", "unknown")
 
-# GPU family of a tag → LLVM gfx target. mi45x → gfx1250 is the MI400-series target as
-# published in LLVM's AMDGPU docs; extend here when new families appear in tags.
-GPU_GFX: dict[str, str] = {"mi30x": "gfx942", "mi35x": "gfx950", "mi45x": "gfx1250"}
+# GPU family of a tag → LLVM gfx target. Families seen in tags whose target we do not know
+# for certain (mi45x) map to None; extend here when they are confirmed.
+GPU_GFX: dict[str, str] = {"mi30x": "gfx942", "mi35x": "gfx950"}
 GFX_GPU: dict[str, str] = {gfx: gpu for gpu, gfx in GPU_GFX.items()}
 
 _SGLANG = r"(?P<sglang>[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?)"
@@ -55,13 +56,14 @@ class TagInfo:
     time: str | None = None  # HHMM, for YYYYMMDDHHMM siblings
     suffix: str | None = None  # "srt", "preview", "rc"
     project: str | None = None  # "sglang" for sglang builds, "miles", "latest", …
+    moving: bool = False  # an undated floating tag: rebuilt and re-pointed every night
     problem: str | None = None  # for unknown tags: why
 
     @property
     def date_key(self) -> str:
         return (self.date or "00000000") + (self.time or "0000")
 
-    def to_json(self) -> dict[str, str | None]:
+    def to_json(self) -> dict[str, str | bool | None]:
         return {
             "tag": self.tag,
             "family": self.family,
@@ -73,6 +75,7 @@ class TagInfo:
             "time": self.time,
             "suffix": self.suffix,
             "project": self.project,
+            "moving": self.moving,
             "problem": self.problem,
         }
 
@@ -144,7 +147,8 @@ def parse_tag(tag: str) -> TagInfo:
         if problem is None:
             return TagInfo(
                 tag=tag,
-                family="nightly" if m.group("date") else "floating",
+                family="floating",
+                moving=m.group("date") is None,
                 rocm=rocm_version(m.group("rocm")),
                 date=m.group("date"),
                 time=m.group("time"),

@@ -1,0 +1,139 @@
+"""Configuration: schema, did-you-mean, precedence, built-in profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rocmenv.config import BUILTIN_PROFILES, load_config
+from rocmenv.context import Context
+from rocmenv.errors import ConfigError, UsageError
+
+
+def ctx_in(path: Path, **env: str) -> Context:
+    return Context(cwd=path, env={"HOME": str(path), **env})
+
+
+def write(path: Path, text: str, name: str = "rocmenv.toml") -> Path:
+    (path / name).write_text(text)
+    return path / name
+
+
+def test_no_config_gives_builtins(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    config = load_config(ctx_in(tmp_path))
+    assert config.path is None
+    assert config.profile().name == "rocm"
+    assert {"rocm", "cpu"} <= set(config.profile_names)
+    assert config.lockfile == tmp_path / "rocmenv.lock"
+
+
+def test_builtin_rocm_reproduces_reference_options_except_privileged() -> None:
+    rocm = BUILTIN_PROFILES["rocm"]
+    assert rocm.gpus == "all"
+    assert rocm.group_add == ("video", "render")
+    assert rocm.cap_add == ("SYS_PTRACE",)
+    assert rocm.security_opt == ("seccomp=unconfined",)
+    assert (rocm.ipc, rocm.shm_size) == ("host", "32g")
+    assert {u.render() for u in rocm.ulimits} == {"memlock=-1", "stack=67108864", "nofile=65535"}
+    assert rocm.privileged is False
+    assert "HIP_VISIBLE_DEVICES" in rocm.pass_env
+    cpu = BUILTIN_PROFILES["cpu"]
+    assert (cpu.gpus, cpu.group_add, cpu.cap_add, cpu.security_opt, cpu.ulimits) == ("none", (), (), (), ())
+
+
+def test_profile_extends_and_overrides(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        """
+default-profile = "ci"
+[profiles.ci]
+extends = "rocm"
+image = "rocm/sgl-dev"
+gpu = "mi35x"
+privileged = true
+mounts = ["./data:/data:ro", {source = "/nope", target = "/x", optional = true}]
+ulimits = { nofile = "1024:2048" }
+env = { A = "1" }
+[profiles.child]
+extends = "ci"
+shm-size = "1g"
+""",
+    )
+    config = load_config(ctx_in(tmp_path))
+    ci = config.profile()
+    assert ci.name == "ci" and ci.privileged and ci.image and ci.image.gpu == "mi35x"
+    assert ci.image.repository == "docker.io/rocm/sgl-dev"
+    assert ci.mounts[0].source == str(tmp_path / "data") and ci.mounts[0].readonly
+    assert ci.mounts[1].optional
+    assert [(u.soft, u.hard) for u in ci.ulimits] == [(1024, 2048)]
+    child = config.profile("child")
+    assert child.shm_size == "1g" and child.privileged and child.group_add == ("video", "render")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[profiles.x]\nshm-szie = '1g'", "did you mean 'shm-size'"),
+        ("defualt-profile = 'x'", "did you mean 'default-profile'"),
+        ("[registry]\nmirors = {}", "did you mean 'mirrors'"),
+        ("[profiles.x]\nextends = 'rcom'", "did you mean 'rocm'"),
+        ("[profiles.x]\npull = 'sometimes'", "not one of always, missing, never"),
+        ("[profiles.x]\nulimits = { nofile = 'lots' }", "is not a ulimit"),
+        ("[profiles.x]\nulimits = { nofile = '10:5' }", "must not exceed"),
+        ("[profiles.x]\nmounts = ['nocolon']", "is not SRC:DST"),
+        ("[profiles.x]\nmounts = ['/a:relative']", "must be an absolute path"),
+        ("[profiles.x]\nimage = 'rocm/SGL'", "must be lowercase"),
+        ("[profiles.x]\nimage = 'rocm/sgl-dev'\ntag = 'rocm/sgl-dev:x'", "not a full image reference"),
+        ("[profiles.x]\nimage = 'rocm/sgl-dev'\ntag = 'x'\ngpu = 'mi30x'", "both a tag and tag constraints"),
+        ("[profiles.x]\nimage = 'rocm/sgl-dev'\nsglang = '>>1'", "not a PEP 440 specifier"),
+        ("[profiles.x]\nextends = 'y'\n[profiles.y]\nextends = 'x'", "extends itself"),
+        ("[profiles.x]\npass-env = ['A-B']", "not an environment variable name"),
+        ("[profiles.x]\nprivileged = 'yes'", "must be true or false"),
+        ("this is = not toml =", "not valid TOML"),
+    ],
+)
+def test_bad_config_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(ctx_in(tmp_path))
+    assert message in str(info.value)
+    assert str(path) in str(info.value) or "TOML" not in message
+    assert info.value.exit_code == 2
+
+
+def test_unknown_profile_did_you_mean(tmp_path: Path) -> None:
+    config = load_config(ctx_in(tmp_path))
+    with pytest.raises(UsageError, match="did you mean 'rocm'"):
+        config.profile("rcom")
+
+
+def test_pyproject_table_is_found_from_a_subdirectory(tmp_path: Path) -> None:
+    write(tmp_path, "[project]\nname='x'\n[tool.rocmenv]\ndefault-profile = 'cpu'\n", "pyproject.toml")
+    sub = tmp_path / "a" / "b"
+    sub.mkdir(parents=True)
+    config = load_config(ctx_in(sub))
+    assert config.path == tmp_path / "pyproject.toml"
+    assert config.profile().name == "cpu"
+    assert config.lockfile == tmp_path / "rocmenv.lock"
+
+
+def test_environment_overrides_file_and_cli_overrides_environment(tmp_path: Path) -> None:
+    write(tmp_path, "default-profile = 'rocm'\nengine = 'docker-api'\n[registry]\nmirrors = {'docker.io' = ['m1']}\n")
+    env = {"ROCMENV_PROFILE": "cpu", "ROCMENV_ENGINE": "docker-cli", "ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000"}
+    config = load_config(ctx_in(tmp_path, **env))
+    assert config.profile().name == "cpu"
+    assert config.engine == "docker-cli"
+    assert config.registry.mirrors_for("docker.io") == ("127.0.0.1:5000",)
+    other = tmp_path / "other.toml"
+    other.write_text("default-profile = 'rocm'\n")
+    cli = Context(cwd=tmp_path, env={"HOME": str(tmp_path)}, config_path=other)
+    assert load_config(cli).path == other
+
+
+def test_bad_environment_values_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="ROCMENV_ENGINE"):
+        load_config(ctx_in(tmp_path, ROCMENV_ENGINE="dockr"))
+    with pytest.raises(ConfigError, match="ROCMENV_MIRRORS"):
+        load_config(ctx_in(tmp_path, ROCMENV_MIRRORS="nonsense"))
