@@ -165,7 +165,7 @@ def token_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenServ
 
 
 @pytest.fixture(scope="module")
-def registry(
+def private_registry(
     tmp_path_factory: pytest.TempPathFactory, token_server: TokenServer
 ) -> Iterator[Registry]:
     binary = _require("docker-registry")
@@ -321,31 +321,33 @@ def get_manifest(reg: Registry, repo: str, ref: str, token: str | None) -> Resp:
 
 
 def test_registry_challenges_with_bearer_realm_and_service(
-    registry: Registry, token_server: TokenServer
+    private_registry: Registry, token_server: TokenServer
 ) -> None:
-    r = request("GET", f"{registry.url}/v2/")
+    r = request("GET", f"{private_registry.url}/v2/")
     assert r.status == 401
     challenge = r.headers["www-authenticate"]
     assert challenge.startswith("Bearer ")
     assert f'realm="{token_server.realm}"' in challenge
     assert f'service="{DEFAULT_SERVICE}"' in challenge
 
-    r = request("GET", f"{registry.url}/v2/private/x/tags/list")
+    r = request("GET", f"{private_registry.url}/v2/private/x/tags/list")
     assert r.status == 401
     assert 'scope="repository:private/x:pull"' in r.headers["www-authenticate"]
 
 
 def test_user_token_pushes_and_pulls_a_tiny_image(
-    registry: Registry, token_server: TokenServer
+    private_registry: Registry, token_server: TokenServer
 ) -> None:
     token = user_token(token_server, "private/pushed")
-    digest = push_image(registry, "private/pushed", "v1", token, b"hello\n")
+    digest = push_image(private_registry, "private/pushed", "v1", token, b"hello\n")
 
-    r = get_manifest(registry, "private/pushed", "v1", token)
+    r = get_manifest(private_registry, "private/pushed", "v1", token)
     assert r.status == 200
     assert r.headers["docker-content-digest"] == digest
     assert _sha(r.body) == digest
-    tags = request("GET", f"{registry.url}/v2/private/pushed/tags/list", headers=bearer(token))
+    tags = request(
+        "GET", f"{private_registry.url}/v2/private/pushed/tags/list", headers=bearer(token)
+    )
     assert tags.status == 200
     assert tags.json() == {"name": "private/pushed", "tags": ["v1"]}
 
@@ -376,17 +378,21 @@ def test_token_response_has_docker_fields_and_signed_claims(token_server: TokenS
 
 
 def test_anonymous_token_pulls_public_but_not_private(
-    registry: Registry, token_server: TokenServer
+    private_registry: Registry, token_server: TokenServer
 ) -> None:
-    pub = push_image(registry, "public/x", "v1", user_token(token_server, "public/x"), b"pub\n")
-    push_image(registry, "private/x", "v1", user_token(token_server, "private/x"), b"priv\n")
+    pub = push_image(
+        private_registry, "public/x", "v1", user_token(token_server, "public/x"), b"pub\n"
+    )
+    push_image(
+        private_registry, "private/x", "v1", user_token(token_server, "private/x"), b"priv\n"
+    )
 
     status, payload = fetch_token(token_server, "repository:public/x:pull")
     assert status == 200
     anon_pub = payload["token"]
     assert isinstance(anon_pub, str)
     assert jwt_parts(anon_pub)[1]["sub"] == ""
-    r = get_manifest(registry, "public/x", "v1", anon_pub)
+    r = get_manifest(private_registry, "public/x", "v1", anon_pub)
     assert r.status == 200
     assert r.headers["docker-content-digest"] == pub
 
@@ -398,7 +404,7 @@ def test_anonymous_token_pulls_public_but_not_private(
     assert jwt_parts(anon_push)[1]["access"] == [
         {"type": "repository", "name": "public/x", "actions": ["pull"]}
     ]
-    r = push_blob(registry, "public/x", anon_push, b"nope")
+    r = push_blob(private_registry, "public/x", anon_push, b"nope")
     assert r.status == 401
 
     # private/: token issued but with no access, and the registry refuses it
@@ -407,7 +413,7 @@ def test_anonymous_token_pulls_public_but_not_private(
     anon_priv = payload["token"]
     assert isinstance(anon_priv, str)
     assert jwt_parts(anon_priv)[1]["access"] == []
-    r = get_manifest(registry, "private/x", "v1", anon_priv)
+    r = get_manifest(private_registry, "private/x", "v1", anon_priv)
     assert r.status == 401
     assert 'error="insufficient_scope"' in r.headers["www-authenticate"]
     assert token_server.count(outcome="anonymous", scope="repository:private/x:pull") >= 1
@@ -448,7 +454,7 @@ def test_requests_are_counted_by_endpoint_outcome_and_scope(token_server: TokenS
 
 
 def test_post_password_grant_issues_a_token_the_registry_accepts(
-    registry: Registry, token_server: TokenServer
+    private_registry: Registry, token_server: TokenServer
 ) -> None:
     body = urllib.parse.urlencode(
         {
@@ -467,8 +473,8 @@ def test_post_password_grant_issues_a_token_the_registry_accepts(
     assert isinstance(payload, dict)
     assert payload["expires_in"] == 300
     token = payload["access_token"]
-    push_image(registry, "private/post", "v1", token, b"post\n")
-    cat = request("GET", f"{registry.url}/v2/_catalog", headers=bearer(token))
+    push_image(private_registry, "private/post", "v1", token, b"post\n")
+    cat = request("GET", f"{private_registry.url}/v2/_catalog", headers=bearer(token))
     assert cat.status == 200
     assert "private/post" in cat.body.decode()
 
@@ -481,16 +487,16 @@ def test_post_password_grant_issues_a_token_the_registry_accepts(
 @pytest.mark.parametrize("header", ["kid", "x5c"])
 @pytest.mark.parametrize("which", [0, 1, 2], ids=["ec", "rsa", "ec2"])
 def test_registry_accepts_kid_and_x5c_tokens_for_ec_and_rsa_keys(
-    registry: Registry, header: str, which: int
+    private_registry: Registry, header: str, which: int
 ) -> None:
-    signer = TokenServer(registry.bundle_dirs[which], create_keys=False)
+    signer = TokenServer(private_registry.bundle_dirs[which], create_keys=False)
     token = signer.mint(
         access=[AccessEntry(type="registry", name="catalog", actions=("*",))],
         header="x5c" if header == "x5c" else "kid",
     )
     hdr, _ = jwt_parts(token)
     assert hdr["alg"] == ("RS256" if which == 1 else "ES256")
-    r = request("GET", f"{registry.url}/v2/_catalog", headers=bearer(token))
+    r = request("GET", f"{private_registry.url}/v2/_catalog", headers=bearer(token))
     assert r.status == 200, (r.status, r.body)
 
 
@@ -498,7 +504,7 @@ def test_registry_accepts_kid_and_x5c_tokens_for_ec_and_rsa_keys(
     "kind", ["expired", "wrong_audience", "wrong_issuer", "untrusted_key", "bad_signature"]
 )
 def test_registry_rejects_tokens_it_should_not_trust(
-    registry: Registry, token_server: TokenServer, tmp_path: Path, kind: str
+    private_registry: Registry, token_server: TokenServer, tmp_path: Path, kind: str
 ) -> None:
     """The registry really verifies what we sign — so the tests above can fail."""
     access = [AccessEntry(type="registry", name="catalog", actions=("*",))]
@@ -518,7 +524,7 @@ def test_registry_rejects_tokens_it_should_not_trust(
         forged["sub"] = "root"
         claims = base64.urlsafe_b64encode(json.dumps(forged).encode()).rstrip(b"=").decode()
         token = f"{head}.{claims}.{sig}"
-    r = request("GET", f"{registry.url}/v2/_catalog", headers=bearer(token))
+    r = request("GET", f"{private_registry.url}/v2/_catalog", headers=bearer(token))
     assert r.status == 401
 
 
@@ -566,7 +572,7 @@ def test_scope_parser_keeps_colons_in_names() -> None:
 
 
 def test_cli_init_and_serve_issue_tokens_the_registry_accepts(
-    registry: Registry, token_server: TokenServer, tmp_path: Path
+    private_registry: Registry, token_server: TokenServer, tmp_path: Path
 ) -> None:
     # `init` into the directory the registry already trusts: idempotent, keeps the keys.
     keydir = token_server.keys.key_path.parent
@@ -613,7 +619,9 @@ def test_cli_init_and_serve_issue_tokens_the_registry_accepts(
         assert r.status == 200, r.body
         payload = r.json()
         assert isinstance(payload, dict)
-        cat = request("GET", f"{registry.url}/v2/_catalog", headers=bearer(payload["token"]))
+        cat = request(
+            "GET", f"{private_registry.url}/v2/_catalog", headers=bearer(payload["token"])
+        )
         assert cat.status == 200
         assert request("GET", f"{realm}?{q}", headers=basic("carol", "bad")).status == 401
     finally:
@@ -626,13 +634,15 @@ def test_cli_init_and_serve_issue_tokens_the_registry_accepts(
 
 
 def test_skopeo_lists_and_inspects_through_the_token_flow(
-    registry: Registry, token_server: TokenServer, tmp_path: Path
+    private_registry: Registry, token_server: TokenServer, tmp_path: Path
 ) -> None:
     """A real third-party client (skopeo) completes the bearer flow against our server."""
     skopeo = _require("skopeo")
-    push_image(registry, "private/sko", "v1", user_token(token_server, "private/sko"), b"s\n")
-    push_image(registry, "public/sko", "v2", user_token(token_server, "public/sko"), b"p\n")
-    host = registry.url.removeprefix("http://")
+    push_image(
+        private_registry, "private/sko", "v1", user_token(token_server, "private/sko"), b"s\n"
+    )
+    push_image(private_registry, "public/sko", "v2", user_token(token_server, "public/sko"), b"p\n")
+    host = private_registry.url.removeprefix("http://")
     env = {**os.environ, "REGISTRY_AUTH_FILE": str(tmp_path / "auth.json"), "HOME": str(tmp_path)}
     base = [skopeo, "--tmpdir", str(tmp_path), "list-tags", "--tls-verify=false"]
 
@@ -657,7 +667,7 @@ def test_skopeo_lists_and_inspects_through_the_token_flow(
 
 
 def test_docker_login_completes_the_token_flow(
-    registry: Registry, token_server: TokenServer, tmp_path: Path
+    private_registry: Registry, token_server: TokenServer, tmp_path: Path
 ) -> None:
     """The Docker daemon (the client CI really uses) logs in through our token server."""
     docker = _require("docker")
@@ -669,7 +679,7 @@ def test_docker_login_completes_the_token_flow(
                 f"ROCMENV_REQUIRE_ENGINE is set but the Docker engine is not reachable: {info.stderr}"
             )
         pytest.skip(f"Docker engine not reachable: {info.stderr.strip()}")
-    host = registry.url.removeprefix("http://")
+    host = private_registry.url.removeprefix("http://")
 
     def login(password: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
