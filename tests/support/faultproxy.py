@@ -446,6 +446,7 @@ class FaultProxy:
         self._closing = threading.Event()
         self._clients: set[socket.socket] = set()
         self._server: _Server | None = None
+        self._port: int | None = None
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle
@@ -457,6 +458,7 @@ class FaultProxy:
         server = _Server(self._bind, _ProxyHandler)
         server.proxy = self
         self._server = server
+        self._port = int(server.server_address[1])
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -491,9 +493,10 @@ class FaultProxy:
 
     @property
     def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("FaultProxy is not running; use it as a context manager")
-        return int(self._server.server_address[1])
+        """The bound port (still readable after :meth:`close`)."""
+        if self._port is None:
+            raise RuntimeError("FaultProxy was never started; use it as a context manager")
+        return self._port
 
     @property
     def host(self) -> str:

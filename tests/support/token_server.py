@@ -384,6 +384,7 @@ class TokenServer:
         self._lock = threading.Lock()
         self._log: list[TokenRequest] = []
         self._httpd: ThreadingHTTPServer | None = None
+        self._port: int | None = None
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle
@@ -395,6 +396,7 @@ class TokenServer:
         httpd = ThreadingHTTPServer(self._bind, handler)
         httpd.daemon_threads = True
         self._httpd = httpd
+        self._port = int(httpd.server_address[1])
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -416,6 +418,7 @@ class TokenServer:
         httpd = ThreadingHTTPServer(self._bind, handler)
         httpd.daemon_threads = True
         self._httpd = httpd
+        self._port = int(httpd.server_address[1])
         try:
             httpd.serve_forever(poll_interval=0.2)
         finally:
@@ -437,9 +440,10 @@ class TokenServer:
 
     @property
     def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("TokenServer is not running; use it as a context manager")
-        return int(self._httpd.server_address[1])
+        """The bound port (still readable after :meth:`stop`)."""
+        if self._port is None:
+            raise RuntimeError("TokenServer was never started; use it as a context manager")
+        return self._port
 
     @property
     def host(self) -> str:

@@ -602,3 +602,4 @@ def test_close_is_prompt_even_while_a_request_hangs(upstream: Upstream) -> None:
     assert errors and isinstance(errors[0], (http.client.RemoteDisconnected, OSError))
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0  # nothing listens any more
+    assert p.host == f"127.0.0.1:{port}"  # the address stays readable after close
