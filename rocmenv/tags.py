@@ -274,14 +274,13 @@ def sort_key(info: TagInfo) -> tuple[int, str, object]:
     from packaging.version import Version
 
     rank = {"nightly": 3, "release": 2, "date-only": 1, "floating": 0}.get(info.family, -1)
+    rocm = Version(info.rocm) if info.rocm else Version("0")
     if info.family == "release" and info.sglang:
-        # Among releases: version, then GPU-specific before generic, then without -srt.
-        return (
-            rank,
-            "",
-            (Version(info.sglang), info.gpu is not None, info.suffix is None, info.tag),
-        )
-    return (rank, info.date_key, (info.suffix is None, info.tag))
+        # Among releases: version, then GPU-specific before generic, without -srt, newer ROCm.
+        release = (Version(info.sglang), info.gpu is not None, info.suffix is None, rocm, info.tag)
+        return (rank, "", release)
+    # Same date: a plain build before -preview/-srt, then the newer ROCm.
+    return (rank, info.date_key, (info.suffix is None, rocm, info.tag))
 
 
 def select(infos: Iterable[TagInfo], c: Constraints) -> list[TagInfo]:
