@@ -1,0 +1,380 @@
+"""AMD GPU discovery from the KFD topology and ``/dev/dri``, and ``--gpus`` selection.
+
+Sources (both roots are configurable, see :class:`rocmenv.config.HostSettings`)::
+
+    <sysfs>/class/kfd/kfd/topology/nodes/<N>/properties   one "key value" per line;
+        simd_count 0 = a CPU node; gfx_target_version, drm_render_minor, location_id,
+        domain, unique_id describe a GPU (or one partition of it)
+    <sysfs>/class/drm/renderD<minor>/device, card<N>/device   symlinks to the PCI device;
+        a card and a render node belong together when they point at the same device
+    <dev>/kfd, <dev>/dri/renderD<minor>, <dev>/dri/card<N>   the nodes passed to containers
+
+**GPU index** = position in PCI-address order (domain, bus, device, function; partitions of
+one device by render minor). That is the order ``rocm-smi`` and the ROCm runtime use on
+ordinary hosts; KFD node numbers and DRM minors are never taken as indices. When in doubt,
+select by UUID (``GPU-<16 hex digits>`` from ``unique_id``) or by PCI address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from rocmenv.errors import UsageError
+
+CONTAINER_KFD = "/dev/kfd"
+CONTAINER_DRI = "/dev/dri"
+
+# GPU families in image tags and the gfx targets they are built for.
+GPU_FAMILY_TARGETS: dict[str, tuple[str, ...]] = {
+    "mi30x": ("gfx942",),
+    "mi35x": ("gfx950",),
+}
+
+
+class GpuSelectionError(UsageError):
+    """A ``--gpus`` value that is malformed or does not match this host."""
+
+
+def gfx_target_name(version: int) -> str:
+    """Decode KFD ``gfx_target_version`` (major*10000 + minor*100 + stepping) to ``gfxNNN``.
+
+    Minor and stepping are printed in hex: 90402 → gfx942, 90010 → gfx90a, 90500 → gfx950,
+    110501 → gfx1151.
+    """
+    if version <= 0:
+        raise ValueError(f"gfx_target_version {version} is not a GPU target")
+    major, rest = divmod(version, 10000)
+    minor, stepping = divmod(rest, 100)
+    return f"gfx{major}{minor:x}{stepping:x}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gpu:
+    index: int  # position in PCI-address order
+    node: int  # KFD topology node number (informational only)
+    gfx: str  # e.g. "gfx942"
+    gfx_target_version: int
+    pci_address: str  # "0000:c1:00.0"
+    unique_id: int | None
+    render_minor: int
+    render_node: Path  # host path of renderD<minor>
+    card_node: Path | None  # host path of card<N>, when found
+
+    @property
+    def uuid(self) -> str | None:
+        return None if self.unique_id is None else f"GPU-{self.unique_id:016x}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "index": self.index,
+            "node": self.node,
+            "gfx": self.gfx,
+            "gfx_target_version": self.gfx_target_version,
+            "pci_address": self.pci_address,
+            "uuid": self.uuid,
+            "render_node": str(self.render_node),
+            "render_minor": self.render_minor,
+            "card_node": None if self.card_node is None else str(self.card_node),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuInventory:
+    sysfs_root: Path
+    dev_root: Path
+    kfd_node: Path  # host path of /dev/kfd
+    kfd_present: bool
+    topology_present: bool
+    gpus: tuple[Gpu, ...]
+    notes: tuple[str, ...] = ()  # nodes skipped and why
+
+    @property
+    def dri_dir(self) -> Path:
+        return self.dev_root / "dri"
+
+    @property
+    def gfx_targets(self) -> tuple[str, ...]:
+        return tuple(sorted({g.gfx for g in self.gpus}))
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "sysfs_root": str(self.sysfs_root),
+            "dev_root": str(self.dev_root),
+            "kfd": str(self.kfd_node) if self.kfd_present else None,
+            "gpus": [g.to_json() for g in self.gpus],
+            "notes": list(self.notes),
+        }
+
+
+def _read_properties(path: Path) -> dict[str, int]:
+    props: dict[str, int] = {}
+    for line in path.read_text(encoding="ascii", errors="replace").splitlines():
+        key, _, value = line.strip().partition(" ")
+        try:
+            props[key] = int(value.strip())
+        except ValueError:
+            continue
+    return props
+
+
+def _pci_from_location(domain: int, location_id: int) -> str:
+    bus, devfn = divmod(location_id, 256)
+    return f"{domain:04x}:{bus:02x}:{devfn >> 3:02x}.{devfn & 7}"
+
+
+def _device_of(drm_entry: Path) -> str | None:
+    """The PCI address a ``class/drm/<name>/device`` link points at (its last component)."""
+    link = drm_entry / "device"
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return None
+    name = Path(target).name
+    return (
+        name.lower()
+        if re.fullmatch(r"[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]", name)
+        else None
+    )
+
+
+def _cards_by_pci(drm_dir: Path) -> dict[str, int]:
+    cards: dict[str, int] = {}
+    try:
+        entries = list(drm_dir.iterdir())
+    except OSError:
+        return cards
+    for entry in entries:
+        match = re.fullmatch(r"card([0-9]+)", entry.name)
+        if not match:
+            continue
+        pci = _device_of(entry)
+        if pci is not None and (pci not in cards or int(match.group(1)) < cards[pci]):
+            cards[pci] = int(match.group(1))
+    return cards
+
+
+def _pci_sort_key(pci: str) -> tuple[int, ...]:
+    domain, bus, devfn = pci.split(":")
+    dev, fn = devfn.split(".")
+    return (int(domain, 16), int(bus, 16), int(dev, 16), int(fn, 16))
+
+
+def discover(sysfs_root: Path, dev_root: Path) -> GpuInventory:
+    """Read the KFD topology and DRM nodes under the given roots. Never raises for a host
+    without GPUs (an empty inventory); problems with individual nodes become ``notes``."""
+    topology = sysfs_root / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    drm_dir = sysfs_root / "class" / "drm"
+    notes: list[str] = []
+    found: list[tuple[str, int, Gpu]] = []
+    cards = _cards_by_pci(drm_dir)
+    node_dirs: list[Path] = []
+    with contextlib.suppress(OSError):
+        node_dirs = [p for p in topology.iterdir() if p.name.isdigit()]
+    for node_dir in sorted(node_dirs, key=lambda p: int(p.name)):
+        try:
+            props = _read_properties(node_dir / "properties")
+        except OSError as err:
+            notes.append(f"KFD node {node_dir.name}: cannot read properties ({err.strerror})")
+            continue
+        if props.get("simd_count", 0) == 0:
+            continue  # a CPU node
+        version = props.get("gfx_target_version", 0)
+        minor = props.get("drm_render_minor", -1)
+        if version <= 0 or minor < 0:
+            notes.append(
+                f"KFD node {node_dir.name}: no gfx target or render node "
+                f"(gfx_target_version={version}, drm_render_minor={minor}); skipped"
+            )
+            continue
+        render_entry = drm_dir / f"renderD{minor}"
+        pci = _device_of(render_entry) or _pci_from_location(
+            props.get("domain", 0), props.get("location_id", 0)
+        )
+        card = cards.get(pci)
+        unique = props.get("unique_id")
+        found.append(
+            (
+                pci,
+                minor,
+                Gpu(
+                    index=-1,
+                    node=int(node_dir.name),
+                    gfx=gfx_target_name(version),
+                    gfx_target_version=version,
+                    pci_address=pci,
+                    unique_id=unique if unique else None,
+                    render_minor=minor,
+                    render_node=dev_root / "dri" / f"renderD{minor}",
+                    card_node=None if card is None else dev_root / "dri" / f"card{card}",
+                ),
+            )
+        )
+    found.sort(key=lambda item: (_pci_sort_key(item[0]), item[1]))
+    gpus = tuple(replace(gpu, index=i) for i, (_, _, gpu) in enumerate(found))
+    kfd = dev_root / "kfd"
+    return GpuInventory(
+        sysfs_root=sysfs_root,
+        dev_root=dev_root,
+        kfd_node=kfd,
+        kfd_present=kfd.exists(),
+        topology_present=topology.is_dir(),
+        gpus=gpus,
+        notes=tuple(notes),
+    )
+
+
+# -- selection --------------------------------------------------------------------------------
+
+SelectionKind = Literal["all", "none", "subset"]
+
+_INDEX_RE = re.compile(r"[0-9]+")
+_RANGE_RE = re.compile(r"([0-9]+)-([0-9]+)")
+_UUID_RE = re.compile(r"(?i)(?:GPU-|0x)?([0-9a-f]{16})")
+_PCI_RE = re.compile(r"(?i)(?:([0-9a-f]{4}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])")
+
+_GPUS_HINT = "use all, none, indices (0,1), ranges (0-3), UUIDs (GPU-<16 hex>) or PCI addresses"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectionItem:
+    kind: Literal["index", "uuid", "pci"]
+    text: str
+    indices: tuple[int, ...] = ()  # for index and range items
+    value: str = ""  # normalised uuid hex / PCI address
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuRequest:
+    """A parsed ``--gpus`` value, before it is matched against a host."""
+
+    kind: SelectionKind
+    text: str
+    items: tuple[SelectionItem, ...] = ()
+
+
+def parse_gpus(text: str) -> GpuRequest:
+    """Check the syntax of a ``--gpus`` value (no host needed)."""
+    raw = text.strip()
+    if raw.lower() in ("all", "none"):
+        return GpuRequest(kind="all" if raw.lower() == "all" else "none", text=raw.lower())
+    if not raw:
+        raise GpuSelectionError("--gpus is empty", hint=_GPUS_HINT)
+    items: list[SelectionItem] = []
+    for part in raw.split(","):
+        item = part.strip()
+        if not item:
+            raise GpuSelectionError(f"--gpus {text!r} has an empty item", hint=_GPUS_HINT)
+        if item.lower() in ("all", "none"):
+            raise GpuSelectionError(
+                f"--gpus {text!r}: {item!r} cannot be combined with other items", hint=_GPUS_HINT
+            )
+        if _INDEX_RE.fullmatch(item):
+            items.append(SelectionItem(kind="index", text=item, indices=(int(item),)))
+            continue
+        range_match = _RANGE_RE.fullmatch(item)
+        if range_match:
+            lo, hi = int(range_match.group(1)), int(range_match.group(2))
+            if lo > hi:
+                raise GpuSelectionError(
+                    f"--gpus {text!r}: range {item!r} runs backwards", hint=f"write {hi}-{lo}"
+                )
+            items.append(SelectionItem(kind="index", text=item, indices=tuple(range(lo, hi + 1))))
+            continue
+        pci_match = _PCI_RE.fullmatch(item)
+        if pci_match:
+            domain = pci_match.group(1) or "0000"
+            value = f"{domain}:{pci_match.group(2)}:{pci_match.group(3)}.{pci_match.group(4)}"
+            items.append(SelectionItem(kind="pci", text=item, value=value.lower()))
+            continue
+        uuid_match = _UUID_RE.fullmatch(item)
+        if uuid_match:
+            items.append(SelectionItem(kind="uuid", text=item, value=uuid_match.group(1).lower()))
+            continue
+        raise GpuSelectionError(
+            f"--gpus {text!r}: {item!r} is not an index, range, UUID or PCI address",
+            hint=_GPUS_HINT,
+        )
+    return GpuRequest(kind="subset", text=raw, items=tuple(items))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuSelection:
+    kind: SelectionKind
+    gpus: tuple[Gpu, ...] = ()  # for "subset" (in the order given) and "all" (when known)
+
+    @property
+    def indices(self) -> tuple[int, ...]:
+        return tuple(g.index for g in self.gpus)
+
+
+def select(request: GpuRequest, inventory: GpuInventory) -> GpuSelection:
+    """Match a request against the host's GPUs; raises with what is wrong and what exists."""
+    if request.kind == "none":
+        return GpuSelection(kind="none")
+    if request.kind == "all":
+        return GpuSelection(kind="all", gpus=inventory.gpus)
+    count = len(inventory.gpus)
+    have = f"this host has {count} GPU{'s' if count != 1 else ''}" + (
+        f" (0-{count - 1})" if count else ""
+    )
+    chosen: list[Gpu] = []
+    seen: dict[int, str] = {}
+    for item in request.items:
+        matched: list[Gpu] = []
+        if item.kind == "index":
+            for index in item.indices:
+                if index >= count:
+                    raise GpuSelectionError(
+                        f"--gpus {request.text!r}: GPU index {index} is out of range; {have}",
+                        hint="see `rocmenv gpus`",
+                    )
+                matched.append(inventory.gpus[index])
+        elif item.kind == "uuid":
+            matched = [
+                g
+                for g in inventory.gpus
+                if g.unique_id is not None and f"{g.unique_id:016x}" == item.value
+            ]
+            if not matched:
+                raise GpuSelectionError(
+                    f"--gpus {request.text!r}: no GPU has UUID {item.text!r}; {have}",
+                    hint="see `rocmenv gpus` for the UUIDs",
+                )
+        else:
+            matched = [g for g in inventory.gpus if g.pci_address == item.value]
+            if not matched:
+                raise GpuSelectionError(
+                    f"--gpus {request.text!r}: no GPU at PCI address {item.value}; {have}",
+                    hint="see `rocmenv gpus` for the PCI addresses",
+                )
+        for gpu in matched:
+            if gpu.index in seen:
+                raise GpuSelectionError(
+                    f"--gpus {request.text!r}: GPU {gpu.index} is selected twice "
+                    f"(by {seen[gpu.index]!r} and {item.text!r})",
+                    hint="list each GPU once",
+                )
+            seen[gpu.index] = item.text
+            chosen.append(gpu)
+    return GpuSelection(kind="subset", gpus=tuple(chosen))
+
+
+def family_mismatch(gpu_family: str | None, inventory: GpuInventory) -> str | None:
+    """A warning when an image built for ``gpu_family`` (``mi30x``…) meets other gfx targets."""
+    if not gpu_family or not inventory.gpus:
+        return None
+    wanted = GPU_FAMILY_TARGETS.get(gpu_family.lower())
+    if wanted is None:
+        return None
+    other = [t for t in inventory.gfx_targets if t not in wanted]
+    if not other:
+        return None
+    return (
+        f"the image is built for {gpu_family} ({', '.join(wanted)}) but this host's GPUs are "
+        f"{', '.join(inventory.gfx_targets)}; kernels may be missing or fail to load"
+    )
