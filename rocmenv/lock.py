@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -236,6 +234,8 @@ def exclusive(path: Path, *, timeout: float = 60.0) -> Iterator[None]:
     The lock is taken on the directory itself (``flock`` works on directory descriptors), so
     no sidecar file is left next to the lockfile.
     """
+    import fcntl
+
     directory = path.parent
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -281,6 +281,8 @@ def _clean_stale_temps(path: Path) -> None:
 
 def write_lock(path: Path, lock: Lock) -> None:
     """Atomically replace ``path`` (call inside :func:`exclusive`)."""
+    import tempfile
+
     text = render_lock(lock)
     _clean_stale_temps(path)
     fd, tmp = tempfile.mkstemp(

@@ -16,11 +16,8 @@
 
 from __future__ import annotations
 
-import email.utils
-import hashlib
 import json
 import random
-import ssl
 import threading
 import time
 import urllib.parse
@@ -40,6 +37,7 @@ from rocmenv.errors import (
     RegistryProtocolError,
     RegistryUnavailable,
 )
+from rocmenv.httpclient import Connection, StaleConnection, TransportError
 from rocmenv.redact import redact, register_secret
 from rocmenv.reference import Reference, is_loopback_host, validate_digest
 
@@ -170,6 +168,8 @@ def _retry_after(value: str | None) -> float | None:
     value = value.strip()
     if value.isdigit():
         return float(value)
+    import email.utils  # only for the rare HTTP-date form
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -178,10 +178,14 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def sha256_digest(data: bytes) -> str:
+    import hashlib
+
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def verify_digest(data: bytes, digest: str, what: str) -> None:
+    import hashlib
+
     algorithm, _, expected = digest.partition(":")
     try:
         actual = hashlib.new(algorithm, data).hexdigest()
@@ -201,31 +205,26 @@ class _Connections:
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self._local = threading.local()
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl: Any = None
 
-    def get(self, scheme: str, host: str) -> Any:
-        import http.client
+    def _pool(self) -> dict[tuple[str, str], Connection]:
+        pool: dict[tuple[str, str], Connection] = self._local.__dict__.setdefault("pool", {})
+        return pool
 
-        pool: dict[tuple[str, str], Any] = self._local.__dict__.setdefault("pool", {})
+    def get(self, scheme: str, host: str) -> Connection:
+        pool = self._pool()
         conn = pool.get((scheme, host))
         if conn is None:
-            if scheme == "https":
-                if self._ssl is None:
-                    self._ssl = ssl.create_default_context()
-                conn = http.client.HTTPSConnection(host, timeout=self.timeout, context=self._ssl)
-            else:
-                conn = http.client.HTTPConnection(host, timeout=self.timeout)
+            if scheme == "https" and self._ssl is None:
+                import ssl  # only for HTTPS registries: ~5 ms
+
+                self._ssl = ssl.create_default_context()
+            conn = Connection(scheme, host, self.timeout, self._ssl)
             pool[(scheme, host)] = conn
         return conn
 
-    def drop(self, scheme: str, host: str) -> None:
-        pool: dict[tuple[str, str], Any] = self._local.__dict__.setdefault("pool", {})
-        conn = pool.pop((scheme, host), None)
-        if conn is not None:
-            conn.close()
-
     def close(self) -> None:
-        pool: dict[tuple[str, str], Any] = self._local.__dict__.setdefault("pool", {})
+        pool = self._pool()
         for conn in pool.values():
             conn.close()
         pool.clear()
@@ -290,41 +289,16 @@ class RegistryClient:
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         conn = self._conns.get(parts.scheme, host)
         self.stats.add(kind)
-        import http.client
-
+        full = {"User-Agent": USER_AGENT, **headers}
         try:
-            reused = conn.sock is not None
             try:
-                conn.request(method, path, headers={"User-Agent": USER_AGENT, **headers})
-                resp = conn.getresponse()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                if not reused:
-                    raise
+                status, hdrs, body = conn.request(method, path, full)
+            except StaleConnection:
                 # The server closed an idle keep-alive connection: reconnect once, at no cost.
-                self._conns.drop(parts.scheme, host)
-                conn = self._conns.get(parts.scheme, host)
-                conn.request(method, path, headers={"User-Agent": USER_AGENT, **headers})
-                resp = conn.getresponse()
-            body = resp.read() if method != "HEAD" else b""
-            if method == "HEAD":
-                resp.read()
-        except TimeoutError as err:
-            self._conns.drop(parts.scheme, host)
-            raise _Transient(f"no answer from {host} within {self.settings.timeout:g} s") from err
-        except http.client.IncompleteRead as err:
-            self._conns.drop(parts.scheme, host)
-            raise _Transient(
-                f"{host} closed the connection after {len(err.partial)} of "
-                f"{len(err.partial) + (err.expected or 0)} bytes (truncated response)"
-            ) from err
-        except (ConnectionError, http.client.HTTPException, OSError) as err:
-            self._conns.drop(parts.scheme, host)
-            reason = getattr(err, "strerror", None) or str(err) or type(err).__name__
-            raise _Transient(f"cannot talk to {host}: {reason}") from err
-        hdrs = {k.lower(): v for k, v in resp.getheaders()}
-        if hdrs.get("connection", "").lower() == "close":
-            self._conns.drop(parts.scheme, host)
-        return Response(status=resp.status, headers=hdrs, body=body, url=url)
+                status, hdrs, body = conn.request(method, path, full)
+        except TransportError as err:
+            raise _Transient(f"{host}: {err}") from err
+        return Response(status=status, headers=hdrs, body=body, url=url)
 
     def _send_with_retries(
         self, method: str, url: str, headers: Mapping[str, str], kind: str

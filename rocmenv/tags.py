@@ -18,6 +18,7 @@ by date and releases by PEP 440 version.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ class TagInfo:
         }
 
 
+@functools.lru_cache(maxsize=256)
 def rocm_version(code: str) -> str | None:
     """``700`` → ``7.0``, ``720`` → ``7.2``, ``724`` → ``7.2.4``, ``10`` → ``10.0``, ``1010`` → ``10.1``."""
     if not code.isdigit():
@@ -105,11 +107,10 @@ def _valid_date(date: str, time: str | None) -> bool:
     return time is None or (int(time[:2]) < 24 and int(time[2:]) < 60)
 
 
-def _gpu_fields(gpu: str | None) -> dict[str, str | None]:
+def _gfx(gpu: str | None) -> str | None:
     if gpu is None:
-        return {"gpu": None, "gfx": None}
-    gfx = gpu if gpu.startswith("gfx") else GPU_GFX.get(gpu)
-    return {"gpu": gpu, "gfx": gfx}
+        return None
+    return gpu if gpu.startswith("gfx") else GPU_GFX.get(gpu)
 
 
 def parse_tag(tag: str) -> TagInfo:
@@ -126,7 +127,8 @@ def parse_tag(tag: str) -> TagInfo:
                 time=m.group("time"),
                 suffix=m.group("suffix"),
                 project="sglang",
-                **_gpu_fields(m.group("gpu")),
+                gpu=m.group("gpu"),
+                gfx=_gfx(m.group("gpu")),
             )
         return TagInfo(tag=tag, family="unknown", problem=problem)
     if m := _RELEASE_RE.fullmatch(tag):
@@ -139,7 +141,8 @@ def parse_tag(tag: str) -> TagInfo:
                 rocm=rocm_version(m.group("rocm")),
                 suffix=m.group("suffix"),
                 project="sglang",
-                **_gpu_fields(m.group("gpu")),
+                gpu=m.group("gpu"),
+                gfx=_gfx(m.group("gpu")),
             )
         return TagInfo(tag=tag, family="unknown", problem=problem)
     if m := _PROJECT_RE.fullmatch(tag):
@@ -153,7 +156,8 @@ def parse_tag(tag: str) -> TagInfo:
                 date=m.group("date"),
                 time=m.group("time"),
                 project=m.group("project"),
-                **_gpu_fields(m.group("gpu")),
+                gpu=m.group("gpu"),
+                gfx=_gfx(m.group("gpu")),
             )
         return TagInfo(tag=tag, family="unknown", problem=problem)
     if m := _DATE_ONLY_RE.fullmatch(tag):
@@ -269,15 +273,20 @@ def failed_constraints(info: TagInfo, c: Constraints) -> list[str]:
     return failed
 
 
-def sort_key(info: TagInfo) -> tuple[int, str, object]:
-    """Newest first when sorted in reverse: nightlies by date, releases by version."""
+@functools.lru_cache(maxsize=1024)
+def _version(text: str) -> object:
     from packaging.version import Version
 
+    return Version(text)
+
+
+def sort_key(info: TagInfo) -> tuple[int, str, object]:
+    """Newest first when sorted in reverse: nightlies by date, releases by version."""
     rank = {"nightly": 3, "release": 2, "date-only": 1, "floating": 0}.get(info.family, -1)
-    rocm = Version(info.rocm) if info.rocm else Version("0")
+    rocm = _version(info.rocm or "0")
     if info.family == "release" and info.sglang:
         # Among releases: version, then GPU-specific before generic, without -srt, newer ROCm.
-        release = (Version(info.sglang), info.gpu is not None, info.suffix is None, rocm, info.tag)
+        release = (_version(info.sglang), info.gpu is not None, info.suffix is None, rocm, info.tag)
         return (rank, "", release)
     # Same date: a plain build before -preview/-srt, then the newer ROCm.
     return (rank, info.date_key, (info.suffix is None, rocm, info.tag))

@@ -10,11 +10,8 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from rocmenv import __version__
-from rocmenv.cli._common import report_error
-from rocmenv.context import Context
 from rocmenv.errors import EXIT_INTERRUPTED, EXIT_USAGE, RocmenvError
 
 # name -> (module under rocmenv.cli, one-line help). Order is the order of `--help`.
@@ -67,9 +64,7 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rocmenv {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    parser.add_argument(
-        "--config", type=Path, metavar="FILE", help="rocmenv.toml or pyproject.toml to use"
-    )
+    parser.add_argument("--config", metavar="FILE", help="rocmenv.toml or pyproject.toml to use")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module_name, help_text) in COMMANDS.items():
         if name == command:
@@ -88,7 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    ctx = Context(debug=args.debug, config_path=args.config)
+    from pathlib import Path
+
+    from rocmenv.cli._common import report_error
+    from rocmenv.context import Context
+
+    ctx = Context(debug=args.debug, config_path=Path(args.config) if args.config else None)
     try:
         return int(args.func(args, ctx))
     except RocmenvError as err:
