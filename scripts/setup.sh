@@ -41,6 +41,13 @@ export ROCMENV_TESTENV_STATE="$STATE"
   "run it with sudo, or as root in the CI container"
 mkdir -p "$STATE"/logs "$STATE"/run "$BASES_CACHE"
 
+# One setup at a time (several engineers/CI steps may call scripts/test.sh at once).
+exec 9>"$STATE/setup.lock"
+if ! flock -n 9; then
+  log "setup: another scripts/setup.sh is running; waiting for it (up to 15 min)"
+  flock -w 900 9 || die "timed out waiting for $STATE/setup.lock" "is a setup.sh stuck? see $STATE/logs"
+fi
+
 # --------------------------------------------------------------------------- 1. apt
 
 ensure_apt() {
@@ -131,7 +138,7 @@ ensure_dockerd() {
     systemctl start docker || true
   else
     log "  starting dockerd (log: $STATE/logs/dockerd.log)"
-    setsid dockerd >"$STATE/logs/dockerd.log" 2>&1 </dev/null &
+    setsid dockerd >"$STATE/logs/dockerd.log" 2>&1 </dev/null 9>&- &
     echo $! >"$STATE/run/dockerd.pid"
   fi
   if ! wait_until 60 docker info; then
@@ -211,7 +218,7 @@ start_service() {
 $(who_listens "$port")" "stop that process (Debian's unit: systemctl disable --now docker-registry) and re-run"
   fi
   log "  $name: starting (log: $STATE/logs/$name.log)"
-  setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+  setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null 9>&- &
   echo $! >"$pidfile"
   printf '%s\n' "$fingerprint" >"$fpfile"
   # shellcheck disable=SC2086
@@ -366,6 +373,7 @@ step "image family"
 step "tag set"
 "$PY" "$REPO/scripts/lib/testenv_setup.py" tagset
 "$PY" "$REPO/scripts/lib/testenv_setup.py" auth-seed
+"$PY" "$REPO/scripts/lib/testenv_setup.py" prune
 
 step_end
 log "== summary"

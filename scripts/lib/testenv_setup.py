@@ -378,6 +378,28 @@ def cmd_auth_seed(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- prune
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """Remove scratch repositories (``unique_repo`` names) older than the limit."""
+    import re
+
+    pattern = re.compile(r"^[a-z0-9-]+-[0-9a-f]{8}$")
+    cutoff = time.time() - args.older_than_hours * 3600
+    removed = 0
+    for name in ("open", "auth"):
+        parent = _registry_storage(name) / "docker/registry/v2/repositories/rocmenv-test"
+        if not parent.is_dir():
+            continue
+        for repo in parent.iterdir():
+            if pattern.match(repo.name) and repo.stat().st_mtime < cutoff:
+                shutil.rmtree(repo, ignore_errors=True)
+                removed += 1
+    log(f"removed {removed} scratch repositories older than {args.older_than_hours} h")
+    return 0
+
+
 # --------------------------------------------------------------------------- summary / env
 
 
@@ -451,6 +473,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         func=cmd_auth_seed
     )
     sub.add_parser("summary", help="print the environment").set_defaults(func=cmd_summary)
+    p = sub.add_parser("prune", help="remove old scratch repositories (rocmenv-test/*-<hex>)")
+    p.add_argument("--older-than-hours", type=float, default=24.0)
+    p.set_defaults(func=cmd_prune)
     sub.add_parser("shell-env", help="constants for setup.sh").set_defaults(func=cmd_shell_env)
     sub.add_parser("users-file", help="USER:PASSWORD lines for the token server").set_defaults(
         func=cmd_users_file
