@@ -34,7 +34,9 @@ MIRROR="${ROCMENV_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 ARCHIVE_MIRROR="http://archive.debian.org/debian"
 VENV="$REPO/.venv"
 PY="$VENV/bin/python"
-APT_PACKAGES=(docker.io docker-registry debootstrap skopeo git python3-venv ca-certificates curl)
+# gpgv + debian-archive-keyring: debootstrap verifies the Release files (only Recommends)
+APT_PACKAGES=(docker.io docker-registry debootstrap skopeo git python3-venv ca-certificates curl
+  gpgv debian-archive-keyring)
 export ROCMENV_TESTENV_STATE="$STATE"
 
 [ "$(id -u)" = 0 ] || die "scripts/setup.sh must run as root (it installs packages and starts dockerd)" \
