@@ -23,16 +23,25 @@ def rocmenv_cmd() -> list[str]:
     return [found] if found else [sys.executable, "-m", "rocmenv"]
 
 
-def time_once(argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
+def time_once(
+    argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> float:
     start = time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
-        raise SystemExit(f"benchmark command failed ({proc.returncode}): {' '.join(argv)}\n{proc.stderr.decode()[-2000:]}")
+        raise SystemExit(
+            f"benchmark command failed ({proc.returncode}): {' '.join(argv)}\n{proc.stderr.decode()[-2000:]}"
+        )
     return elapsed
 
 
-def interleaved(cases: dict[str, Sequence[str]], runs: int, env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, list[float]]:
+def interleaved(
+    cases: dict[str, Sequence[str]],
+    runs: int,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> dict[str, list[float]]:
     """Run every case ``runs`` times, alternating, after one warm-up each."""
     for argv in cases.values():
         time_once(argv, env, cwd)

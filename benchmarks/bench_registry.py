@@ -20,14 +20,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import interleaved, machine_note, median_ms, rocmenv_cmd, table, time_once  # noqa: E402
-from tests.support.faultproxy import FaultProxy  # noqa: E402
+from benchmarks._common import interleaved, machine_note, median_ms, rocmenv_cmd, table, time_once
+from tests.support.faultproxy import FaultProxy
 
 SKOPEO = ["skopeo", "--override-os", "linux", "--override-arch", "amd64"]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--registry", default="127.0.0.1:5000")
     parser.add_argument("--repo", default="rocm/sgl-dev")
@@ -44,7 +46,13 @@ def main() -> int:
             "rocmenv tags list": [*rocmenv, "tags", "list", r, "--json"],
             "skopeo list-tags": [*SKOPEO, "list-tags", "--tls-verify=false", f"docker://{r}"],
             "rocmenv resolve --digest": [*rocmenv, "resolve", f"{r}:{args.tag}", "--digest"],
-            "skopeo inspect --no-tags": [*SKOPEO, "inspect", "--tls-verify=false", "--no-tags", f"docker://{r}:{args.tag}"],
+            "skopeo inspect --no-tags": [
+                *SKOPEO,
+                "inspect",
+                "--tls-verify=false",
+                "--no-tags",
+                f"docker://{r}:{args.tag}",
+            ],
             "rocmenv --help": [*rocmenv, "--help"],
             "python -c pass": [sys.executable, "-c", "pass"],
         }
@@ -78,7 +86,10 @@ def main() -> int:
     print(f"registry benchmark: {repo}, {args.runs} interleaved runs each, median wall time")
     print(machine_note())
     print(table(rows, ["what", "rocmenv ms", "baseline ms", "ratio", "round trips"]))
-    ok_trips = trips["rocmenv tags list"] <= trips["skopeo list-tags"] and trips["rocmenv resolve --digest"] <= trips["skopeo inspect --no-tags"]
+    ok_trips = (
+        trips["rocmenv tags list"] <= trips["skopeo list-tags"]
+        and trips["rocmenv resolve --digest"] <= trips["skopeo inspect --no-tags"]
+    )
     print(
         f"targets: round trips <= skopeo: {'met' if ok_trips else 'MISSED'}; "
         f"wall <= 1.5x skopeo: tags {med['rocmenv tags list'] / med['skopeo list-tags']:.2f}x, "

@@ -17,14 +17,10 @@
 from __future__ import annotations
 
 import json
-import random
-import threading
 import time
 import urllib.parse
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from rocmenv.config import RegistrySettings
@@ -37,9 +33,9 @@ from rocmenv.errors import (
     RegistryProtocolError,
     RegistryUnavailable,
 )
-from rocmenv.httpclient import Connection, StaleConnection, TransportError
-from rocmenv.redact import redact, register_secret
-from rocmenv.reference import Reference, is_loopback_host, validate_digest
+from rocmenv.reference import Reference, validate_digest
+from rocmenv.registry_auth import RegistryAuth
+from rocmenv.registry_http import Response, Transport
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -59,20 +55,6 @@ INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_LIST})
 ACCEPT_MANIFESTS = ", ".join(MANIFEST_TYPES)
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-MAX_RETRY_AFTER = 120.0
-USER_AGENT = "rocmenv (+https://github.com/rocmenv)"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Response:
-    status: int
-    headers: Mapping[str, str]  # lower-case names
-    body: bytes
-    url: str
-
-    def header(self, name: str) -> str | None:
-        return self.headers.get(name.lower())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,76 +89,6 @@ class PlatformImage:
     platform: str = "linux/amd64"
 
 
-@dataclass
-class RegistryStats:
-    """HTTP round trips made, by kind (``tags``, ``manifest-head``, ``token``, …)."""
-
-    by_kind: Counter[str] = field(default_factory=Counter)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, kind: str) -> None:
-        with self._lock:
-            self.by_kind[kind] += 1
-
-    @property
-    def requests(self) -> int:
-        return sum(self.by_kind.values())
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Challenge:
-    scheme: str  # "bearer" | "basic"
-    params: dict[str, str]
-
-
-def parse_challenge(value: str) -> _Challenge | None:
-    """``Bearer realm="https://…",service="…",scope="…"`` → scheme and parameters."""
-    scheme, _, rest = value.strip().partition(" ")
-    params: dict[str, str] = {}
-    i = 0
-    while i < len(rest):
-        while i < len(rest) and rest[i] in " ,":
-            i += 1
-        eq = rest.find("=", i)
-        if eq == -1:
-            break
-        key = rest[i:eq].strip().lower()
-        i = eq + 1
-        if i < len(rest) and rest[i] == '"':
-            end = i + 1
-            chars: list[str] = []
-            while end < len(rest) and rest[end] != '"':
-                if rest[end] == "\\" and end + 1 < len(rest):
-                    end += 1
-                chars.append(rest[end])
-                end += 1
-            params[key] = "".join(chars)
-            i = end + 1
-        else:
-            end = rest.find(",", i)
-            end = len(rest) if end == -1 else end
-            params[key] = rest[i:end].strip()
-            i = end
-    if not scheme:
-        return None
-    return _Challenge(scheme=scheme.lower(), params=params)
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    import email.utils  # only for the rare HTTP-date form
-
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
 def sha256_digest(data: bytes) -> str:
     import hashlib
 
@@ -199,41 +111,6 @@ def verify_digest(data: bytes, digest: str, what: str) -> None:
         )
 
 
-class _Connections:
-    """Keep-alive connections, one per (thread, scheme, host)."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self._local = threading.local()
-        self._ssl: Any = None
-
-    def _pool(self) -> dict[tuple[str, str], Connection]:
-        pool: dict[tuple[str, str], Connection] = self._local.__dict__.setdefault("pool", {})
-        return pool
-
-    def get(self, scheme: str, host: str) -> Connection:
-        pool = self._pool()
-        conn = pool.get((scheme, host))
-        if conn is None:
-            if scheme == "https" and self._ssl is None:
-                import ssl  # only for HTTPS registries: ~5 ms
-
-                self._ssl = ssl.create_default_context()
-            conn = Connection(scheme, host, self.timeout, self._ssl)
-            pool[(scheme, host)] = conn
-        return conn
-
-    def close(self) -> None:
-        pool = self._pool()
-        for conn in pool.values():
-            conn.close()
-        pool.clear()
-
-
-class _Transient(Exception):
-    """A failure worth retrying (connection trouble, timeouts, truncation)."""
-
-
 class RegistryClient:
     """One client per command; thread-safe (``drift`` checks images concurrently)."""
 
@@ -246,19 +123,13 @@ class RegistryClient:
     ) -> None:
         self.ctx = ctx
         self.settings = settings or RegistrySettings()
-        self.stats = RegistryStats()
-        self._sleep = sleep
-        self._conns = _Connections(self.settings.timeout)
-        self._tokens: dict[tuple[str, str], str] = {}
-        self._basic: dict[str, str] = {}  # host -> "Basic …" for registries that asked for it
-        self._creds: dict[str, tuple[str, str] | None] = {}
+        self.transport = Transport(self.settings, ctx.env, sleep)
+        self.stats = self.transport.stats
+        self.auth = RegistryAuth(ctx, self.transport)
         self._cache: dict[tuple[str, ...], Any] = {}
-        self._lock = threading.Lock()
-        backoff = ctx.env.get("ROCMENV_REGISTRY_BACKOFF")
-        self._backoff = float(backoff) if backoff else 0.5
 
     def close(self) -> None:
-        self._conns.close()
+        self.transport.close()
 
     def __enter__(self) -> RegistryClient:
         return self
@@ -277,205 +148,7 @@ class RegistryClient:
         return hosts
 
     def scheme_for(self, host: str) -> str:
-        if is_loopback_host(host) or host in self.settings.insecure:
-            return "http"
-        return "https"
-
-    # -- low level --------------------------------------------------------------------------
-
-    def _send(self, method: str, url: str, headers: Mapping[str, str], kind: str) -> Response:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.netloc
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        conn = self._conns.get(parts.scheme, host)
-        self.stats.add(kind)
-        full = {"User-Agent": USER_AGENT, **headers}
-        try:
-            try:
-                status, hdrs, body = conn.request(method, path, full)
-            except StaleConnection:
-                # The server closed an idle keep-alive connection: reconnect once, at no cost.
-                status, hdrs, body = conn.request(method, path, full)
-        except TransportError as err:
-            raise _Transient(f"{host}: {err}") from err
-        return Response(status=status, headers=hdrs, body=body, url=url)
-
-    def _send_with_retries(
-        self, method: str, url: str, headers: Mapping[str, str], kind: str
-    ) -> Response:
-        attempts = self.settings.retries + 1
-        last = ""
-        for attempt in range(attempts):
-            try:
-                resp = self._send(method, url, headers, kind)
-            except _Transient as err:
-                last = str(err)
-                wait = None
-            else:
-                if resp.status not in RETRY_STATUSES:
-                    return resp
-                last = f"HTTP {resp.status} from {urllib.parse.urlsplit(url).netloc}"
-                wait = _retry_after(resp.header("retry-after"))
-                if wait is not None and wait > MAX_RETRY_AFTER:
-                    raise RegistryUnavailable(
-                        f"{redact(url)}: rate limited (HTTP {resp.status}); the registry asks to "
-                        f"wait {wait:.0f} s",
-                        hint="try again later, authenticate (`docker login`) for higher limits, "
-                        "or configure a mirror",
-                    )
-                if attempt == attempts - 1:
-                    if resp.status == 429:
-                        raise RegistryUnavailable(
-                            f"{redact(url)}: still rate limited (HTTP 429) after {attempts} attempts",
-                            hint="try again later, authenticate (`docker login`) for higher "
-                            "limits, or configure a mirror ([registry] mirrors)",
-                        )
-                    return resp
-            if attempt == attempts - 1:
-                break
-            if wait is None:
-                wait = min(30.0, self._backoff * (2**attempt)) * (0.5 + random.random() / 2)
-            self._sleep(wait)
-        raise RegistryUnavailable(
-            f"{method} {redact(url)} failed after {attempts} attempts: {last}",
-            hint="check that the registry is up and reachable (network, proxy, firewall); "
-            "set [registry] timeout/retries or ROCMENV_REGISTRY_TIMEOUT to adjust",
-        )
-
-    # -- auth -------------------------------------------------------------------------------
-
-    def _credentials(self, host: str, registry_name: str) -> tuple[str, str] | None:
-        """Username and password (or identity token) for ``host`` from the Docker config."""
-        with self._lock:
-            if host in self._creds:
-                return self._creds[host]
-        creds = self._load_credentials(host, registry_name)
-        with self._lock:
-            self._creds[host] = creds
-        return creds
-
-    def _load_credentials(self, host: str, registry_name: str) -> tuple[str, str] | None:
-        config_dir = self.ctx.env.get("DOCKER_CONFIG")
-        if config_dir:
-            path = Path(config_dir) / "config.json"
-        else:
-            home = self.ctx.env.get("HOME") or str(Path.home())
-            path = Path(home) / ".docker" / "config.json"
-        if not path.is_file():
-            return None
-        try:
-            from docker import auth as docker_auth
-        except ImportError:  # pragma: no cover - docker is a dependency
-            return None
-        try:
-            authconfig = docker_auth.load_config(
-                config_path=str(path), credstore_env=dict(self.ctx.env)
-            )
-            for name in dict.fromkeys((registry_name, host)):
-                entry = docker_auth.resolve_authconfig(authconfig, registry=name)
-                if entry:
-                    break
-        except Exception as err:  # docker-py raises several kinds for broken helpers/configs
-            raise RegistryAuthError(
-                f"cannot read credentials for {host} from {path}: {redact(str(err))}",
-                hint="fix the Docker config (or its credential helper), or run `docker login`",
-            ) from err
-        if not entry:
-            return None
-        username = entry.get("Username") or entry.get("username")
-        password = entry.get("Password") or entry.get("password")
-        token = entry.get("IdentityToken") or entry.get("identitytoken")
-        register_secret(password)
-        register_secret(token)
-        if token:
-            return ("<token>", str(token))
-        if username and password:
-            return (str(username), str(password))
-        return None
-
-    def _auth_header(self, host: str, scope: str) -> dict[str, str]:
-        with self._lock:
-            token = self._tokens.get((host, scope))
-            basic = self._basic.get(host)
-        if token:
-            return {"Authorization": f"Bearer {token}"}
-        if basic:
-            return {"Authorization": basic}
-        return {}
-
-    def _authenticate(
-        self, host: str, registry_name: str, scope: str, challenge_value: str
-    ) -> None:
-        challenge = parse_challenge(challenge_value)
-        if challenge is None:
-            raise RegistryProtocolError(f"{host} answered 401 with an unreadable challenge")
-        creds = self._credentials(host, registry_name)
-        if challenge.scheme == "basic":
-            if creds is None:
-                raise RegistryAuthError(
-                    f"{host} requires credentials and none are configured",
-                    hint=f"run `docker login {host}` (or set DOCKER_CONFIG to a config with them)",
-                )
-            import base64
-
-            value = "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
-            register_secret(value.split(" ", 1)[1])
-            with self._lock:
-                self._basic[host] = value
-            return
-        if challenge.scheme != "bearer" or "realm" not in challenge.params:
-            raise RegistryProtocolError(
-                f"{host} asked for an unsupported authentication scheme {challenge.scheme!r}"
-            )
-        realm = challenge.params["realm"]
-        realm_parts = urllib.parse.urlsplit(realm)
-        if realm_parts.scheme not in ("http", "https") or not realm_parts.netloc:
-            raise RegistryProtocolError(f"{host} gave an invalid token realm {realm!r}")
-        if realm_parts.scheme == "http" and self.scheme_for(realm_parts.netloc) != "http":
-            raise RegistryAuthError(
-                f"{host} sends us to a token server over plain HTTP ({realm})",
-                hint="refusing to send credentials unencrypted; list it under [registry] insecure "
-                "if this is intended",
-            )
-        query = [("service", challenge.params.get("service", host))]
-        want_scope = challenge.params.get("scope") or scope
-        if want_scope:
-            query.append(("scope", want_scope))
-        if creds is not None and creds[0] != "<token>":
-            query.append(("account", creds[0]))
-        url = realm + ("&" if realm_parts.query else "?") + urllib.parse.urlencode(query)
-        headers: dict[str, str] = {}
-        if creds is not None and creds[0] != "<token>":
-            import base64
-
-            encoded = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
-            register_secret(encoded)
-            headers["Authorization"] = f"Basic {encoded}"
-        resp = self._send_with_retries("GET", url, headers, "token")
-        if resp.status in (401, 403):
-            who = f"user {creds[0]!r}" if creds else "anonymous access"
-            raise RegistryAuthError(
-                f"the token server {realm_parts.netloc} refused {who} for {want_scope or host} "
-                f"(HTTP {resp.status})",
-                hint=f"check the credentials for {host} (`docker login {host}`)"
-                if creds
-                else f"this repository needs credentials: run `docker login {host}`",
-            )
-        if resp.status != 200:
-            raise RegistryProtocolError(
-                f"the token server {realm_parts.netloc} answered HTTP {resp.status}",
-                hint="retry later; if it persists the registry's auth service is down",
-            )
-        try:
-            payload = json.loads(resp.body)
-            token = payload.get("token") or payload.get("access_token")
-        except (ValueError, AttributeError):
-            token = None
-        if not isinstance(token, str) or not token:
-            raise RegistryProtocolError(f"the token server {realm_parts.netloc} sent no token")
-        register_secret(token)
-        with self._lock:
-            self._tokens[(host, scope)] = token
+        return self.transport.scheme_for(host)
 
     def _request(
         self,
@@ -492,8 +165,8 @@ class RegistryClient:
         scope = f"repository:{ref.path}:{scope_action}"
         url = f"{self.scheme_for(host)}://{host}{path}"
         headers = {"Accept": accept} if accept else {}
-        resp = self._send_with_retries(
-            method, url, {**headers, **self._auth_header(host, scope)}, kind
+        resp = self.transport.send_with_retries(
+            method, url, {**headers, **self.auth.header(host, scope)}, kind
         )
         if resp.status == 401:
             challenge = resp.header("www-authenticate")
@@ -501,19 +174,17 @@ class RegistryClient:
                 raise RegistryAuthError(
                     f"{host} refused {method} {path} (HTTP 401) without a challenge"
                 )
-            had_auth = bool(self._auth_header(host, scope))
-            if had_auth:
-                with self._lock:
-                    self._tokens.pop((host, scope), None)
-            self._authenticate(host, ref.domain, scope, challenge)
-            resp = self._send_with_retries(
-                method, url, {**headers, **self._auth_header(host, scope)}, kind
+            if self.auth.header(host, scope):
+                self.auth.forget(host, scope)  # expired or revoked: ask for a new one
+            self.auth.authenticate(host, ref.domain, scope, challenge)
+            resp = self.transport.send_with_retries(
+                method, url, {**headers, **self.auth.header(host, scope)}, kind
             )
             if resp.status == 401:
-                creds = self._creds.get(host)
+                user = self.auth.user_for(host)
                 raise RegistryAuthError(
                     f"{host} refused access to {ref.name} (HTTP 401)"
-                    + (f" for user {creds[0]!r}" if creds else " without credentials"),
+                    + (f" for user {user!r}" if user else " without credentials"),
                     hint=f"check `docker login {host}` and that the account can pull {ref.path}",
                 )
         if resp.status == 403:
@@ -733,7 +404,7 @@ class RegistryClient:
                 break
             url = urllib.parse.urljoin(resp.url, location)
             # Storage back-ends get no registry credentials.
-            resp = self._send_with_retries("GET", url, {}, "blob")
+            resp = self.transport.send_with_retries("GET", url, {}, "blob")
             redirects += 1
         if resp.status == 404:
             raise self._not_found(ref, host, resp, f"blob {digest}")
