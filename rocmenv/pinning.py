@@ -26,7 +26,9 @@ def make_client(ctx: Context, config: Config) -> RegistryClient:
 
 
 def now_utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return (
+        _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    )
 
 
 # -- resolve ----------------------------------------------------------------------------------
@@ -46,7 +48,9 @@ class Resolution:
 
 
 def constraints_of(spec: ImageSpec) -> Constraints:
-    return Constraints(sglang=spec.sglang, rocm=spec.rocm, gpu=spec.gpu, family=spec.family, before=spec.before)
+    return Constraints(
+        sglang=spec.sglang, rocm=spec.rocm, gpu=spec.gpu, family=spec.family, before=spec.before
+    )
 
 
 def constraints_json(c: Constraints) -> dict[str, str]:
@@ -70,7 +74,9 @@ def resolve(client: RegistryClient, repo: Reference, constraints: Constraints) -
             hint="relax a constraint, or list what exists with `rocmenv tags list "
             f"{repo.familiar_name}`",
         )
-    return Resolution(repository=repo, best=matches[0], matches=tuple(matches), total=len(tags), unknown=unknown)
+    return Resolution(
+        repository=repo, best=matches[0], matches=tuple(matches), total=len(tags), unknown=unknown
+    )
 
 
 # -- a profile's image ---------------------------------------------------------------------------
@@ -165,7 +171,13 @@ def image_for_profile(
         )
     repo = parse_repository(spec.repository)
     if spec.digest:
-        return ImageChoice(ref=f"{repo.familiar_name}@{spec.digest}", digest=spec.digest, source="tag", tag=spec.tag, gpu_family=None)
+        return ImageChoice(
+            ref=f"{repo.familiar_name}@{spec.digest}",
+            digest=spec.digest,
+            source="tag",
+            tag=spec.tag,
+            gpu_family=None,
+        )
     if spec.has_constraints:
         client = client_factory() if client_factory else make_client(ctx, config)
         with client:
@@ -178,13 +190,21 @@ def image_for_profile(
             gpu_family=resolution.best.gpu,
         )
     tag = spec.tag or "latest"
-    return ImageChoice(ref=repo.with_tag(tag).familiar, digest=None, source="tag", tag=tag, gpu_family=parse_tag(tag).gpu)
+    return ImageChoice(
+        ref=repo.with_tag(tag).familiar,
+        digest=None,
+        source="tag",
+        tag=tag,
+        gpu_family=parse_tag(tag).gpu,
+    )
 
 
 # -- pin ------------------------------------------------------------------------------------------
 
 
-def entry_from(ref: Reference, image: PlatformImage, constraints: dict[str, str] | None = None) -> LockEntry:
+def entry_from(
+    ref: Reference, image: PlatformImage, constraints: dict[str, str] | None = None
+) -> LockEntry:
     return LockEntry(
         repository=ref.name,
         tag=ref.tag,
@@ -242,10 +262,18 @@ class Validation:
 
     @property
     def moved(self) -> bool:
-        return bool(self.locked_digest and self.current_digest and self.locked_digest != self.current_digest)
+        return bool(
+            self.locked_digest and self.current_digest and self.locked_digest != self.current_digest
+        )
 
 
-def validate(client: RegistryClient, subject: str, kind: Literal["profile", "reference"], ref: Reference, entry: LockEntry | None) -> Validation:
+def validate(
+    client: RegistryClient,
+    subject: str,
+    kind: Literal["profile", "reference"],
+    ref: Reference,
+    entry: LockEntry | None,
+) -> Validation:
     """Existence, ``linux/amd64``, tag still at the locked digest, and the bytes' digest.
 
     ``ref`` has a tag or a digest. Registry outages propagate (exit 3: could not check);
@@ -258,10 +286,14 @@ def validate(client: RegistryClient, subject: str, kind: Literal["profile", "ref
         if ref.tag and not ref.digest:
             host, head = client.head_manifest(ref)
             current = head.digest
-            checks.append(Check(name="exists", ok=True, detail=f"{ref.tag} → {head.digest} on {host}"))
+            checks.append(
+                Check(name="exists", ok=True, detail=f"{ref.tag} → {head.digest} on {host}")
+            )
             if locked is not None:
                 if head.digest == locked:
-                    checks.append(Check(name="pinned", ok=True, detail=f"still at the locked {locked}"))
+                    checks.append(
+                        Check(name="pinned", ok=True, detail=f"still at the locked {locked}")
+                    )
                 else:
                     checks.append(
                         Check(
@@ -278,18 +310,44 @@ def validate(client: RegistryClient, subject: str, kind: Literal["profile", "ref
             image = client.resolve_platform(target)
         except DigestMismatch as err:
             checks.append(Check(name="bytes", ok=False, detail=err.what))
-            return Validation(subject=subject, kind=kind, checks=tuple(checks), locked_digest=locked, current_digest=current)
+            return Validation(
+                subject=subject,
+                kind=kind,
+                checks=tuple(checks),
+                locked_digest=locked,
+                current_digest=current,
+            )
         except CheckFailed as err:
             checks.append(Check(name="platform", ok=False, detail=err.what))
-            return Validation(subject=subject, kind=kind, checks=tuple(checks), locked_digest=locked, current_digest=current)
+            return Validation(
+                subject=subject,
+                kind=kind,
+                checks=tuple(checks),
+                locked_digest=locked,
+                current_digest=current,
+            )
         if not ref.tag or ref.digest:
-            checks.append(Check(name="exists", ok=True, detail=f"{target.digest} on {image.registry}"))
-        checks.append(Check(name="platform", ok=True, detail=f"{image.platform} → {image.platform_digest}"))
+            checks.append(
+                Check(name="exists", ok=True, detail=f"{target.digest} on {image.registry}")
+            )
+        checks.append(
+            Check(name="platform", ok=True, detail=f"{image.platform} → {image.platform_digest}")
+        )
         if entry is not None and entry.platform_digest != image.platform_digest:
             checks.append(
-                Check(name="pinned", ok=False, detail=f"linux/amd64 manifest differs from the lock: {entry.platform_digest} vs {image.platform_digest}")
+                Check(
+                    name="pinned",
+                    ok=False,
+                    detail=f"linux/amd64 manifest differs from the lock: {entry.platform_digest} vs {image.platform_digest}",
+                )
             )
         checks.append(Check(name="bytes", ok=True, detail="manifest bytes match their digests"))
     except RegistryNotFound as err:
         checks.append(Check(name="exists", ok=False, detail=err.what))
-    return Validation(subject=subject, kind=kind, checks=tuple(checks), locked_digest=locked, current_digest=current)
+    return Validation(
+        subject=subject,
+        kind=kind,
+        checks=tuple(checks),
+        locked_digest=locked,
+        current_digest=current,
+    )

@@ -40,7 +40,13 @@ def test_builtin_rocm_reproduces_reference_options_except_privileged() -> None:
     assert rocm.privileged is False
     assert "HIP_VISIBLE_DEVICES" in rocm.pass_env
     cpu = BUILTIN_PROFILES["cpu"]
-    assert (cpu.gpus, cpu.group_add, cpu.cap_add, cpu.security_opt, cpu.ulimits) == ("none", (), (), (), ())
+    assert (cpu.gpus, cpu.group_add, cpu.cap_add, cpu.security_opt, cpu.ulimits) == (
+        "none",
+        (),
+        (),
+        (),
+        (),
+    )
 
 
 def test_profile_extends_and_overrides(tmp_path: Path) -> None:
@@ -85,8 +91,14 @@ shm-size = "1g"
         ("[profiles.x]\nmounts = ['nocolon']", "is not SRC:DST"),
         ("[profiles.x]\nmounts = ['/a:relative']", "must be an absolute path"),
         ("[profiles.x]\nimage = 'rocm/SGL'", "must be lowercase"),
-        ("[profiles.x]\nimage = 'rocm/sgl-dev'\ntag = 'rocm/sgl-dev:x'", "not a full image reference"),
-        ("[profiles.x]\nimage = 'rocm/sgl-dev'\ntag = 'x'\ngpu = 'mi30x'", "both a tag and tag constraints"),
+        (
+            "[profiles.x]\nimage = 'rocm/sgl-dev'\ntag = 'rocm/sgl-dev:x'",
+            "not a full image reference",
+        ),
+        (
+            "[profiles.x]\nimage = 'rocm/sgl-dev'\ntag = 'x'\ngpu = 'mi30x'",
+            "both a tag and tag constraints",
+        ),
         ("[profiles.x]\nimage = 'rocm/sgl-dev'\nsglang = '>>1'", "not a PEP 440 specifier"),
         ("[profiles.x]\nextends = 'y'\n[profiles.y]\nextends = 'x'", "extends itself"),
         ("[profiles.x]\npass-env = ['A-B']", "not an environment variable name"),
@@ -110,7 +122,9 @@ def test_unknown_profile_did_you_mean(tmp_path: Path) -> None:
 
 
 def test_pyproject_table_is_found_from_a_subdirectory(tmp_path: Path) -> None:
-    write(tmp_path, "[project]\nname='x'\n[tool.rocmenv]\ndefault-profile = 'cpu'\n", "pyproject.toml")
+    write(
+        tmp_path, "[project]\nname='x'\n[tool.rocmenv]\ndefault-profile = 'cpu'\n", "pyproject.toml"
+    )
     sub = tmp_path / "a" / "b"
     sub.mkdir(parents=True)
     config = load_config(ctx_in(sub))
@@ -120,8 +134,15 @@ def test_pyproject_table_is_found_from_a_subdirectory(tmp_path: Path) -> None:
 
 
 def test_environment_overrides_file_and_cli_overrides_environment(tmp_path: Path) -> None:
-    write(tmp_path, "default-profile = 'rocm'\nengine = 'docker-api'\n[registry]\nmirrors = {'docker.io' = ['m1']}\n")
-    env = {"ROCMENV_PROFILE": "cpu", "ROCMENV_ENGINE": "docker-cli", "ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000"}
+    write(
+        tmp_path,
+        "default-profile = 'rocm'\nengine = 'docker-api'\n[registry]\nmirrors = {'docker.io' = ['m1']}\n",
+    )
+    env = {
+        "ROCMENV_PROFILE": "cpu",
+        "ROCMENV_ENGINE": "docker-cli",
+        "ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000",
+    }
     config = load_config(ctx_in(tmp_path, **env))
     assert config.profile().name == "cpu"
     assert config.engine == "docker-cli"

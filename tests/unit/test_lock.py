@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from rocmenv.errors import LockError
-from rocmenv.lock import LOCK_VERSION, Lock, LockEntry, read_lock, render_lock, update_lock, write_lock
+from rocmenv.lock import (
+    LOCK_VERSION,
+    Lock,
+    LockEntry,
+    read_lock,
+    render_lock,
+    update_lock,
+    write_lock,
+)
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
@@ -143,7 +151,9 @@ def test_kill_minus_9_mid_write_leaves_the_old_lock(tmp_path: Path) -> None:
     path = tmp_path / "rocmenv.lock"
     write_lock(path, Lock().with_profile("ci", entry()))
     before = path.read_text()
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(path)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
     os.kill(proc.pid, signal.SIGKILL)
@@ -172,4 +182,6 @@ def test_kill_at_random_points_never_corrupts(tmp_path: Path) -> None:
 
 def test_render_ends_with_newline_and_is_stable() -> None:
     lock = Lock().with_profile("b", entry()).with_profile("a", entry(D2))
-    assert render_lock(lock) == render_lock(Lock().with_profile("a", entry(D2)).with_profile("b", entry()))
+    assert render_lock(lock) == render_lock(
+        Lock().with_profile("a", entry(D2)).with_profile("b", entry())
+    )

@@ -5,7 +5,9 @@ from rocmenv.redact import redact, register_secret
 
 def test_registered_secret_is_masked_everywhere() -> None:
     register_secret("hunter2-very-secret")
-    assert "hunter2" not in redact("login failed for pw=hunter2-very-secret and again hunter2-very-secret")
+    assert "hunter2" not in redact(
+        "login failed for pw=hunter2-very-secret and again hunter2-very-secret"
+    )
 
 
 def test_credential_shapes_are_masked() -> None:

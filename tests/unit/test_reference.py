@@ -7,7 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocmenv.errors import InvalidReference
-from rocmenv.reference import ReferenceSyntaxError, parse, parse_docker_ref, parse_repository, validate_tag
+from rocmenv.reference import (
+    ReferenceSyntaxError,
+    parse,
+    parse_docker_ref,
+    parse_repository,
+    validate_tag,
+)
 
 D64 = "a" * 64
 
@@ -20,7 +26,12 @@ D64 = "a" * 64
         ("docker.io/ubuntu", "docker.io/library/ubuntu", None, None),
         ("index.docker.io/ubuntu", "docker.io/library/ubuntu", None, None),
         ("index.docker.io/rocm/sgl-dev", "docker.io/rocm/sgl-dev", None, None),
-        ("rocm/sgl-dev:v0.5.8-rocm700-mi30x-20260215", "docker.io/rocm/sgl-dev", "v0.5.8-rocm700-mi30x-20260215", None),
+        (
+            "rocm/sgl-dev:v0.5.8-rocm700-mi30x-20260215",
+            "docker.io/rocm/sgl-dev",
+            "v0.5.8-rocm700-mi30x-20260215",
+            None,
+        ),
         ("localhost/foo", "localhost/foo", None, None),
         ("localhost:5000/foo/bar:t", "localhost:5000/foo/bar", "t", None),
         ("127.0.0.1:5000/rocm/sgl-dev:x", "127.0.0.1:5000/rocm/sgl-dev", "x", None),
@@ -33,7 +44,9 @@ D64 = "a" * 64
         ("a_b.c/d", "a_b.c/d", None, None),  # not a valid domain: Docker keeps it as a path
     ],
 )
-def test_parse_normalises_like_docker(text: str, name: str, tag: str | None, digest: str | None) -> None:
+def test_parse_normalises_like_docker(
+    text: str, name: str, tag: str | None, digest: str | None
+) -> None:
     ref = parse(text)
     assert (ref.name, ref.tag, ref.digest) == (name, tag, digest)
 
@@ -79,7 +92,9 @@ def test_name_length_limit_is_on_the_path_only() -> None:
 
 def test_docker_ref_adds_latest_and_drops_tag_of_tag_and_digest() -> None:
     assert str(parse_docker_ref("ubuntu")) == "docker.io/library/ubuntu:latest"
-    assert str(parse_docker_ref(f"ubuntu:x@sha256:{D64}")) == f"docker.io/library/ubuntu@sha256:{D64}"
+    assert (
+        str(parse_docker_ref(f"ubuntu:x@sha256:{D64}")) == f"docker.io/library/ubuntu@sha256:{D64}"
+    )
 
 
 def test_familiar_form_strips_default_domain() -> None:
@@ -96,7 +111,9 @@ def test_tag_argument_refuses_full_reference_with_hint() -> None:
     assert "'v0.5.8-rocm700-mi30x'" in (info.value.hint or "")
 
 
-@pytest.mark.parametrize("bad", ["$(reboot)", "a;b", "a b", "`x`", "a|b", "", "x" * 129, "-x", ".x", "a\nb", "tag\u00e9"])
+@pytest.mark.parametrize(
+    "bad", ["$(reboot)", "a;b", "a b", "`x`", "a|b", "", "x" * 129, "-x", ".x", "a\nb", "tag\u00e9"]
+)
 def test_tag_rejects_shell_metacharacters_and_bad_shapes(bad: str) -> None:
     with pytest.raises(InvalidReference):
         validate_tag(bad)
@@ -112,7 +129,11 @@ def test_repository_refuses_tag() -> None:
 
 alnum = st.from_regex(r"[a-z0-9]{1,6}", fullmatch=True)
 sep = st.sampled_from([".", "_", "__", "-", "--"])
-component = st.builds(lambda a, rest: a + "".join(s + b for s, b in rest), alnum, st.lists(st.tuples(sep, alnum), max_size=2))
+component = st.builds(
+    lambda a, rest: a + "".join(s + b for s, b in rest),
+    alnum,
+    st.lists(st.tuples(sep, alnum), max_size=2),
+)
 path = st.lists(component, min_size=1, max_size=3).map("/".join)
 domain = st.one_of(
     st.just("localhost"),

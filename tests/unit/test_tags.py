@@ -51,7 +51,17 @@ def _agrees(entry) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(
     ("code", "version"),
-    [("700", "7.0"), ("720", "7.2"), ("724", "7.2.4"), ("630", "6.3"), ("10", "10.0"), ("64", "6.4"), ("1010", "10.1"), ("7", None), ("99999", None)],
+    [
+        ("700", "7.0"),
+        ("720", "7.2"),
+        ("724", "7.2.4"),
+        ("630", "6.3"),
+        ("10", "10.0"),
+        ("64", "6.4"),
+        ("1010", "10.1"),
+        ("7", None),
+        ("99999", None),
+    ],
 )
 def test_rocm_codes(code: str, version: str | None) -> None:
     assert rocm_version(code) == version
@@ -59,7 +69,14 @@ def test_rocm_codes(code: str, version: str | None) -> None:
 
 @pytest.mark.parametrize(
     "tag",
-    ["v0.5.8-rocm700-mi30x-20260231", "v0.5.8-rocm7-mi30x", "20251301", "miles-rocm720-mi35x-202603012460", "v0.5.8-cu129", "sglang-v0.5.8"],
+    [
+        "v0.5.8-rocm700-mi30x-20260231",
+        "v0.5.8-rocm7-mi30x",
+        "20251301",
+        "miles-rocm720-mi35x-202603012460",
+        "v0.5.8-cu129",
+        "sglang-v0.5.8",
+    ],
 )
 def test_near_misses_are_unknown_with_a_reason(tag: str) -> None:
     info = parse_tag(tag)
@@ -87,9 +104,22 @@ def test_newest_nightly_is_chosen_by_date_not_version() -> None:
 
 
 def test_releases_are_ordered_by_pep440_version() -> None:
-    infos = [parse_tag(t) for t in ("v0.5.10rc0-rocm720-mi30x", "v0.5.9.post1-rocm720-mi30x", "v0.5.10-rocm720-mi30x", "v0.5.10.post1-rocm720-mi30x-srt")]
+    infos = [
+        parse_tag(t)
+        for t in (
+            "v0.5.10rc0-rocm720-mi30x",
+            "v0.5.9.post1-rocm720-mi30x",
+            "v0.5.10-rocm720-mi30x",
+            "v0.5.10.post1-rocm720-mi30x-srt",
+        )
+    ]
     order = [i.tag for i in select(infos, Constraints(family="release"))]
-    assert order == ["v0.5.10.post1-rocm720-mi30x-srt", "v0.5.10-rocm720-mi30x", "v0.5.10rc0-rocm720-mi30x", "v0.5.9.post1-rocm720-mi30x"]
+    assert order == [
+        "v0.5.10.post1-rocm720-mi30x-srt",
+        "v0.5.10-rocm720-mi30x",
+        "v0.5.10rc0-rocm720-mi30x",
+        "v0.5.9.post1-rocm720-mi30x",
+    ]
 
 
 def test_select_matches_ground_truth_for_constraints() -> None:
@@ -97,7 +127,9 @@ def test_select_matches_ground_truth_for_constraints() -> None:
     c = Constraints(rocm="7.2", gpu="mi35x", before="20260601")
     best = select(infos, c)[0]
     expected = [
-        e for e in TAGSET.select(family="nightly", gpu="mi35x") if e.rocm == "7.2" and e.date < dt.date(2026, 6, 1)
+        e
+        for e in TAGSET.select(family="nightly", gpu="mi35x")
+        if e.rocm == "7.2" and e.date < dt.date(2026, 6, 1)
     ]
     newest = max(expected, key=lambda e: (e.date, e.suffix is None))
     assert best.tag == newest.tag
@@ -112,21 +144,40 @@ def test_sglang_specifier_filters_on_version() -> None:
 
 
 def test_rocm_minor_matches_patch_releases() -> None:
-    infos = [parse_tag("v0.5.8-rocm724-mi30x"), parse_tag("v0.5.8-rocm720-mi30x"), parse_tag("v0.5.8-rocm700-mi30x")]
-    assert {i.tag for i in select(infos, Constraints(rocm="7.2"))} == {"v0.5.8-rocm724-mi30x", "v0.5.8-rocm720-mi30x"}
+    infos = [
+        parse_tag("v0.5.8-rocm724-mi30x"),
+        parse_tag("v0.5.8-rocm720-mi30x"),
+        parse_tag("v0.5.8-rocm700-mi30x"),
+    ]
+    assert {i.tag for i in select(infos, Constraints(rocm="7.2"))} == {
+        "v0.5.8-rocm724-mi30x",
+        "v0.5.8-rocm720-mi30x",
+    }
     assert [i.tag for i in select(infos, Constraints(rocm="7.2.4"))] == ["v0.5.8-rocm724-mi30x"]
 
 
 def test_gfx_target_works_as_gpu_constraint() -> None:
     infos = [parse_tag("v0.5.8-rocm720-mi35x-20260301"), parse_tag("v0.5.8-rocm720-mi30x-20260302")]
-    assert [i.tag for i in select(infos, Constraints(gpu="gfx950"))] == ["v0.5.8-rocm720-mi35x-20260301"]
+    assert [i.tag for i in select(infos, Constraints(gpu="gfx950"))] == [
+        "v0.5.8-rocm720-mi35x-20260301"
+    ]
 
 
 def test_floating_tags_only_when_asked_and_dated_siblings_first() -> None:
-    infos = [parse_tag(t) for t in ("miles-rocm720-mi35x", "miles-rocm720-mi35x-20260301", "miles-rocm720-mi35x-202603021200")]
+    infos = [
+        parse_tag(t)
+        for t in (
+            "miles-rocm720-mi35x",
+            "miles-rocm720-mi35x-20260301",
+            "miles-rocm720-mi35x-202603021200",
+        )
+    ]
     assert select(infos, Constraints()) == []
     picked = select(infos, Constraints(family="floating", project="miles"))
-    assert [i.tag for i in picked][:2] == ["miles-rocm720-mi35x-202603021200", "miles-rocm720-mi35x-20260301"]
+    assert [i.tag for i in picked][:2] == [
+        "miles-rocm720-mi35x-202603021200",
+        "miles-rocm720-mi35x-20260301",
+    ]
 
 
 def test_nearest_names_the_failed_constraint() -> None:
