@@ -1,0 +1,128 @@
+"""``rocmenv options --format docker|gha|compose [--profile P] [--gpus …]``.
+
+``docker`` renders for this host (absent optional mounts are left out, as ``run`` does),
+so ``docker run $(rocmenv options --format docker) IMAGE CMD`` makes the container ``rocmenv
+run`` makes (without the shim launcher). ``gha`` and ``compose`` render for another host
+(every mount kept, ``--gpus all`` as ``/dev/kfd`` + ``/dev/dri``); ``--host-check`` /
+``--no-host-check`` override that.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rocmenv.context import Context
+
+DESCRIPTION = (
+    "Render the profile's container options. docker: for this host (docker run $(rocmenv "
+    "options) IMAGE CMD makes the container rocmenv run makes, minus the shim launcher); "
+    "gha and compose: for another host (every mount kept, --gpus all as /dev/kfd + /dev/dri)."
+)
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> None:
+    from rocmenv.cli.run import add_container_args
+
+    parser = sub.add_parser(name, help=help_text, description=DESCRIPTION)
+    parser.add_argument("--format", choices=("docker", "gha", "compose"), default="docker")
+    add_container_args(parser)
+    parser.add_argument(
+        "--host-check", action=argparse.BooleanOptionalAction, default=None,
+        help="check devices/mount sources on this host (default: only for --format docker)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--group-names", action="store_true",
+        help="keep group names instead of this host's numeric GIDs (portable output)",
+    )  # fmt: skip
+    parser.add_argument("--service", metavar="NAME", help="compose service name (default: profile)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    import os
+    import shlex
+
+    from rocmenv.cli._common import emit, emit_json, warn
+    from rocmenv.config import load_config
+    from rocmenv.gpu import discover
+    from rocmenv.run import find_checkout, host_group_gid
+    from rocmenv.runspec import (
+        LABEL_PREFIX,
+        HostFacts,
+        Overrides,
+        build_runspec,
+        render_compose,
+        render_docker,
+        render_gha,
+    )
+
+    config = load_config(ctx)
+    profile = config.profile(args.profile)
+    check_host = args.host_check if args.host_check is not None else args.format == "docker"
+    image = args.image
+    if image is None and profile.image is not None:
+        spec_image = profile.image
+        image = spec_image.repository + (f":{spec_image.tag}" if spec_image.tag else "")
+        if spec_image.digest:
+            image += f"@{spec_image.digest}"
+    if image is not None:
+        from rocmenv.reference import parse
+
+        image = parse(image).familiar
+    gpus = args.gpus if args.gpus is not None else profile.gpus
+    inventory = None
+    if gpus.strip().lower() != "none":
+        found = discover(config.host.sysfs_root, config.host.dev_root)
+        if found.gpus or check_host:
+            inventory = found
+    facts = HostFacts(
+        env=ctx.env,
+        cwd=ctx.cwd,
+        checkout=find_checkout(ctx.cwd) if profile.mount_checkout else None,
+        inventory=inventory,
+        group_gid=(lambda _n: None) if args.group_names else host_group_gid,
+        path_exists=os.path.exists,
+        check_host=check_host,
+    )
+    overrides = Overrides(
+        gpus=args.gpus,
+        env=tuple(args.env),
+        mounts=tuple(args.volume),
+        workdir=args.workdir,
+        untrusted=args.untrusted,
+    )
+    spec = build_runspec(profile, overrides, facts, image=image or "IMAGE")
+    for text in spec.warnings:
+        warn(ctx, text)
+    for text in spec.notes:
+        ctx.stderr.write(f"rocmenv: {text}\n")
+    if args.format == "docker":
+        argv = [a for a in render_docker(spec) if not a.startswith(f"--label={LABEL_PREFIX}")]
+        if args.json:
+            emit_json(
+                ctx, {"format": "docker", "profile": profile.name, "args": argv, "image": image}
+            )
+        else:
+            emit(ctx, shlex.join(argv))
+    elif args.format == "gha":
+        text = render_gha(spec)
+        if args.json:
+            emit_json(
+                ctx, {"format": "gha", "profile": profile.name, "options": text, "image": image}
+            )
+        else:
+            emit(ctx, text)
+    else:
+        if image is None:
+            warn(
+                ctx,
+                f"profile {profile.name!r} names no image: the service says IMAGE (use --image)",
+            )
+        text = render_compose(spec, service=args.service)
+        if args.json:
+            emit_json(ctx, {"format": "compose", "profile": profile.name, "yaml": text})
+        else:
+            ctx.stdout.write(text)
+    return 0

@@ -1,0 +1,83 @@
+"""``rocmenv run [OPTIONS] -- CMD…`` and ``rocmenv shell [OPTIONS]``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rocmenv.context import Context
+
+PULL_CHOICES = ("always", "missing", "never")
+ENGINE_CHOICES = ("auto", "docker-api", "docker-cli", "podman")
+
+
+def add_container_args(parser: Any) -> None:
+    """Flags shared by run, shell and options."""
+    parser.add_argument("-p", "--profile", metavar="NAME", help="profile (default: rocm)")
+    parser.add_argument("--image", metavar="REF", help="image reference (overrides the lock)")
+    parser.add_argument(
+        "--gpus", metavar="SEL", help="all | none | 0,1 | 0-3 | GPU-<uuid> | PCI address"
+    )
+    parser.add_argument(
+        "-e", "--env", action="append", default=[], metavar="K[=V]",
+        help="set a variable (K alone: take it from this environment)",
+    )  # fmt: skip
+    parser.add_argument(
+        "-v", "--volume", action="append", default=[], metavar="SRC:DST[:ro]",
+        help="bind-mount SRC (must exist) at DST",
+    )  # fmt: skip
+    parser.add_argument("-w", "--workdir", metavar="DIR", help="working directory in the container")
+    parser.add_argument(
+        "--untrusted", action="store_true",
+        help="code from an untrusted source: refuse privileged, read-only data, no secrets",
+    )  # fmt: skip
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> None:
+    shell = name == "shell"
+    parser = sub.add_parser(name, help=help_text, description=help_text)
+    add_container_args(parser)
+    parser.add_argument("--pull", choices=PULL_CHOICES, help="pull policy (default: the profile's)")
+    parser.add_argument("--engine", choices=ENGINE_CHOICES, help="container engine (default: auto)")
+    parser.add_argument("--keep", action="store_true", help="keep the container afterwards")
+    parser.add_argument("--no-shims", action="store_true", help="don't inject the shim launcher")
+    parser.add_argument(
+        "--tty", action=argparse.BooleanOptionalAction, default=None,
+        help="allocate a terminal (default: when stdin and stdout are terminals)",
+    )  # fmt: skip
+    if not shell:
+        parser.add_argument("-i", "--interactive", action="store_true", help="attach stdin")
+        parser.add_argument(
+            "command", nargs=argparse.REMAINDER, metavar="-- CMD",
+            help="the command (default: the image's)",
+        )  # fmt: skip
+    parser.set_defaults(func=run, shell=shell)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.run import RunRequest, execute
+    from rocmenv.runspec import Overrides
+
+    command = list(getattr(args, "command", None) or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    request = RunRequest(
+        profile=args.profile,
+        overrides=Overrides(
+            image=args.image,
+            command=tuple(command),
+            gpus=args.gpus,
+            env=tuple(args.env),
+            mounts=tuple(args.volume),
+            workdir=args.workdir,
+            untrusted=args.untrusted,
+        ),
+        engine=None if args.engine in (None, "auto") else args.engine,
+        pull=args.pull,
+        keep=args.keep,
+        shims=False if args.no_shims else None,
+        interactive=bool(getattr(args, "interactive", False)),
+        tty=args.tty,
+        shell=args.shell,
+    )
+    return execute(ctx, request)

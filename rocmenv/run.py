@@ -1,0 +1,615 @@
+"""``rocmenv run`` / ``shell``: one container from a profile, streamed, never leaked.
+
+Lifecycle (:func:`execute`): choose the image and engine → check/pull the image → build the
+:class:`~rocmenv.runspec.RunSpec` (+ shim launcher) → create (labelled) → attach → start →
+wait → remove, with the removal in ``finally``. SIGINT/SIGTERM/SIGHUP received meanwhile
+are forwarded to the container; if it is still running ``STOP_GRACE`` seconds later it is
+killed, then removed. Exit status: the command's own (signals as 128+N); 128+N of the signal
+rocmenv itself received when interrupted; 127/126 when the command is missing/not
+executable; 125 when rocmenv or the engine failed before the command ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from rocmenv.config import Config, Profile, PullPolicy, load_config
+from rocmenv.context import Context
+from rocmenv.engine import (
+    Engine,
+    EngineStartError,
+    ImageInfo,
+    PullEvent,
+    choose_engine_kind,
+    in_container,
+    make_engine,
+    owner_labels,
+    prewarm,
+)
+from rocmenv.errors import EXIT_RUN_NOT_STARTED, EngineError, RocmenvError, UsageError
+from rocmenv.gpu import GpuInventory, discover, family_mismatch
+from rocmenv.runspec import (
+    LABEL_SESSION,
+    HostFacts,
+    Overrides,
+    RunSpec,
+    build_runspec,
+    with_launcher,
+)
+
+STOP_GRACE = 3.0  # seconds between the forwarded signal and SIGKILL
+EXIT_WAIT = 10.0  # seconds to wait for the container to go after SIGKILL
+SHELL_COMMAND = ("sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi")
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class RunNotStarted(EngineError):
+    """rocmenv or the engine failed before the command ran (exit 125, as ``docker run``)."""
+
+    exit_code = EXIT_RUN_NOT_STARTED
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRequest:
+    profile: str | None = None
+    overrides: Overrides = field(default_factory=Overrides)
+    engine: str | None = None
+    pull: PullPolicy | None = None
+    keep: bool = False
+    shims: bool | None = None  # None: the profile decides
+    interactive: bool = False  # attach stdin
+    tty: bool | None = None  # None: when stdin and stdout are terminals
+    shell: bool = False
+
+
+@dataclass
+class Timings:
+    enabled: bool
+    start: float = field(default_factory=time.perf_counter)
+    marks: list[tuple[str, float]] = field(default_factory=list)
+
+    def mark(self, name: str) -> None:
+        if self.enabled:
+            self.marks.append((name, time.perf_counter()))
+
+    def report(self, stream: TextIO) -> None:
+        if not self.enabled:
+            return
+        last = self.start
+        parts = []
+        for name, t in self.marks:
+            parts.append(f"{name} {1000 * (t - last):.0f}ms")
+            last = t
+        stream.write(
+            f"rocmenv: timings: {', '.join(parts)}; total {1000 * (last - self.start):.0f}ms\n"
+        )
+
+
+def find_checkout(cwd: Path) -> Path:
+    """The git top level containing ``cwd`` (a ``.git`` directory or file), else ``cwd``."""
+    for directory in (cwd, *cwd.parents):
+        if (directory / ".git").exists():
+            return directory
+    return cwd
+
+
+def host_group_gid(name: str) -> int | None:
+    import grp
+
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        return None
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _fileno(stream: Any, default: int) -> int:
+    try:
+        return int(stream.fileno())
+    except (AttributeError, ValueError, OSError):
+        return default
+
+
+_GPU_FAMILY_RE = re.compile(r"(?:^|-)(mi[0-9]{2,3}x)(?:-|$)")
+
+
+def _gpu_family_of(image: str) -> str | None:
+    tag = image.rsplit("@", 1)[0]
+    tag = tag.rsplit(":", 1)[1] if ":" in tag.rsplit("/", 1)[-1] else ""
+    match = _GPU_FAMILY_RE.search(tag)
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Chosen:
+    image: str
+    digest: str | None
+    gpu_family: str | None
+
+
+def choose_image(ctx: Context, config: Config, profile: Profile, cli_image: str | None) -> Chosen:
+    """``--image``, else the lock's digest, else the profile's tag (via :mod:`rocmenv.pinning`)."""
+    from rocmenv.reference import parse
+
+    if cli_image:
+        ref = parse(cli_image)  # nothing unvalidated reaches the engine
+        return Chosen(
+            image=ref.familiar, digest=ref.digest, gpu_family=_gpu_family_of(ref.familiar)
+        )
+    if profile.image is None:
+        raise UsageError(
+            f"profile {profile.name!r} names no image",
+            hint=f'pass --image REF, or set image = "rocm/sgl-dev" (+ tag) in [profiles.{profile.name}]',
+        )
+    from rocmenv.pinning import image_for_profile
+
+    choice = image_for_profile(ctx, config, profile)
+    ref = parse(choice.ref)
+    return Chosen(image=ref.familiar, digest=choice.digest, gpu_family=choice.gpu_family)
+
+
+class _PullDisplay:
+    """A one-line progress display on a terminal; a single line otherwise."""
+
+    def __init__(self, stream: TextIO, image: str, tty: bool) -> None:
+        self.stream, self.image, self.tty = stream, image, tty
+        self.layers: dict[str, tuple[int, int]] = {}
+        self.last = 0.0
+        self.t0 = time.monotonic()
+
+    def __call__(self, event: PullEvent) -> None:
+        if not self.tty:
+            return
+        if event.layer and event.total:
+            self.layers[event.layer] = (event.current or 0, event.total)
+        now = time.monotonic()
+        if now - self.last < 0.1:
+            return
+        self.last = now
+        done = sum(c for c, _ in self.layers.values()) / 1e6
+        total = sum(t for _, t in self.layers.values()) / 1e6
+        size = f" {done:.0f}/{total:.0f} MB" if total else ""
+        self.stream.write(f"\r\x1b[Krocmenv: pulling {self.image}{size} ({now - self.t0:.0f}s)")
+        self.stream.flush()
+
+    def begin(self) -> None:
+        self.stream.write(f"rocmenv: pulling {self.image}" + ("" if self.tty else "\n"))
+        self.stream.flush()
+
+    def end(self) -> None:
+        if self.tty:
+            self.stream.write(
+                f"\r\x1b[Krocmenv: pulled {self.image} in {time.monotonic() - self.t0:.0f}s\n"
+            )
+            self.stream.flush()
+
+
+def ensure_image(engine: Engine, image: str, policy: PullPolicy, ctx: Context) -> ImageInfo:
+    info = None if policy == "always" else engine.image_info(image)
+    if info is not None:
+        return info
+    if policy == "never":
+        raise RunNotStarted(
+            f"image {image} is not present on the engine and --pull is never",
+            hint="pull it (`docker pull`, or --pull missing), or check the reference",
+        )
+    display = _PullDisplay(ctx.stderr, image, ctx.stderr_is_tty and not ctx.in_github_actions)
+    display.begin()
+    engine.pull(image, progress=display)
+    display.end()
+    info = engine.image_info(image)
+    if info is None:
+        raise RunNotStarted(f"image {image} is still absent after pulling it")
+    return info
+
+
+@contextlib.contextmanager
+def _forwarded_signals(events: queue.SimpleQueue[tuple[str, Any]]) -> Iterator[None]:
+    """Signals become events on the queue (SimpleQueue.put is safe in a signal handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {}
+
+    def handler(signum: int, _frame: Any) -> None:
+        events.put(("signal", signum))
+
+    for sig in FORWARDED:
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def _note(ctx: Context, text: str) -> None:
+    ctx.stderr.write(f"rocmenv: {text}\n")
+
+
+def execute(
+    ctx: Context, request: RunRequest, *, on_created: Callable[[str], None] | None = None
+) -> int:
+    """Run the request; returns the exit status (see the module docstring)."""
+    from rocmenv.cli._common import warn
+
+    timings = Timings(enabled=ctx.flag("ROCMENV_TIMINGS"))
+    early_kind = request.engine or ctx.env.get("ROCMENV_ENGINE")
+    if early_kind in ("docker-api", "docker-cli", "podman"):
+        prewarm(early_kind)  # type: ignore[arg-type]
+    config = load_config(ctx)
+    profile = config.profile(request.profile)
+    kind = choose_engine_kind(
+        ctx, flag=request.engine, profile_engine=profile.engine, config_engine=config.engine
+    )
+    prewarm(kind)
+    timings.mark("config")
+    chosen = choose_image(ctx, config, profile, request.overrides.image)
+    gpus_text = request.overrides.gpus if request.overrides.gpus is not None else profile.gpus
+    inventory: GpuInventory | None = None
+    if gpus_text.strip().lower() != "none":
+        inventory = discover(config.host.sysfs_root, config.host.dev_root)
+    checkout = find_checkout(ctx.cwd) if profile.mount_checkout else None
+    timings.mark("host")
+    try:
+        engine = make_engine(kind, ctx)
+    except EngineError as err:
+        raise RunNotStarted(err.what, hint=err.hint) from None
+    timings.mark("engine")
+    try:
+        info = ensure_image(engine, chosen.image, request.pull or profile.pull, ctx)
+    except RunNotStarted:
+        raise
+    except EngineError as err:
+        raise RunNotStarted(err.what, hint=err.hint) from None
+    timings.mark("image")
+    command = SHELL_COMMAND if request.shell else request.overrides.command
+    overrides = replace(request.overrides, command=tuple(command))
+    facts = HostFacts(
+        env=ctx.env,
+        cwd=ctx.cwd,
+        checkout=checkout,
+        inventory=inventory,
+        group_gid=host_group_gid,
+        path_exists=os.path.exists,
+        check_host=True,
+        session=os.urandom(6).hex(),
+        owner_pid=os.getpid(),
+        owner_host=socket.gethostname(),
+        image_digest=chosen.digest or info.digest_for(chosen.image.rsplit(":", 1)[0]) or info.id,
+    )
+    spec = build_runspec(profile, overrides, facts, image=chosen.image)
+    spec = _with_owner_start(spec)
+    if request.shims if request.shims is not None else profile.shims:
+        spec = _add_launcher(ctx, spec, info)
+    for text in spec.warnings:
+        warn(ctx, text)
+    if inventory is not None:
+        mismatch = family_mismatch(chosen.gpu_family, inventory)
+        if mismatch:
+            warn(ctx, mismatch)
+    for text in spec.notes:
+        _note(ctx, text)
+    if spec.mounts and in_container():
+        _sibling_hint(ctx, engine)
+    timings.mark("spec")
+    interactive = request.interactive or request.shell
+    tty = request.tty
+    if tty is None:
+        tty = _isatty(sys.stdin) and _isatty(sys.stdout)
+    if tty:
+        interactive = interactive or _isatty(sys.stdin)
+    status = _run_container(
+        ctx, engine, spec, tty=tty, interactive=interactive, keep=request.keep,
+        timings=timings, on_created=on_created,
+    )  # fmt: skip
+    timings.report(ctx.stderr)
+    return status
+
+
+def _with_owner_start(spec: RunSpec) -> RunSpec:
+    labels = dict(spec.labels)
+    labels.update(owner_labels(start_only=True))
+    return replace(spec, labels=tuple(sorted(labels.items())))
+
+
+def _add_launcher(ctx: Context, spec: RunSpec, info: ImageInfo) -> RunSpec:
+    try:
+        from rocmenv.shims import merge_pythonpath, prepare_launcher
+    except ImportError:  # the shim layer is not installed in this build
+        return spec
+    bundle = prepare_launcher(ctx)
+    base = spec.env_values.get("PYTHONPATH", info.env_map().get("PYTHONPATH"))
+    return with_launcher(
+        spec,
+        host_dir=str(bundle.host_dir),
+        container_dir=bundle.container_dir,
+        pythonpath=merge_pythonpath(bundle.container_dir, base),
+    )
+
+
+def _sibling_hint(ctx: Context, engine: Engine) -> None:
+    try:
+        name = engine.ping().name
+    except EngineError:
+        return
+    if name and name != socket.gethostname():
+        _note(
+            ctx,
+            f"rocmenv runs inside a container and the engine ({name}) outside it: bind-mount "
+            "sources are paths on the engine's host, not in this container",
+        )
+
+
+def _run_container(
+    ctx: Context,
+    engine: Engine,
+    spec: RunSpec,
+    *,
+    tty: bool,
+    interactive: bool,
+    keep: bool,
+    timings: Timings,
+    on_created: Callable[[str], None] | None,
+) -> int:
+    events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+    session = spec.label_map.get(LABEL_SESSION, os.urandom(6).hex())
+    name = f"rocmenv-{session}"
+    create_failed = False
+    container_id: str | None = None
+    attachment = None
+    received: int | None = None
+    with _forwarded_signals(events):
+        try:
+            try:
+                container_id = engine.create(spec, tty=tty, stdin_open=interactive, name=name)
+            except EngineError as err:
+                create_failed = True
+                pending = _pending_signal(events)
+                if pending is not None:  # e.g. Ctrl-C reached a CLI child too
+                    return 128 + pending
+                raise RunNotStarted(err.what, hint=err.hint) from None
+            timings.mark("create")
+            if on_created is not None:
+                on_created(container_id)
+            pending = _pending_signal(events)
+            if pending is not None:
+                return 128 + pending
+            for stream in (ctx.stdout, ctx.stderr, sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            try:
+                attachment = engine.start_attached(
+                    container_id,
+                    stdout_fd=_fileno(ctx.stdout, 1),
+                    stderr_fd=_fileno(ctx.stderr, 2),
+                    stdin_fd=_fileno(sys.stdin, 0) if interactive else None,
+                    tty=tty,
+                )
+            except EngineStartError as err:
+                return _start_failed(ctx, err)
+            except EngineError as err:
+                raise RunNotStarted(err.what, hint=err.hint) from None
+            timings.mark("start")
+            waiter = threading.Thread(
+                target=_wait_for_exit, args=(engine, container_id, attachment, events), daemon=True
+            )
+            waiter.start()
+            status, received = _supervise(engine, container_id, events)
+            if isinstance(status, BaseException):
+                if isinstance(status, EngineStartError):
+                    return _start_failed(ctx, status)
+                raise status
+            timings.mark("run")
+            attachment.join(timeout=5.0)
+            return 128 + received if received is not None else status
+        finally:
+            if attachment is not None:
+                attachment.close()
+            if create_failed:
+                _sweep(engine, session)
+            if container_id is not None:
+                if keep:
+                    _note(ctx, f"kept container {container_id[:12]} (--keep); remove it with "
+                          f"`docker rm -f {container_id[:12]}`")  # fmt: skip
+                else:
+                    with contextlib.suppress(EngineError):
+                        engine.remove(container_id, force=True)
+                    timings.mark("remove")
+
+
+def _sweep(engine: Engine, session: str) -> None:
+    """After a failed or interrupted create: remove whatever the engine made anyway."""
+    with contextlib.suppress(RocmenvError):
+        for found in engine.list_containers(labels={LABEL_SESSION: session}):
+            engine.remove(found.id, force=True)
+
+
+def _start_failed(ctx: Context, err: EngineStartError) -> int:
+    if err.failure.exit_code in (126, 127):
+        _note(ctx, err.failure.message)
+        return err.failure.exit_code
+    raise RunNotStarted(
+        err.failure.message,
+        hint="change that option in the profile (see `rocmenv options`), or run where the "
+        "engine allows it",
+    )
+
+
+def _pending_signal(events: queue.SimpleQueue[tuple[str, Any]]) -> int | None:
+    found = None
+    while True:
+        try:
+            kind, value = events.get_nowait()
+        except queue.Empty:
+            return found
+        if kind == "signal":
+            found = int(value)
+
+
+def _wait_for_exit(
+    engine: Engine, container_id: str, attachment: Any, events: queue.SimpleQueue[tuple[str, Any]]
+) -> None:
+    try:
+        attachment.join()
+        code = attachment.exit_code()
+        if code is None:
+            code = engine.wait(container_id)
+        events.put(("exit", code))
+    except BaseException as err:
+        events.put(("error", err))
+
+
+def _supervise(
+    engine: Engine, container_id: str, events: queue.SimpleQueue[tuple[str, Any]]
+) -> tuple[Any, int | None]:
+    """Wait for the exit event, forwarding signals; returns (exit code or error, signal)."""
+    received: int | None = None
+    deadline: float | None = None
+    killed_at: float | None = None
+    while True:
+        timeout = None
+        if deadline is not None:
+            timeout = max(0.0, deadline - time.monotonic())
+        try:
+            kind, value = events.get(timeout=timeout)
+        except queue.Empty:
+            if killed_at is None:
+                _quietly(engine.kill, container_id, "SIGKILL")
+                killed_at = time.monotonic()
+                deadline = killed_at + EXIT_WAIT
+                continue
+            return -1, received  # the engine did not confirm the exit: give up waiting
+        if kind == "signal":
+            signum = int(value)
+            if received is None:
+                received = signum
+                _quietly(engine.kill, container_id, signal.Signals(signum).name)
+                deadline = time.monotonic() + STOP_GRACE
+            elif killed_at is None:  # a second signal: no more grace
+                _quietly(engine.kill, container_id, "SIGKILL")
+                killed_at = time.monotonic()
+                deadline = killed_at + EXIT_WAIT
+            continue
+        return value, received
+
+
+def _quietly(fn: Callable[..., None], *args: Any) -> None:
+    with contextlib.suppress(RocmenvError):
+        fn(*args)
+
+
+# -- gc ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Leftover:
+    id: str
+    name: str
+    state: str
+    profile: str
+    owner_pid: int | None
+    owner_host: str
+    verdict: str  # "remove" | "keep"
+    reason: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "state": self.state,
+            "profile": self.profile,
+            "owner_pid": self.owner_pid,
+            "owner_host": self.owner_host,
+            "verdict": self.verdict,
+            "reason": self.reason,
+        }
+
+
+def _judge(labels: dict[str, str], here: str) -> tuple[str, str, int | None]:
+    from rocmenv.engine import process_start
+    from rocmenv.runspec import LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START
+
+    host = labels.get(LABEL_OWNER_HOST, "")
+    try:
+        pid = int(labels.get(LABEL_OWNER_PID, ""))
+    except ValueError:
+        return "keep", "no owner pid label", None
+    if host != here:
+        return "keep", f"owned by a process on {host or 'an unknown host'}", pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "remove", f"owner pid {pid} is gone", pid
+    except PermissionError:
+        pass  # exists, owned by someone else
+    recorded = labels.get(LABEL_OWNER_START)
+    current = process_start(pid)
+    if recorded and current and recorded != current:
+        return "remove", f"owner pid {pid} is gone (the pid now belongs to another process)", pid
+    return "keep", f"owner pid {pid} is alive", pid
+
+
+def find_leftovers(engine: Engine) -> list[Leftover]:
+    """Containers labelled by rocmenv, each judged: remove only when its owner is gone."""
+    from rocmenv.runspec import LABEL_OWNER_PID, LABEL_PROFILE
+
+    here = socket.gethostname()
+    out = []
+    for c in engine.list_containers(labels={LABEL_OWNER_PID: None}):
+        labels = dict(c.labels)
+        verdict, reason, pid = _judge(labels, here)
+        out.append(
+            Leftover(
+                id=c.id,
+                name=c.name,
+                state=c.state,
+                profile=labels.get(LABEL_PROFILE, ""),
+                owner_pid=pid,
+                owner_host=labels.get("rocmenv.owner-host", ""),
+                verdict=verdict,
+                reason=reason,
+            )
+        )
+    return out
+
+
+def collect_garbage(engine: Engine, *, dry_run: bool) -> list[Leftover]:
+    """Remove the leftovers whose owner is gone (re-checked just before each removal)."""
+    judged = find_leftovers(engine)
+    if dry_run:
+        return judged
+    here = socket.gethostname()
+    out = []
+    for item in judged:
+        if item.verdict == "remove":
+            try:
+                doc = engine.inspect_container(item.id)
+                labels = dict(((doc.get("Config") or {}).get("Labels")) or {})
+            except EngineError:
+                continue  # gone already
+            verdict, reason, _ = _judge(labels, here)
+            if verdict != "remove":
+                item = replace(item, verdict=verdict, reason=reason)
+            else:
+                engine.remove(item.id, force=True)
+        out.append(item)
+    return out

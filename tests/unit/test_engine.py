@@ -1,0 +1,217 @@
+"""Engine choice, auto-detection and error translation (no Docker engine needed)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rocmenv.config import Ulimit
+from rocmenv.context import Context
+from rocmenv.engine import (
+    START_HINT,
+    choose_engine_kind,
+    detect_engine,
+    explain_start_failure,
+    owner_labels,
+    process_start,
+    socket_answers,
+)
+from rocmenv.errors import EngineUnavailable, UsageError
+from rocmenv.runspec import RunSpec
+
+# Error texts as Docker 20.10 / runc print them on this kind of host.
+RLIMIT_MEMLOCK = (
+    "failed to create shim task: OCI runtime create failed: runc create failed: unable to start "
+    "container process: error during container init: error setting rlimits for ready process: "
+    "error setting rlimit type 8: operation not permitted: unknown"
+)
+RLIMIT_NOFILE = RLIMIT_MEMLOCK.replace("type 8", "type 7")
+CAPS = (
+    "failed to create shim task: OCI runtime create failed: runc create failed: unable to start "
+    "container process: unable to apply caps: operation not permitted: unknown"
+)
+NOT_FOUND = (
+    "failed to create shim task: OCI runtime create failed: runc create failed: unable to start "
+    'container process: exec: "no-such-cmd": executable file not found in $PATH: unknown'
+)
+DEVICE = (
+    'error gathering device information while adding custom device "/dev/kfd": no such file or '
+    "directory"
+)
+GROUP = (
+    "failed to create shim task: OCI runtime create failed: runc create failed: unable to start "
+    "container process: error during container init: unable to find group render: no matching "
+    "entries in group file: unknown"
+)
+
+
+def test_a_refused_ulimit_names_the_option_with_its_value() -> None:
+    spec = RunSpec(
+        image="i",
+        ulimits=(
+            Ulimit(name="memlock", soft=-1, hard=-1),
+            Ulimit(name="nofile", soft=65535, hard=65535),
+        ),
+    )
+    failure = explain_start_failure(RLIMIT_MEMLOCK, spec)
+    assert failure.option == "--ulimit memlock=-1"
+    assert "RLIMIT_MEMLOCK" in failure.message and "OCI" not in failure.message
+    assert explain_start_failure(RLIMIT_NOFILE, spec).option == "--ulimit nofile=65535"
+    assert explain_start_failure(RLIMIT_NOFILE).option == "--ulimit nofile=…"
+    assert failure.exit_code == 125
+
+
+def test_refused_capabilities_name_privileged_when_the_spec_is_privileged() -> None:
+    assert explain_start_failure(CAPS, RunSpec(image="i", privileged=True)).option == "--privileged"
+    assert explain_start_failure(CAPS, RunSpec(image="i", cap_add=("SYS_PTRACE",))).option == (
+        "--cap-add SYS_PTRACE"
+    )
+
+
+def test_a_missing_command_exits_127_like_docker() -> None:
+    failure = explain_start_failure(NOT_FOUND)
+    assert failure.exit_code == 127
+    assert "no-such-cmd" in failure.message and "not found" in failure.message
+
+
+def test_missing_device_and_group_name_the_option() -> None:
+    assert explain_start_failure(DEVICE).option == "--device /dev/kfd"
+    assert explain_start_failure(GROUP).option == "--group-add render"
+
+
+def test_an_unknown_error_keeps_the_useful_tail() -> None:
+    failure = explain_start_failure("OCI runtime create failed: something odd happened: unknown")
+    assert failure.message.endswith("something odd happened")
+
+
+# -- choice and detection ------------------------------------------------------------------
+
+
+@pytest.fixture
+def ping_socket(tmp_path: Path) -> Iterator[Path]:
+    """A unix socket answering GET /_ping like dockerd."""
+    path = tmp_path / "docker.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(8)
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(1024)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nApi-Version: 1.41\r\n\r\nOK")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield path
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def _bin_dir(tmp_path: Path, *names: str) -> str:
+    directory = tmp_path / "bin"
+    directory.mkdir(exist_ok=True)
+    for name in names:
+        exe = directory / name
+        exe.write_text("#!/bin/sh\nexit 0\n")
+        exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return str(directory)
+
+
+def test_a_socket_that_answers_ping_selects_docker_api(ping_socket: Path, tmp_path: Path) -> None:
+    env = {"DOCKER_HOST": f"unix://{ping_socket}", "PATH": _bin_dir(tmp_path, "docker")}
+    assert socket_answers(str(ping_socket))
+    assert detect_engine(env) == "docker-api"
+
+
+def test_without_a_socket_the_docker_cli_then_podman_is_chosen(tmp_path: Path) -> None:
+    dead = f"unix://{tmp_path / 'nothing.sock'}"
+    assert detect_engine({"DOCKER_HOST": dead, "PATH": _bin_dir(tmp_path, "docker", "podman")}) == (
+        "docker-cli"
+    )
+    other = tmp_path / "other"
+    other.mkdir()
+    assert detect_engine({"DOCKER_HOST": dead, "PATH": _bin_dir(other, "podman")}) == "podman"
+
+
+def test_no_engine_at_all_says_how_to_start_one(tmp_path: Path) -> None:
+    with pytest.raises(EngineUnavailable) as info:
+        detect_engine({"DOCKER_HOST": f"unix://{tmp_path / 'x.sock'}", "PATH": str(tmp_path)})
+    assert info.value.hint == START_HINT
+    assert "systemctl start docker" in str(info.value)
+    assert info.value.exit_code == 4
+
+
+def test_a_docker_cli_context_selects_the_cli(ping_socket: Path, tmp_path: Path) -> None:
+    config = tmp_path / "dockercfg"
+    config.mkdir()
+    (config / "config.json").write_text('{"currentContext": "remote-box"}')
+    env = {"DOCKER_CONFIG": str(config), "PATH": _bin_dir(tmp_path, "docker")}
+    assert detect_engine(env) == "docker-cli"
+    assert detect_engine({**env, "DOCKER_CONTEXT": "default", "DOCKER_CONFIG": str(tmp_path)}) in (
+        "docker-api",
+        "docker-cli",
+    )
+
+
+def test_tcp_docker_host_selects_docker_api_without_probing(tmp_path: Path) -> None:
+    assert (
+        detect_engine({"DOCKER_HOST": "tcp://127.0.0.1:1", "PATH": str(tmp_path)}) == "docker-api"
+    )
+
+
+def test_flag_beats_profile_beats_environment_and_config(tmp_path: Path) -> None:
+    ctx = Context(env={"DOCKER_HOST": "tcp://127.0.0.1:1", "PATH": str(tmp_path)}, cwd=tmp_path)
+    pick = choose_engine_kind
+    assert (
+        pick(ctx, flag="podman", profile_engine="docker-cli", config_engine="docker-api")
+        == "podman"
+    )
+    assert pick(ctx, flag=None, profile_engine="docker-cli", config_engine="podman") == "docker-cli"
+    assert pick(ctx, flag=None, profile_engine=None, config_engine="podman") == "podman"
+    assert pick(ctx, flag=None, profile_engine="auto", config_engine="auto") == "docker-api"
+    with pytest.raises(UsageError, match="unknown engine"):
+        pick(ctx, flag="dockr", profile_engine=None, config_engine="auto")
+
+
+def test_owner_labels_identify_this_process_and_its_start() -> None:
+    labels = owner_labels()
+    assert labels["rocmenv.owner-pid"] == str(os.getpid())
+    assert labels["rocmenv.owner-host"] == socket.gethostname()
+    assert labels["rocmenv.owner-start"] == process_start(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert process_start(child.pid) is None  # reaped: gone
+    assert process_start(2**22 + 12345) is None
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["shell", "--help"],
+                                  ["options", "--help"], ["gpus", "--help"], ["gc", "--help"]])  # fmt: skip
+def test_help_imports_neither_engine_library(argv: list[str]) -> None:
+    code = (
+        "import sys\n"
+        "from rocmenv.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = [m for m in ('docker', 'python_on_whales', 'pydantic', 'requests') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
