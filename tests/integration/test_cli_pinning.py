@@ -252,3 +252,24 @@ def test_wrong_password_never_appears_in_output(
     assert result.returncode == 3
     assert auth_registry.username in result.stderr
     assert secret not in result.stderr + result.stdout and auth not in result.stderr + result.stdout
+
+
+def test_two_pins_at_once_both_land(registry: Any, family: Any, project: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "HOME": str(project)}
+    refs = [family["demo"].ref, family["sgl-new"].ref]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "rocmenv", "pin", ref],
+            cwd=project,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for ref in refs
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    lock = json.loads((project / "rocmenv.lock").read_text())
+    assert set(lock["references"]) == set(refs)
