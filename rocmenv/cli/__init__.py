@@ -68,7 +68,13 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module_name, help_text) in COMMANDS.items():
         if name == command:
-            module = importlib.import_module(f"rocmenv.cli.{module_name}")
+            try:
+                module = importlib.import_module(f"rocmenv.cli.{module_name}")
+            except ModuleNotFoundError as err:
+                if err.name != f"rocmenv.cli.{module_name}":
+                    raise
+                sys.stderr.write(f"rocmenv: the {name!r} command is not part of this build\n")
+                raise SystemExit(EXIT_USAGE) from None
             module.add_parser(sub, name, help_text)
         else:
             sub.add_parser(name, help=help_text, add_help=False)
