@@ -205,7 +205,8 @@ def _gpu_devices(
     if selection.kind == "none":
         return [], [], []
     inv = host.inventory
-    dev_root = str(inv.dev_root) if inv is not None else "/dev"
+    # Rendering for another host (no host check): that host's nodes are under /dev.
+    dev_root = str(inv.dev_root) if inv is not None and host.check_host else "/dev"
     kfd = Device(host=f"{dev_root}/kfd", container=CONTAINER_KFD)
     whole_dri = Device(host=f"{dev_root}/dri", container=CONTAINER_DRI)
     notes: list[str] = []
@@ -220,14 +221,11 @@ def _gpu_devices(
         return devices, [], notes
     devices = [kfd]
     for gpu in sorted(selection.gpus, key=lambda g: g.index):
-        devices.append(
-            Device(host=str(gpu.render_node), container=f"{CONTAINER_DRI}/{gpu.render_node.name}")
-        )
-        if gpu.card_node is not None:
-            devices.append(
-                Device(host=str(gpu.card_node), container=f"{CONTAINER_DRI}/{gpu.card_node.name}")
-            )
-        else:
+        for node in (gpu.render_node, gpu.card_node):
+            if node is not None:
+                source = str(node) if host.check_host else f"{dev_root}/dri/{node.name}"
+                devices.append(Device(host=source, container=f"{CONTAINER_DRI}/{node.name}"))
+        if gpu.card_node is None:
             notes.append(
                 f"GPU {gpu.index} ({gpu.pci_address}): no card node found, render node only"
             )

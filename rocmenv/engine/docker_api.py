@@ -46,6 +46,12 @@ def _explanation(err: docker.errors.APIError) -> str:
     return str(err.explanation or err)
 
 
+def _cap(name: str) -> str:
+    """Capabilities as the docker CLI sends them (``CAP_SYS_PTRACE``; ``ALL`` stays)."""
+    upper = name.upper()
+    return upper if upper == "ALL" or upper.startswith("CAP_") else f"CAP_{upper}"
+
+
 def _env_pairs(items: Sequence[str] | None) -> tuple[tuple[str, str], ...]:
     out = []
     for item in items or ():
@@ -153,8 +159,8 @@ class DockerApiEngine:
         host_config = self.api.create_host_config(
             devices=[f"{d.host}:{d.container}:{d.permissions}" for d in spec.devices] or None,
             group_add=list(spec.group_add) or None,
-            cap_add=list(spec.cap_add) or None,
-            cap_drop=list(spec.cap_drop) or None,
+            cap_add=[_cap(c) for c in spec.cap_add] or None,
+            cap_drop=[_cap(c) for c in spec.cap_drop] or None,
             security_opt=list(spec.security_opt) or None,
             privileged=spec.privileged,
             ipc_mode=spec.ipc,
@@ -162,8 +168,9 @@ class DockerApiEngine:
             shm_size=spec.shm_size,
             mem_limit=spec.memory,
             memswap_limit=spec.memory_swap,
-            ulimits=[
-                docker.types.Ulimit(name=u.name, soft=u.soft, hard=u.hard) for u in spec.ulimits
+            ulimits=[  # sorted by name, as the docker CLI sends them
+                docker.types.Ulimit(name=u.name, soft=u.soft, hard=u.hard)
+                for u in sorted(spec.ulimits, key=lambda u: u.name)
             ]
             or None,
             mounts=[
