@@ -43,6 +43,7 @@ from typing import Any, Literal, cast
 
 from rocmenv.errors import (
     CheckFailed,
+    ConfigError,
     EngineError,
     RegistryError,
     RegistryNotFound,
@@ -518,7 +519,7 @@ def inspect_one(client: RegistryClient, cache: ProbeCache, result: ImageDrift) -
             entry.platform_digest, engine_reference(entry.repository, entry.digest, entry.registry)
         )
         new = cache.facts(image.platform_digest, new_ref)
-    except (RegistryError, EngineError, CheckFailed) as err:
+    except (RegistryError, EngineError, ConfigError, CheckFailed) as err:
         problem = Problem.of(err)
         return replace(
             result, inspection=Inspection(against=against, new_reference=new_ref, problem=problem)
@@ -547,7 +548,7 @@ class EngineProber:
     """Pull by digest (when absent) and run the launcher probe through a container engine.
 
     The engine and the launcher bundle are made on first use, so ``drift`` without drift
-    never touches the engine.
+    never touches the engine; when that fails, every later call fails the same way at once.
     """
 
     def __init__(
@@ -563,12 +564,21 @@ class EngineProber:
         self._lock = threading.Lock()
         self._engine: Any = None
         self._bundle: Any = None
+        self._failed: RocmenvError | None = None
 
     def _ready(self) -> tuple[Any, Any]:
         with self._lock:
+            if self._failed is not None:
+                raise self._failed
             if self._engine is None:
-                self._engine = self._open_engine()
-                self._bundle = self._open_bundle()
+                try:
+                    engine = self._open_engine()
+                    engine.ping()
+                    self._bundle = self._open_bundle()
+                except (EngineError, ConfigError) as err:
+                    self._failed = err
+                    raise
+                self._engine = engine
             return self._engine, self._bundle
 
     def __call__(self, reference: str) -> Mapping[str, Any]:

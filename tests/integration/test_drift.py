@@ -286,3 +286,16 @@ def test_unreachable_registry_is_could_not_check_exit_3(
     assert len(errors) == 3 and data["summary"]["errors"] == 3
     assert all(e["tag_state"] == "unchecked" for e in errors)
     assert next(i for i in data["images"] if i["key"] == ref)["status"] == "ok"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_inspect_without_an_engine_is_exit_4_and_still_reports_the_drift(
+    engine: str, moved: dict[str, str], project: Path
+) -> None:
+    env = {"DOCKER_HOST": f"unix://{project}/no-engine.sock"}
+    code, data = drift_json("--inspect", "--engine", engine, cwd=project, env=env)
+    assert code == 4, data
+    (image,) = data["images"]
+    assert image["moved"] is True and image["current_digest"] == moved["new"]
+    assert image["inspect"]["error"]["type"] in ("EngineUnavailable", "EngineError")
+    assert data["summary"]["inspect_errors"] == 1
