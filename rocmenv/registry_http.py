@@ -176,7 +176,7 @@ class Transport:
                             hint="try again later, authenticate (`docker login`) for higher "
                             "limits, or configure a mirror ([registry] mirrors)",
                         )
-                    return resp
+                    break  # a 5xx that outlived the retries: the registry is unavailable
             if attempt == attempts - 1:
                 break
             if wait is None:

@@ -332,3 +332,14 @@ def test_mirrors_are_tried_in_order_and_the_answering_one_is_recorded(
         resolved = c.resolve_platform(parse(f"docker.io/{path}:{parse(image.ref).tag}"))
         assert proxy.count("GET", MANIFEST) >= 1
     assert resolved.registry == proxy.host
+
+
+def test_persistent_5xx_is_unavailable_after_the_retries(registry: Any) -> None:
+    c, waits = client(retries=2)
+    with FaultProxy(upstream=registry.host) as proxy:
+        proxy.add_rule(Match(path=TAGS), status(503))
+        with pytest.raises(RegistryUnavailable) as info:
+            c.list_tags(parse(f"{proxy.host}/rocm/sgl-dev"))
+        assert proxy.count("GET", TAGS) == 3
+    assert "HTTP 503" in str(info.value) and "3 attempts" in str(info.value)
+    assert len(waits) == 2
