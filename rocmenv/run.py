@@ -36,7 +36,6 @@ from rocmenv.engine import (
     in_container,
     make_engine,
     owner_labels,
-    prewarm,
 )
 from rocmenv.errors import EXIT_RUN_NOT_STARTED, EngineError, RocmenvError, UsageError
 from rocmenv.gpu import GpuInventory, discover, family_mismatch
@@ -252,15 +251,11 @@ def execute(
     from rocmenv.cli._common import warn
 
     timings = Timings(enabled=ctx.flag("ROCMENV_TIMINGS"))
-    early_kind = request.engine or ctx.env.get("ROCMENV_ENGINE")
-    if early_kind in ("docker-api", "docker-cli", "podman"):
-        prewarm(early_kind)  # type: ignore[arg-type]
     config = load_config(ctx)
     profile = config.profile(request.profile)
     kind = choose_engine_kind(
         ctx, flag=request.engine, profile_engine=profile.engine, config_engine=config.engine
     )
-    prewarm(kind)
     timings.mark("config")
     chosen = choose_image(ctx, config, profile, request.overrides.image)
     gpus_text = request.overrides.gpus if request.overrides.gpus is not None else profile.gpus
@@ -308,8 +303,7 @@ def execute(
             warn(ctx, mismatch)
     for text in spec.notes:
         _note(ctx, text)
-    if spec.mounts and in_container():
-        _sibling_hint(ctx, engine)
+    hint = _SiblingHint(engine) if spec.mounts and in_container() else None
     timings.mark("spec")
     interactive = request.interactive or request.shell
     tty = request.tty
@@ -319,7 +313,7 @@ def execute(
         interactive = interactive or _isatty(sys.stdin)
     status = _run_container(
         ctx, engine, spec, tty=tty, interactive=interactive, keep=request.keep,
-        timings=timings, on_created=on_created,
+        timings=timings, on_created=on_created, hint=hint,
     )  # fmt: skip
     timings.report(ctx.stderr)
     return status
@@ -346,17 +340,28 @@ def _add_launcher(ctx: Context, spec: RunSpec, info: ImageInfo) -> RunSpec:
     )
 
 
-def _sibling_hint(ctx: Context, engine: Engine) -> None:
-    try:
-        name = engine.ping().name
-    except EngineError:
-        return
-    if name and name != socket.gethostname():
-        _note(
-            ctx,
-            f"rocmenv runs inside a container and the engine ({name}) outside it: bind-mount "
-            "sources are paths on the engine's host, not in this container",
-        )
+class _SiblingHint:
+    """Inside a container, is the engine outside it (the socket mounted in)? Then bind
+    sources are the engine host's paths. Asked on a thread, while the container is made."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._text: str | None = None
+        self._thread = threading.Thread(target=self._ask, args=(engine,), daemon=True)
+        self._thread.start()
+
+    def _ask(self, engine: Engine) -> None:
+        with contextlib.suppress(RocmenvError):
+            name = engine.ping().name
+            if name and name != socket.gethostname():
+                self._text = (
+                    f"rocmenv runs inside a container and the engine ({name}) outside it: "
+                    "bind-mount sources are paths on the engine's host, not in this container"
+                )
+
+    def say(self, ctx: Context) -> None:
+        self._thread.join(timeout=2.0)
+        if self._text:
+            _note(ctx, self._text)
 
 
 def _run_container(
@@ -369,6 +374,7 @@ def _run_container(
     keep: bool,
     timings: Timings,
     on_created: Callable[[str], None] | None,
+    hint: _SiblingHint | None = None,
 ) -> int:
     events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
     session = spec.label_map.get(LABEL_SESSION, os.urandom(6).hex())
@@ -390,6 +396,8 @@ def _run_container(
             timings.mark("create")
             if on_created is not None:
                 on_created(container_id)
+            if hint is not None:
+                hint.say(ctx)
             pending = _pending_signal(events)
             if pending is not None:
                 return 128 + pending

@@ -8,19 +8,17 @@
 
 Choice: ``--engine`` > profile ``engine`` > ``ROCMENV_ENGINE`` > config ``engine`` > auto
 (a socket that answers ``/_ping`` → docker-api; else a ``docker`` binary → docker-cli;
-else ``podman``). Neither library is imported until an engine is made (``rocmenv --help``
-stays fast); :func:`prewarm` starts that import on a background thread.
+else ``podman``). Neither library is imported until an engine needs it (``rocmenv --help``
+stays fast; see each adapter for what its hot path imports).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import re
 import shutil
 import socket
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -427,28 +425,6 @@ _MODULES: dict[str, str] = {
     "docker-cli": "rocmenv.engine.whales",
     "podman": "rocmenv.engine.whales",
 }
-_LIBRARIES: dict[str, str] = {
-    "docker-api": "docker",
-    "docker-cli": "python_on_whales",
-    "podman": "python_on_whales",
-}
-_prewarmed: dict[str, threading.Thread] = {}
-
-
-def prewarm(kind: EngineKind) -> None:
-    """Start importing the engine's library on a daemon thread, so the import overlaps with
-    configuration and GPU discovery. :func:`make_engine` waits for it."""
-    library = _LIBRARIES[kind]
-    if library in _prewarmed:
-        return
-
-    def load() -> None:
-        with contextlib.suppress(Exception):  # reported properly by make_engine
-            importlib.import_module(library)
-
-    thread = threading.Thread(target=load, name=f"rocmenv-import-{library}", daemon=True)
-    _prewarmed[library] = thread
-    thread.start()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -458,9 +434,6 @@ class EngineOptions:
 
 
 def make_engine(kind: EngineKind, ctx: Context) -> Engine:
-    thread = _prewarmed.get(_LIBRARIES[kind])
-    if thread is not None:
-        thread.join()
     module = importlib.import_module(_MODULES[kind])
     factory = cast(Callable[[EngineKind, EngineOptions], Engine], module.make)
     return factory(kind, EngineOptions(env=dict(ctx.env)))
@@ -510,6 +483,5 @@ __all__ = [
     "make_engine",
     "open_engine",
     "owner_labels",
-    "prewarm",
     "process_start",
 ]

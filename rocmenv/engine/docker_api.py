@@ -1,24 +1,29 @@
-"""The docker-py adapter: the Engine API over ``DOCKER_HOST`` or ``/var/run/docker.sock``.
+"""The Engine API adapter: ``DOCKER_HOST`` or ``/var/run/docker.sock``, no docker CLI needed.
 
-Needs nothing but the socket (no docker CLI), which is what runners that start sibling
-containers have. Output is read from the attach stream (multiplexed stdout/stderr frames,
-or one raw stream with a TTY) and written to our file descriptors as it arrives.
+Works where only the socket is mounted, as on runners that start sibling containers.
+Requests go through a transport (:mod:`rocmenv.engine.wire`): the standard library for a
+local unix socket, docker-py's session for ``tcp://``/``ssh://`` hosts (TLS from
+``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``) or when ``ROCMENV_DOCKER_API_TRANSPORT=docker-py``.
+Pulls always use docker-py (registry credentials from the Docker config and its helpers).
+The request bodies are what the docker CLI sends for the same options (capabilities as
+``CAP_…``, ulimits sorted by name), so ``docker inspect`` shows the same container either way.
+
+Output is read from the attach stream (multiplexed stdout/stderr frames, or one raw stream
+with a TTY) and written to our file descriptors as it arrives.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import signal as signals
 import socket
+import struct
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-import docker
-import docker.errors
-import docker.types
-from docker.utils.socket import STDERR, frames_iter
 
 from rocmenv.engine import (
     START_HINT,
@@ -33,17 +38,34 @@ from rocmenv.engine import (
     capture,
     explain_start_failure,
 )
+from rocmenv.engine.wire import (
+    DockerPyWire,
+    Query,
+    UnixWire,
+    Wire,
+    WireStatus,
+    WireTimeout,
+    WireUnavailable,
+    quote_ref,
+)
 from rocmenv.errors import EngineError, EngineUnavailable
 from rocmenv.redact import redact
 from rocmenv.runspec import BindMount, RunSpec
+
+STDOUT, STDERR = 1, 2
+_UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
 
 def make(kind: EngineKind, options: EngineOptions) -> DockerApiEngine:
     return DockerApiEngine(options)
 
 
-def _explanation(err: docker.errors.APIError) -> str:
-    return str(err.explanation or err)
+def parse_bytes(text: str) -> int:
+    """Docker's sizes: ``32g`` = 32 GiB, ``512m``, ``1.5g``, ``0``, plain bytes."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)\s*([bkmgtp]?)b?", text.strip().lower())
+    if not match:
+        raise EngineError(f"docker-api: {text!r} is not a size", hint="use e.g. 32g or 512m")
+    return int(float(match.group(1)) * _UNITS[match.group(2) or "b"])
 
 
 def _cap(name: str) -> str:
@@ -60,35 +82,131 @@ def _env_pairs(items: Sequence[str] | None) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _message(body: bytes) -> str:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body.decode(errors="replace").strip()
+    return str(doc.get("message", doc)) if isinstance(doc, dict) else str(doc)
+
+
+def create_body(spec: RunSpec, *, tty: bool, stdin_open: bool) -> dict[str, Any]:
+    """The ``POST /containers/create`` body for a spec (what ``docker create`` sends)."""
+    host: dict[str, Any] = {
+        "Devices": [
+            {
+                "PathOnHost": d.host,
+                "PathInContainer": d.container,
+                "CgroupPermissions": d.permissions,
+            }
+            for d in spec.devices
+        ],
+        "GroupAdd": list(spec.group_add) or None,
+        "CapAdd": [_cap(c) for c in spec.cap_add] or None,
+        "CapDrop": [_cap(c) for c in spec.cap_drop] or None,
+        "SecurityOpt": list(spec.security_opt) or None,
+        "Privileged": spec.privileged,
+        "Ulimits": [
+            {"Name": u.name, "Soft": u.soft, "Hard": u.hard}
+            for u in sorted(spec.ulimits, key=lambda u: u.name)
+        ],
+        "Mounts": [
+            {"Type": "bind", "Source": m.source, "Target": m.target, "ReadOnly": m.readonly}
+            for m in spec.mounts
+        ],
+    }
+    if spec.ipc:
+        host["IpcMode"] = spec.ipc
+    if spec.network:
+        host["NetworkMode"] = spec.network
+    if spec.shm_size:
+        host["ShmSize"] = parse_bytes(spec.shm_size)
+    if spec.memory:
+        host["Memory"] = parse_bytes(spec.memory)
+    if spec.memory_swap:
+        host["MemorySwap"] = -1 if spec.memory_swap == "-1" else parse_bytes(spec.memory_swap)
+    body: dict[str, Any] = {
+        "Image": spec.image,
+        "Env": [f"{k}={v}" for k, v in spec.env_values.items()],
+        "Labels": spec.label_map,
+        "Tty": tty,
+        "OpenStdin": stdin_open,
+        "StdinOnce": stdin_open,
+        "AttachStdin": stdin_open,
+        "AttachStdout": True,
+        "AttachStderr": True,
+        "HostConfig": host,
+    }
+    if spec.command:
+        body["Cmd"] = list(spec.command)
+    if spec.workdir:
+        body["WorkingDir"] = spec.workdir
+    return body
+
+
 class DockerApiEngine:
     kind: EngineKind = "docker-api"
 
     def __init__(self, options: EngineOptions) -> None:
-        kwargs = docker.utils.kwargs_from_env(environment=dict(options.env))
-        self._where = kwargs.get("base_url") or "unix:///var/run/docker.sock"
+        self._env = dict(options.env)
+        self._timeout = options.timeout
+        host = self._env.get("DOCKER_HOST", "") or "unix:///var/run/docker.sock"
+        forced = self._env.get("ROCMENV_DOCKER_API_TRANSPORT", "") == "docker-py"
+        tls = bool(self._env.get("DOCKER_TLS_VERIFY") or self._env.get("DOCKER_CERT_PATH"))
+        self.wire: Wire
         try:
-            self.api = docker.APIClient(version="auto", timeout=int(options.timeout), **kwargs)
-        except docker.errors.DockerException as err:
+            if host.startswith("unix://") and not forced and not tls:
+                self.wire = UnixWire(host[len("unix://") :])
+            else:
+                self.wire = DockerPyWire(self._env, options.timeout)
+        except WireUnavailable as err:
             raise EngineUnavailable(
-                f"the Docker engine at {self._where} does not answer: {redact(str(err))}",
-                hint=START_HINT,
+                f"the Docker engine does not answer: {redact(str(err))}", hint=START_HINT
             ) from None
 
-    # -- helpers -------------------------------------------------------------------------
-    def _fail(self, action: str, err: Exception) -> EngineError:
-        text = _explanation(err) if isinstance(err, docker.errors.APIError) else str(err)
-        return EngineError(f"docker-api: {action} failed at {self._where}: {redact(text)}")
+    @property
+    def transport(self) -> str:
+        return "stdlib" if isinstance(self.wire, UnixWire) else "docker-py"
+
+    # -- requests --------------------------------------------------------------------------
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        timeout: float | None = 60.0,
+        ok: tuple[int, ...] = (200, 201, 204, 304),
+        action: str = "",
+    ) -> tuple[int, bytes]:
+        try:
+            status, _, data = self.wire.request(
+                method, path, query=query, body=body, timeout=timeout
+            )
+        except WireUnavailable as err:
+            raise EngineUnavailable(
+                f"the Docker engine does not answer: {redact(str(err))}", hint=START_HINT
+            ) from None
+        except WireTimeout as err:
+            raise EngineError(f"docker-api: {action or path}: {err}") from None
+        if status not in ok:
+            raise _StatusError(status, _message(data))
+        return status, data
+
+    def _json(self, method: str, path: str, *, action: str, **kw: Any) -> Any:
+        try:
+            _, data = self._call(method, path, action=action, **kw)
+        except _StatusError as err:
+            raise EngineError(
+                f"docker-api: {action} failed at {self.wire.where}: {redact(err.message)}"
+            ) from None
+        return json.loads(data) if data else None
 
     # -- images --------------------------------------------------------------------------
     def ping(self) -> EngineInfo:
-        try:
-            version = self.api.version()
-            info = self.api.info()
-        except Exception as err:
-            raise EngineUnavailable(
-                f"the Docker engine at {self._where} does not answer: {redact(str(err))}",
-                hint=START_HINT,
-            ) from None
+        version = self._json("GET", "/version", action="asking the version")
+        info = self._json("GET", "/info", action="asking for engine information")
         return EngineInfo(
             kind=self.kind,
             version=str(version.get("Version", "")),
@@ -99,18 +217,20 @@ class DockerApiEngine:
 
     def image_info(self, image: str) -> ImageInfo | None:
         try:
-            data = self.api.inspect_image(image)
-        except docker.errors.ImageNotFound:
-            return None
-        except docker.errors.APIError as err:
-            if err.status_code == 404:
+            _, data = self._call(
+                "GET", f"/images/{quote_ref(image)}/json", action="inspecting the image"
+            )
+        except _StatusError as err:
+            if err.status == 404:
                 return None
-            raise self._fail(f"inspecting image {image}", err) from None
-        config = data.get("Config") or {}
+            raise EngineError(
+                f"docker-api: inspecting image {image} failed: {redact(err.message)}"
+            ) from None
+        doc = json.loads(data)
         return ImageInfo(
-            id=str(data.get("Id", "")),
-            repo_digests=tuple(data.get("RepoDigests") or ()),
-            env=_env_pairs(config.get("Env")),
+            id=str(doc.get("Id", "")),
+            repo_digests=tuple(doc.get("RepoDigests") or ()),
+            env=_env_pairs((doc.get("Config") or {}).get("Env")),
         )
 
     def image_exists(self, image: str) -> bool:
@@ -123,13 +243,21 @@ class DockerApiEngine:
         return info.env_map()
 
     def pull(self, image: str, *, progress: Callable[[PullEvent], None] | None = None) -> None:
+        """Through docker-py: registry credentials come from the Docker config and helpers."""
+        import docker.errors
+
+        wire = (
+            self.wire
+            if isinstance(self.wire, DockerPyWire)
+            else DockerPyWire(self._env, self._timeout)
+        )
+        hint = "check the reference, registry access and credentials (`docker login`)"
         try:
-            for event in self.api.pull(image, stream=True, decode=True):
+            for event in wire.api.pull(image, stream=True, decode=True):
                 if "error" in event:
                     raise EngineError(
                         f"docker-api: pulling {image} failed: {redact(str(event['error']))}",
-                        hint="check the reference, registry access and credentials "
-                        "(`docker login`)",
+                        hint=hint,
                     )
                 if progress is not None:
                     detail = event.get("progressDetail") or {}
@@ -143,8 +271,8 @@ class DockerApiEngine:
                     )
         except docker.errors.APIError as err:
             raise EngineError(
-                f"docker-api: pulling {image} failed: {redact(_explanation(err))}",
-                hint="check the reference, registry access and credentials (`docker login`)",
+                f"docker-api: pulling {image} failed: {redact(str(err.explanation or err))}",
+                hint=hint,
             ) from None
 
     # -- containers ----------------------------------------------------------------------
@@ -156,60 +284,31 @@ class DockerApiEngine:
         stdin_open: bool = False,
         name: str | None = None,
     ) -> str:
-        host_config = self.api.create_host_config(
-            devices=[f"{d.host}:{d.container}:{d.permissions}" for d in spec.devices] or None,
-            group_add=list(spec.group_add) or None,
-            cap_add=[_cap(c) for c in spec.cap_add] or None,
-            cap_drop=[_cap(c) for c in spec.cap_drop] or None,
-            security_opt=list(spec.security_opt) or None,
-            privileged=spec.privileged,
-            ipc_mode=spec.ipc,
-            network_mode=spec.network,
-            shm_size=spec.shm_size,
-            mem_limit=spec.memory,
-            memswap_limit=spec.memory_swap,
-            ulimits=[  # sorted by name, as the docker CLI sends them
-                docker.types.Ulimit(name=u.name, soft=u.soft, hard=u.hard)
-                for u in sorted(spec.ulimits, key=lambda u: u.name)
-            ]
-            or None,
-            mounts=[
-                docker.types.Mount(
-                    target=m.target, source=m.source, type="bind", read_only=m.readonly
-                )
-                for m in spec.mounts
-            ]
-            or None,
-        )
         try:
-            created = self.api.create_container(
-                spec.image,
-                command=list(spec.command) or None,
-                environment=[f"{k}={v}" for k, v in spec.env_values.items()] or None,
-                working_dir=spec.workdir,
-                labels=spec.label_map,
-                host_config=host_config,
-                tty=tty,
-                stdin_open=stdin_open,
-                name=name,
-                use_config_proxy=False,  # proxies pass only when the profile keeps them
+            _, data = self._call(
+                "POST",
+                "/containers/create",
+                query={"name": name} if name else None,
+                body=create_body(spec, tty=tty, stdin_open=stdin_open),
+                action="creating the container",
             )
-        except docker.errors.ImageNotFound:
-            raise EngineError(
-                f"docker-api: image {spec.image} is not present", hint="pull it (--pull missing)"
-            ) from None
-        except docker.errors.APIError as err:
-            failure = explain_start_failure(_explanation(err), spec)
+        except _StatusError as err:
+            if err.status == 404 and "image" in err.message.lower():
+                raise EngineError(
+                    f"docker-api: image {spec.image} is not present",
+                    hint="pull it (--pull missing)",
+                ) from None
+            failure = explain_start_failure(err.message, spec)
             raise EngineError(
                 f"docker-api: creating the container failed: {failure.message}"
             ) from None
-        return str(created["Id"])
+        return str(json.loads(data)["Id"])
 
     def start(self, container_id: str) -> None:
         try:
-            self.api.start(container_id)
-        except docker.errors.APIError as err:
-            failure = explain_start_failure(_explanation(err))
+            self._call("POST", f"/containers/{container_id}/start", action="starting")
+        except _StatusError as err:
+            failure = explain_start_failure(err.message)
             raise EngineStartError(failure.message, failure=failure) from None
 
     def start_attached(
@@ -221,13 +320,17 @@ class DockerApiEngine:
         stdin_fd: int | None = None,
         tty: bool = False,
     ) -> _Attachment:
-        params = {"stdout": 1, "stderr": 1, "stream": 1, "stdin": 1 if stdin_fd is not None else 0}
+        query = {"stream": 1, "stdout": 1, "stderr": 1, "stdin": 1 if stdin_fd is not None else 0}
         try:
-            sock = self.api.attach_socket(container_id, params=params)
-        except docker.errors.APIError as err:
-            raise self._fail("attaching", err) from None
+            sock, initial = self.wire.hijack(f"/containers/{container_id}/attach", query=query)
+        except WireUnavailable as err:
+            raise EngineUnavailable(
+                f"the Docker engine does not answer: {err}", hint=START_HINT
+            ) from None
+        except WireStatus as err:
+            raise EngineError(f"docker-api: attaching failed: {redact(err.message)}") from None
         attachment = _Attachment(
-            self.api, container_id, sock, stdout_fd=stdout_fd, stderr_fd=stderr_fd, tty=tty
+            self, container_id, sock, initial, stdout_fd=stdout_fd, stderr_fd=stderr_fd, tty=tty
         )
         try:
             self.start(container_id)
@@ -239,47 +342,82 @@ class DockerApiEngine:
 
     def wait(self, container_id: str, timeout: float | None = None) -> int:
         try:
-            result = self.api.wait(container_id, timeout=timeout)
-        except docker.errors.APIError as err:
-            raise self._fail(f"waiting for {container_id[:12]}", err) from None
-        except Exception as err:
+            _, data = self._call(
+                "POST", f"/containers/{container_id}/wait", timeout=timeout, action="waiting"
+            )
+        except _StatusError as err:
             raise EngineError(
-                f"docker-api: container {container_id[:12]} still running after {timeout} s"
-                if timeout is not None
-                else f"docker-api: lost the engine while waiting: {err}"
+                f"docker-api: waiting for {container_id[:12]} failed: {err.message}"
             ) from None
-        return int(result.get("StatusCode", -1))
+        except EngineError as err:
+            if timeout is not None and "no answer" in err.what:
+                raise EngineError(
+                    f"docker-api: container {container_id[:12]} still running after {timeout} s"
+                ) from None
+            raise
+        return int(json.loads(data).get("StatusCode", -1))
 
     def kill(self, container_id: str, signal: str = "SIGKILL") -> None:
         try:
-            self.api.kill(container_id, signal=signal)
-        except docker.errors.APIError as err:
-            if err.status_code in (404, 409):  # gone, or not running
+            self._call(
+                "POST", f"/containers/{container_id}/kill", query={"signal": signal}, action="kill"
+            )
+        except _StatusError as err:
+            if err.status in (404, 409):  # gone, or not running
                 return
-            raise self._fail(f"sending {signal} to {container_id[:12]}", err) from None
+            raise EngineError(
+                f"docker-api: sending {signal} to {container_id[:12]} failed: {err.message}"
+            ) from None
 
     def remove(self, container_id: str, *, force: bool = True) -> None:
         try:
-            self.api.remove_container(container_id, force=force, v=True)
-        except docker.errors.APIError as err:
-            if err.status_code == 404 or "already in progress" in _explanation(err):
+            self._call(
+                "DELETE",
+                f"/containers/{container_id}",
+                query={"force": force, "v": True},
+                action="remove",
+            )
+        except _StatusError as err:
+            if err.status == 404 or "already in progress" in err.message:
                 return
-            raise self._fail(f"removing {container_id[:12]}", err) from None
+            raise EngineError(
+                f"docker-api: removing {container_id[:12]} failed: {err.message}"
+            ) from None
+
+    def resize(self, container_id: str, *, height: int, width: int) -> None:
+        with contextlib.suppress(EngineError, _StatusError):
+            self._call(
+                "POST",
+                f"/containers/{container_id}/resize",
+                query={"h": height, "w": width},
+                action="resize",
+            )
 
     def logs(self, container_id: str) -> tuple[bytes, bytes]:
         try:
-            out = self.api.logs(container_id, stdout=True, stderr=False)
-            err = self.api.logs(container_id, stdout=False, stderr=True)
-        except docker.errors.APIError as error:
-            raise self._fail(f"reading logs of {container_id[:12]}", error) from None
-        return bytes(out), bytes(err)
+            _, data = self._call(
+                "GET",
+                f"/containers/{container_id}/logs",
+                query={"stdout": 1, "stderr": 1},
+                action="logs",
+            )
+        except _StatusError as err:
+            raise EngineError(
+                f"docker-api: reading logs of {container_id[:12]} failed: {err.message}"
+            ) from None
+        out, err_parts = bytearray(), bytearray()
+        for stream, chunk in demux(data):
+            (err_parts if stream == STDERR else out).extend(chunk)
+        return bytes(out), bytes(err_parts)
 
     def list_containers(self, *, labels: Mapping[str, str | None]) -> list[ContainerInfo]:
-        filters = [k if v is None else f"{k}={v}" for k, v in labels.items()]
-        try:
-            items = self.api.containers(all=True, filters={"label": filters})
-        except docker.errors.APIError as err:
-            raise self._fail("listing containers", err) from None
+        filters = json.dumps({"label": [k if v is None else f"{k}={v}" for k, v in labels.items()]})
+        items = self._json(
+            "GET",
+            "/containers/json",
+            query={"all": 1, "filters": filters},
+            action="listing containers",
+        )
         return [
             ContainerInfo(
                 id=str(c["Id"]),
@@ -288,14 +426,14 @@ class DockerApiEngine:
                 labels=tuple(sorted((c.get("Labels") or {}).items())),
                 image=str(c.get("Image", "")),
             )
-            for c in items
+            for c in items or []
         ]
 
     def inspect_container(self, container_id: str) -> dict[str, Any]:
-        try:
-            return dict(self.api.inspect_container(container_id))
-        except docker.errors.APIError as err:
-            raise self._fail(f"inspecting {container_id[:12]}", err) from None
+        doc = self._json(
+            "GET", f"/containers/{container_id}/json", action=f"inspecting {container_id[:12]}"
+        )
+        return dict(doc)
 
     def run_capture(
         self,
@@ -320,6 +458,24 @@ class DockerApiEngine:
         )
 
 
+class _StatusError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def demux(data: bytes) -> list[tuple[int, bytes]]:
+    """Split a multiplexed stream (8-byte frame headers) that is complete in ``data``."""
+    frames = []
+    pos = 0
+    while pos + 8 <= len(data):
+        stream, size = data[pos], struct.unpack(">I", data[pos + 4 : pos + 8])[0]
+        frames.append((stream, data[pos + 8 : pos + 8 + size]))
+        pos += 8 + size
+    return frames
+
+
 def _write_all(fd: int, data: bytes) -> bool:
     view = memoryview(data)
     while view:
@@ -337,14 +493,20 @@ class _Attachment:
     """Copies the attach stream to our fds; with a TTY also stdin, raw mode and resizes."""
 
     def __init__(
-        self, api: Any, container_id: str, sock: Any, *, stdout_fd: int, stderr_fd: int, tty: bool
+        self,
+        engine: DockerApiEngine,
+        container_id: str,
+        sock: Any,
+        initial: bytes,
+        *,
+        stdout_fd: int,
+        stderr_fd: int,
+        tty: bool,
     ) -> None:
-        self._api = api
+        self._engine = engine
         self._cid = container_id
         self._sock = sock
-        self._raw = getattr(sock, "_sock", sock)
-        with contextlib.suppress(Exception):
-            self._raw.settimeout(None)
+        self._buffer = initial
         self._out, self._err = stdout_fd, stderr_fd
         self._tty = tty
         self._reader: threading.Thread | None = None
@@ -362,28 +524,39 @@ class _Attachment:
                 target=self._copy_in, args=(stdin_fd,), name="rocmenv-stdin", daemon=True
             ).start()
 
-    def _copy_out(self) -> None:
-        out_ok = err_ok = True
+    def _recv(self) -> bytes:
+        if self._buffer:
+            data, self._buffer = self._buffer, b""
+            return data
         try:
-            for stream, data in frames_iter(self._sock, self._tty):
-                if not data:
-                    continue
-                if stream == STDERR:
-                    err_ok = err_ok and _write_all(self._err, data)
-                else:
-                    out_ok = out_ok and _write_all(self._out, data)
-        except Exception:
+            return bytes(self._sock.recv(65536))
+        except OSError:
+            return b""
+
+    def _copy_out(self) -> None:
+        ok = {STDOUT: True, STDERR: True}
+        if self._tty:
+            while data := self._recv():
+                ok[STDOUT] = ok[STDOUT] and _write_all(self._out, data)
             return
+        pending = b""
+        while data := self._recv():
+            pending += data
+            while len(pending) >= 8:
+                stream, size = pending[0], struct.unpack(">I", pending[4:8])[0]
+                if len(pending) < 8 + size:
+                    break
+                chunk, pending = pending[8 : 8 + size], pending[8 + size :]
+                target = STDERR if stream == STDERR else STDOUT
+                fd = self._err if target == STDERR else self._out
+                ok[target] = ok[target] and _write_all(fd, chunk)
 
     def _copy_in(self, fd: int) -> None:
         try:
-            while True:
-                data = os.read(fd, 65536)
-                if not data:
-                    break
-                self._raw.sendall(data)
+            while data := os.read(fd, 65536):
+                self._sock.sendall(data)
             if not self._tty:
-                self._raw.shutdown(socket.SHUT_WR)
+                self._sock.shutdown(socket.SHUT_WR)
         except OSError:
             return
 
@@ -404,9 +577,9 @@ class _Attachment:
     def _resize(self) -> None:
         try:
             size = os.get_terminal_size(self._out)
-            self._api.resize(self._cid, height=size.lines, width=size.columns)
-        except Exception:
+        except OSError:
             return
+        self._engine.resize(self._cid, height=size.lines, width=size.columns)
 
     def join(self, timeout: float | None = None) -> None:
         if self._reader is not None:
@@ -428,5 +601,7 @@ class _Attachment:
         if self._old_winch is not None:
             with contextlib.suppress(ValueError):
                 signals.signal(signals.SIGWINCH, self._old_winch)
+        with contextlib.suppress(Exception):
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes a reader still in recv()
         with contextlib.suppress(Exception):
             self._sock.close()

@@ -1,6 +1,12 @@
-"""The python-on-whales adapter: the ``docker`` CLI (contexts, remote hosts) or ``podman``.
+"""The CLI adapter: the ``docker`` CLI (contexts, remote hosts) or ``podman``, with
+python-on-whales.
 
-Containers are created, started, inspected, listed and removed through python-on-whales.
+python-on-whales (and the pydantic it brings, ~0.3 s to import) drives the CLI for pulls,
+listings and logs. The hot path of ``rocmenv run`` — image inspect, create, start
+--attach, kill, rm — runs the CLI directly, so a run does not pay that import: ``create``
+gets the very arguments ``rocmenv options --format docker`` prints, variables taken from
+the host reach it through its environment (``--env NAME``), never on the command line.
+
 Attached runs start ``docker start --attach`` with our own stdout as its stdout, so output
 reaches the terminal or log unbuffered (partial lines, progress bars) and stdout/stderr stay
 separate. Without a TTY the CLI runs in its own session: a terminal's Ctrl-C reaches only
@@ -9,8 +15,7 @@ rocmenv, which forwards it once (the CLI would proxy it a second time otherwise)
 The CLI reports a start failure (e.g. a refused ulimit) on its stderr before the container
 has written anything; a first stderr chunk that looks like the CLI's error is held back
 until we know whether the container started, so the user sees rocmenv's explanation
-instead of the raw OCI text. Secrets reach ``docker create`` through a private env file,
-never on the command line.
+instead of the raw OCI text.
 """
 
 from __future__ import annotations
@@ -20,14 +25,9 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
-
-from python_on_whales import DockerClient
-from python_on_whales.exceptions import DockerException, NoSuchContainer, NoSuchImage
-from python_on_whales.utils import run as run_cli
 
 from rocmenv.engine import (
     START_HINT,
@@ -45,7 +45,7 @@ from rocmenv.engine import (
 )
 from rocmenv.errors import EngineError, EngineUnavailable
 from rocmenv.redact import redact
-from rocmenv.runspec import BindMount, RunSpec
+from rocmenv.runspec import BindMount, RunSpec, render_docker
 
 _NEVER_STARTED = "0001-01-01T00:00:00Z"
 _CLI_ERROR_PREFIXES = (b"Error response from daemon", b"Error: ", b"Error ")
@@ -55,8 +55,28 @@ def make(kind: EngineKind, options: EngineOptions) -> WhalesEngine:
     return WhalesEngine(kind, options)
 
 
-def _stderr(err: DockerException) -> str:
-    return redact((err.stderr or str(err)).strip())
+class CliError(Exception):
+    """A CLI command that failed: the command, its exit status and its stderr."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
+        super().__init__(f"`{' '.join(argv[:3])} …` exited {returncode}: {stderr}")
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+@contextlib.contextmanager
+def _whales() -> Iterator[None]:
+    """python-on-whales' errors as :class:`CliError`."""
+    from python_on_whales.exceptions import DockerException
+
+    try:
+        yield
+    except DockerException as err:
+        raise CliError(err.docker_command, err.return_code, err.stderr or "") from None
+
+
+_GONE = ("No such container", "no container with", "no such container")
 
 
 class WhalesEngine:
@@ -69,63 +89,80 @@ class WhalesEngine:
                 f"{kind}: the {binary} command is not on PATH",
                 hint=f"install {binary}, or choose another engine with --engine",
             )
-        self._binary = binary
-        self.client = DockerClient(
-            client_call=[path],
-            host=options.env.get("DOCKER_HOST") or None,
-            context=options.env.get("DOCKER_CONTEXT") or None,
-        )
-        self._cmd: list[str] = [str(x) for x in self.client.client_config.docker_cmd]
+        self._binary = path
+        # The CLI reads DOCKER_HOST / DOCKER_CONTEXT / DOCKER_CONFIG from its environment.
+        self._env = dict(options.env)
+        self._cmd: list[str] = [path]
+        self._client: Any = None
 
-    def _fail(self, action: str, err: DockerException) -> EngineError:
-        text = _stderr(err)
+    @property
+    def client(self) -> Any:
+        """The python-on-whales client, imported on first use."""
+        if self._client is None:
+            from python_on_whales import DockerClient
+
+            self._client = DockerClient(client_call=[self._binary])
+        return self._client
+
+    def _cli(self, *args: str, timeout: float | None = 120) -> str:
+        argv = [*self._cmd, *args]
+        try:
+            done = subprocess.run(
+                argv, env=self._env, capture_output=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise CliError(argv, -1, f"timed out after {timeout} s") from None
+        except OSError as err:
+            raise EngineUnavailable(f"{self.kind}: cannot run {argv[0]}: {err}") from None
+        if done.returncode != 0:
+            raise CliError(argv, done.returncode, done.stderr.decode(errors="replace").strip())
+        return done.stdout.decode(errors="replace")
+
+    def _fail(self, action: str, err: CliError) -> EngineError:
+        text = redact(err.stderr.strip() or str(err))
         if "Cannot connect to the Docker daemon" in text or "Is the docker daemon running" in text:
             return EngineUnavailable(f"{self.kind}: {action} failed: {text}", hint=START_HINT)
         return EngineError(f"{self.kind}: {action} failed: {text}")
-
-    def _json(self, *args: str) -> Any:
-        try:
-            return json.loads(_run_text([*self._cmd, *args]))
-        except DockerException as err:
-            raise self._fail(" ".join(args[:2]), err) from None
 
     # -- images --------------------------------------------------------------------------
     def ping(self) -> EngineInfo:
         # One `info` call in JSON (no model parsing): docker and podman shape it differently.
         try:
-            info = json.loads(_run_text([*self._cmd, "info", "--format", "{{json .}}"]))
-        except DockerException as err:
+            info = json.loads(self._cli("info", "--format", "{{json .}}"))
+        except CliError as err:
             raise EngineUnavailable(
-                f"{self.kind}: the engine does not answer: {_stderr(err)}", hint=START_HINT
+                f"{self.kind}: the engine does not answer: {redact(err.stderr)}", hint=START_HINT
             ) from None
         host = info.get("host") or {}
         version = info.get("version") or {}
+        os_name = info.get("OperatingSystem") or (host.get("distribution") or {}).get(
+            "distribution"
+        )
         return EngineInfo(
             kind=self.kind,
             version=str(info.get("ServerVersion") or version.get("Version") or ""),
             api_version=str(version.get("APIVersion") or ""),
-            os=str(
-                info.get("OperatingSystem")
-                or (host.get("distribution") or {}).get("distribution")
-                or ""
-            ),
+            os=str(os_name or ""),
             name=str(info.get("Name") or host.get("hostname") or ""),
         )
 
     def image_info(self, image: str) -> ImageInfo | None:
         try:
-            img = self.client.image.inspect(image)
-        except NoSuchImage:
-            return None
-        except DockerException as err:
-            if "No such image" in (err.stderr or "") or "image not known" in (err.stderr or ""):
+            docs = json.loads(self._cli("image", "inspect", image))
+        except CliError as err:
+            if "No such image" in err.stderr or "image not known" in err.stderr:
                 return None
             raise self._fail(f"inspecting image {image}", err) from None
+        doc = docs[0]
         env = []
-        for item in (img.config.env if img.config else None) or ():
+        for item in (doc.get("Config") or {}).get("Env") or ():
             name, _, value = item.partition("=")
             env.append((name, value))
-        return ImageInfo(id=str(img.id), repo_digests=tuple(img.repo_digests or ()), env=tuple(env))
+        return ImageInfo(
+            id=str(doc.get("Id", "")),
+            repo_digests=tuple(doc.get("RepoDigests") or ()),
+            env=tuple(env),
+        )
 
     def image_exists(self, image: str) -> bool:
         return self.image_info(image) is not None
@@ -140,10 +177,11 @@ class WhalesEngine:
         if progress is not None:
             progress(PullEvent(layer="", status="pulling"))
         try:
-            self.client.image.pull(image, quiet=True)
-        except DockerException as err:
+            with _whales():
+                self.client.image.pull(image, quiet=True)
+        except CliError as err:
             raise EngineError(
-                f"{self.kind}: pulling {image} failed: {_stderr(err)}",
+                f"{self.kind}: pulling {image} failed: {redact(err.stderr)}",
                 hint="check the reference, registry access and credentials (`docker login`)",
             ) from None
         if progress is not None:
@@ -158,55 +196,23 @@ class WhalesEngine:
         stdin_open: bool = False,
         name: str | None = None,
     ) -> str:
-        env_values = spec.env_values
-        secret_names = {e.name for e in spec.env if e.source == "secret" and e.value is not None}
-        plain = {k: v for k, v in env_values.items() if k not in secret_names}
-        env_dir = tempfile.mkdtemp(prefix="rocmenv-env-") if secret_names else None
-        env_files: list[str] = []
+        # The options renderer's arguments; host-taken variables (--env NAME) are resolved by
+        # the CLI from its environment, which is ours: values never appear on a command line.
+        args = [a for a in render_docker(spec) if not a.startswith("--env=")]
+        for var in spec.env:
+            if var.value is None:
+                continue
+            args.append(f"--env={var.name}" if var.from_host else f"--env={var.name}={var.value}")
+        if tty:
+            args.append("--tty")
+        if stdin_open:
+            args.append("--interactive")
+        if name:
+            args.append(f"--name={name}")
         try:
-            if env_dir is not None:
-                path = os.path.join(env_dir, "env")
-                lines = []
-                for key in sorted(secret_names):
-                    value = env_values[key]
-                    if "\n" in value or "\r" in value:
-                        raise EngineError(
-                            f"{self.kind}: secret {key} contains a line break, which the CLI's "
-                            "env files cannot carry",
-                            hint="use --engine docker-api for such values",
-                        )
-                    lines.append(f"{key}={value}\n")
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w") as fh:
-                    fh.writelines(lines)
-                env_files.append(path)
-            container = self.client.container.create(
-                spec.image,
-                list(spec.command),
-                devices=[f"{d.host}:{d.container}:{d.permissions}" for d in spec.devices],
-                groups_add=list(spec.group_add),
-                cap_add=list(spec.cap_add),
-                cap_drop=list(spec.cap_drop),
-                security_options=list(spec.security_opt),
-                privileged=spec.privileged,
-                ipc=spec.ipc,
-                networks=[spec.network] if spec.network else [],
-                shm_size=spec.shm_size,
-                memory=spec.memory,
-                memory_swap=spec.memory_swap,
-                ulimit=[u.render() for u in spec.ulimits],
-                mounts=[m.mount_fields() for m in spec.mounts],
-                envs=plain,
-                env_files=env_files,
-                labels=spec.label_map,
-                workdir=spec.workdir,
-                tty=tty,
-                interactive=stdin_open,
-                name=name,
-                pull="never",  # pulling is rocmenv's decision, made before
-            )
-        except DockerException as err:
-            text = _stderr(err)
+            out = self._cli("create", "--pull=never", *args, spec.image, *spec.command)
+        except CliError as err:
+            text = redact(err.stderr)
             if "Cannot connect to the Docker daemon" in text:
                 raise self._fail("creating the container", err) from None
             if "No such image" in text or "image not known" in text:
@@ -218,16 +224,13 @@ class WhalesEngine:
             raise EngineError(
                 f"{self.kind}: creating the container failed: {failure.message}"
             ) from None
-        finally:
-            if env_dir is not None:
-                shutil.rmtree(env_dir, ignore_errors=True)
-        return str(container.id)
+        return out.strip().splitlines()[-1]
 
     def start(self, container_id: str) -> None:
         try:
-            self.client.container.start(container_id)
-        except DockerException as err:
-            failure = explain_start_failure(_stderr(err))
+            self._cli("start", container_id)
+        except CliError as err:
+            failure = explain_start_failure(redact(err.stderr))
             raise EngineStartError(failure.message, failure=failure) from None
 
     def start_attached(
@@ -246,6 +249,7 @@ class WhalesEngine:
         try:
             proc = subprocess.Popen(
                 argv,
+                env=self._env,
                 stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
                 stdout=stdout_fd,
                 stderr=stderr_fd if tty else subprocess.PIPE,
@@ -256,43 +260,29 @@ class WhalesEngine:
         return _Attachment(self, container_id, proc, stderr_fd=stderr_fd)
 
     def wait(self, container_id: str, timeout: float | None = None) -> int:
-        argv = [*self._cmd, "wait", container_id]
         try:
-            done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise EngineError(
-                f"{self.kind}: container {container_id[:12]} still running after {timeout} s"
-            ) from None
-        if done.returncode != 0:
-            raise EngineError(
-                f"{self.kind}: waiting for {container_id[:12]} failed: "
-                f"{redact(done.stderr.decode(errors='replace').strip())}"
-            )
-        return int(done.stdout.decode().strip().splitlines()[-1])
+            out = self._cli("wait", container_id, timeout=timeout)
+        except CliError as err:
+            if err.returncode == -1:
+                raise EngineError(
+                    f"{self.kind}: container {container_id[:12]} still running after {timeout} s"
+                ) from None
+            raise self._fail(f"waiting for {container_id[:12]}", err) from None
+        return int(out.strip().splitlines()[-1])
 
     def kill(self, container_id: str, signal: str = "SIGKILL") -> None:
         try:
-            self.client.container.kill(container_id, signal=signal)
-        except NoSuchContainer:
-            return
-        except DockerException as err:
-            text = err.stderr or ""
-            if "is not running" in text or "No such container" in text or "no container" in text:
+            self._cli("kill", f"--signal={signal}", container_id, timeout=30)
+        except CliError as err:
+            if "is not running" in err.stderr or any(g in err.stderr for g in _GONE):
                 return
             raise self._fail(f"sending {signal} to {container_id[:12]}", err) from None
 
     def remove(self, container_id: str, *, force: bool = True) -> None:
         try:
-            self.client.container.remove(container_id, force=force, volumes=True)
-        except NoSuchContainer:
-            return
-        except DockerException as err:
-            text = err.stderr or ""
-            if (
-                "No such container" in text
-                or "already in progress" in text
-                or "no container" in text
-            ):
+            self._cli("rm", "--volumes", *(["--force"] if force else []), container_id)
+        except CliError as err:
+            if any(g in err.stderr for g in _GONE) or "already in progress" in err.stderr:
                 return
             raise self._fail(f"removing {container_id[:12]}", err) from None
 
@@ -300,33 +290,35 @@ class WhalesEngine:
         out: list[bytes] = []
         err_parts: list[bytes] = []
         try:
-            stream = cast(
-                Iterable[tuple[str, bytes]], self.client.container.logs(container_id, stream=True)
-            )
-            for source, data in stream:
-                (err_parts if source == "stderr" else out).append(data)
-        except DockerException as err:
+            with _whales():
+                stream = cast(
+                    Iterable[tuple[str, bytes]],
+                    self.client.container.logs(container_id, stream=True),
+                )
+                for source, data in stream:
+                    (err_parts if source == "stderr" else out).append(data)
+        except CliError as err:
             raise self._fail(f"reading logs of {container_id[:12]}", err) from None
         return b"".join(out), b"".join(err_parts)
 
     def list_containers(self, *, labels: Mapping[str, str | None]) -> list[ContainerInfo]:
         filters = [("label", k if v is None else f"{k}={v}") for k, v in labels.items()]
         try:
-            found = self.client.container.list(all=True, filters=cast(Any, filters))
-        except DockerException as err:
+            with _whales():
+                found = [
+                    c.id for c in self.client.container.list(all=True, filters=cast(Any, filters))
+                ]
+        except CliError as err:
             raise self._fail("listing containers", err) from None
         if not found:
             return []
         try:
-            docs = json.loads(
-                _run_text([*self._cmd, "container", "inspect", *[c.id for c in found]])
-            )
-        except DockerException:
-            # one of them went away meanwhile: inspect one by one
+            docs = json.loads(self._cli("container", "inspect", *found))
+        except CliError:  # one of them went away meanwhile: one by one
             docs = []
-            for c in found:
-                with contextlib.suppress(DockerException):
-                    docs += json.loads(_run_text([*self._cmd, "container", "inspect", c.id]))
+            for cid in found:
+                with contextlib.suppress(CliError):
+                    docs += json.loads(self._cli("container", "inspect", cid))
         return [
             ContainerInfo(
                 id=str(d["Id"]),
@@ -339,7 +331,10 @@ class WhalesEngine:
         ]
 
     def inspect_container(self, container_id: str) -> dict[str, Any]:
-        docs = self._json("container", "inspect", container_id)
+        try:
+            docs = json.loads(self._cli("container", "inspect", container_id))
+        except CliError as err:
+            raise self._fail(f"inspecting {container_id[:12]}", err) from None
         return dict(docs[0])
 
     def run_capture(
@@ -453,10 +448,6 @@ class _Attachment:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
         self._flush_held()
-
-
-def _run_text(argv: list[str]) -> str:
-    return run_cli(argv, return_stderr=False)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -15,12 +15,20 @@ from rocmenv.errors import EngineError
 from rocmenv.runspec import BindMount, RunSpec
 from tests.support import testenv
 
-ENGINES = ("docker-api", "docker-cli")
+# docker-api twice: over its standard-library transport and over docker-py's
+ENGINES = ("docker-api", "docker-api+docker-py", "docker-cli")
 
 
 @pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> Engine:
-    return make_engine(request.param, Context(env=dict(os.environ)))
+    kind, _, transport = str(request.param).partition("+")
+    env = dict(os.environ)
+    if transport:
+        env["ROCMENV_DOCKER_API_TRANSPORT"] = transport
+    made = make_engine(kind, Context(env=env))  # type: ignore[arg-type]
+    if kind == "docker-api":
+        assert made.transport == (transport or "stdlib")  # type: ignore[attr-defined]
+    return made
 
 
 def _mine(engine: Engine) -> list[str]:

@@ -367,3 +367,27 @@ def test_a_group_neither_host_nor_image_has_names_the_option(project: Project, e
     assert done.returncode == 125
     assert f"--group-add render-{project.group[0]}-absent" in done.stderr
     assert "OCI runtime" not in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["docker-api", "docker-cli"])
+def test_a_run_imports_neither_docker_py_nor_python_on_whales(project: Project, kind: str) -> None:
+    """The hot path stays light: docker-py (~0.15 s) and python-on-whales (~0.3 s) are
+    imported only for pulls, listings and logs (see the adapters)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from rocmenv.cli import main\n"
+        f"rc = main(['run', '--engine', {kind!r}, '--profile', 'plain', '--image', {project.image!r},"
+        " '--', 'true'])\n"
+        "heavy = [m for m in ('docker', 'python_on_whales', 'pydantic', 'requests') if m in sys.modules]\n"
+        "print(heavy)\n"
+        "sys.exit(rc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=project.cwd, env=project.env(),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"

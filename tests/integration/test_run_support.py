@@ -24,7 +24,8 @@ import pytest
 from tests.support import testenv
 from tests.support.fakegpu import FakeHost, build_fake_host
 
-ENGINES = ("docker-api", "docker-cli")
+# docker-api runs twice: over its standard-library transport and over docker-py's
+ENGINES = ("docker-api", "docker-api+docker-py", "docker-cli")
 IMAGE_NAME = "demo"  # images/family.toml: rocm/sgl-dev:v0.5.8-rocm700-mi30x-20260215
 
 
@@ -188,11 +189,22 @@ def remove_containers(ids: Sequence[str]) -> None:
 
 @pytest.fixture(name="engine", params=ENGINES)
 def engine_fixture(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+    """The ``--engine`` value; the transport part of the param reaches rocmenv through the
+    project's environment (``ROCMENV_DOCKER_API_TRANSPORT``)."""
+    return str(request.param).partition("+")[0]
+
+
+def _transport_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    callspec = getattr(request.node, "callspec", None)
+    param = str(callspec.params.get("engine", "")) if callspec is not None else ""
+    transport = param.partition("+")[2]
+    return {"ROCMENV_DOCKER_API_TRANSPORT": transport} if transport else {}
 
 
 @pytest.fixture(name="project")
-def project_fixture(tmp_path: Path, family: testenv.Family) -> Iterator[Project]:
+def project_fixture(
+    tmp_path: Path, family: testenv.Family, request: pytest.FixtureRequest
+) -> Iterator[Project]:
     root = tmp_path / "checkout"
     (root / ".git").mkdir(parents=True)
     cwd = root / "sub"
@@ -219,6 +231,7 @@ def project_fixture(tmp_path: Path, family: testenv.Family) -> Iterator[Project]
         if not k.startswith("ROCMENV_") and k not in ("HTTPS_PROXY", "HIP_VISIBLE_DEVICES")
     }
     base_env.update(host.env())
+    base_env.update(_transport_env(request))
     base_env["ROCMENV_SHIMS_QUIET"] = "1"
     yield Project(
         root=root,
