@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -551,3 +552,57 @@ def _no_leftover_containers() -> Iterator[None]:
     ).stdout.split()
     if left:
         subprocess.run(["docker", "rm", "-f", *left], capture_output=True)
+
+
+# ------------------------------------------------------------------ the documented install
+
+
+@pytest.fixture(scope="module")
+def target_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """rocmenv installed as docs/workflows recommends: a wheel, ``pip install --no-deps
+    --target DIR`` with ``packaging`` beside it (built and installed offline from this repo)."""
+    root = tmp_path_factory.mktemp("target")
+    wheels = root / "wheels"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+         "-w", str(wheels), str(REPO)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if build.returncode:
+        pytest.fail(f"cannot build the rocmenv wheel: {build.stderr[-2000:]}")
+    target = root / "rocmenv"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
+         "--target", str(target), *map(str, wheels.glob("rocmenv-*.whl"))],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if install.returncode:
+        pytest.fail(f"cannot install the rocmenv wheel: {install.stderr[-2000:]}")
+    shutil.copytree(_package_dir("packaging"), target / "packaging")
+    return target
+
+
+def test_bootstrap_from_a_target_install_as_in_the_example_workflow(
+    image: str, target_install: Path, out_dir: Path
+) -> None:
+    """No PYTHONPATH: rocmenv is imported from the working directory (the workflow's
+    ``working-directory: ${{ runner.temp }}/rocmenv``), so nothing of it is exported."""
+    script = """
+set -e
+unset PYTHONPATH
+export GITHUB_ENV=/out/github_env
+: > "$GITHUB_ENV"
+cd /runner-temp/rocmenv
+python3 -m rocmenv bootstrap --report /out/report.json
+"""
+    ran = docker_run(
+        image,
+        script,
+        mounts={str(target_install): "/runner-temp/rocmenv:ro", str(out_dir): "/out"},
+        env={"PYTHONPATH": ""},
+    )
+    assert ran.code == 0, ran.stderr
+    assert (out_dir / "github_env").read_text() == "PYTHONPATH=/opt/rocmenv/launcher\n"
+    report = json.loads((out_dir / "report.json").read_text())
+    assert report["steps"][2]["details"]["shims"] == ["aiter-shuffle-scale"]
+    assert report["environment"]["packages"]["aiter"]["version"] == "0.1.9.post1"
