@@ -341,8 +341,10 @@ def _add_launcher(ctx: Context, spec: RunSpec, info: ImageInfo) -> RunSpec:
 
 
 class _SiblingHint:
-    """Inside a container, is the engine outside it (the socket mounted in)? Then bind
-    sources are the engine host's paths. Asked on a thread, while the container is made."""
+    """Inside a container, is it one of the engine's own (the socket mounted in, as on
+    runners that start sibling containers)? Then bind sources are the engine host's paths.
+    The engine knows our container by our host name (its short id) when that is the case.
+    Asked on a thread, while the container is being made."""
 
     def __init__(self, engine: Engine) -> None:
         self._text: str | None = None
@@ -351,12 +353,12 @@ class _SiblingHint:
 
     def _ask(self, engine: Engine) -> None:
         with contextlib.suppress(RocmenvError):
-            name = engine.ping().name
-            if name and name != socket.gethostname():
-                self._text = (
-                    f"rocmenv runs inside a container and the engine ({name}) outside it: "
-                    "bind-mount sources are paths on the engine's host, not in this container"
-                )
+            doc = engine.inspect_container(socket.gethostname())
+            name = str(doc.get("Name", "")).lstrip("/") or socket.gethostname()
+            self._text = (
+                f"rocmenv runs in container {name}, a sibling of the one it starts: bind-mount "
+                "sources are paths on the engine's host, not in this container"
+            )
 
     def say(self, ctx: Context) -> None:
         self._thread.join(timeout=2.0)
@@ -523,101 +525,3 @@ def _supervise(
 def _quietly(fn: Callable[..., None], *args: Any) -> None:
     with contextlib.suppress(RocmenvError):
         fn(*args)
-
-
-# -- gc ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Leftover:
-    id: str
-    name: str
-    state: str
-    profile: str
-    owner_pid: int | None
-    owner_host: str
-    verdict: str  # "remove" | "keep"
-    reason: str
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "state": self.state,
-            "profile": self.profile,
-            "owner_pid": self.owner_pid,
-            "owner_host": self.owner_host,
-            "verdict": self.verdict,
-            "reason": self.reason,
-        }
-
-
-def _judge(labels: dict[str, str], here: str) -> tuple[str, str, int | None]:
-    from rocmenv.engine import process_start
-    from rocmenv.runspec import LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START
-
-    host = labels.get(LABEL_OWNER_HOST, "")
-    try:
-        pid = int(labels.get(LABEL_OWNER_PID, ""))
-    except ValueError:
-        return "keep", "no owner pid label", None
-    if host != here:
-        return "keep", f"owned by a process on {host or 'an unknown host'}", pid
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return "remove", f"owner pid {pid} is gone", pid
-    except PermissionError:
-        pass  # exists, owned by someone else
-    recorded = labels.get(LABEL_OWNER_START)
-    current = process_start(pid)
-    if recorded and current and recorded != current:
-        return "remove", f"owner pid {pid} is gone (the pid now belongs to another process)", pid
-    return "keep", f"owner pid {pid} is alive", pid
-
-
-def find_leftovers(engine: Engine) -> list[Leftover]:
-    """Containers labelled by rocmenv, each judged: remove only when its owner is gone."""
-    from rocmenv.runspec import LABEL_OWNER_PID, LABEL_PROFILE
-
-    here = socket.gethostname()
-    out = []
-    for c in engine.list_containers(labels={LABEL_OWNER_PID: None}):
-        labels = dict(c.labels)
-        verdict, reason, pid = _judge(labels, here)
-        out.append(
-            Leftover(
-                id=c.id,
-                name=c.name,
-                state=c.state,
-                profile=labels.get(LABEL_PROFILE, ""),
-                owner_pid=pid,
-                owner_host=labels.get("rocmenv.owner-host", ""),
-                verdict=verdict,
-                reason=reason,
-            )
-        )
-    return out
-
-
-def collect_garbage(engine: Engine, *, dry_run: bool) -> list[Leftover]:
-    """Remove the leftovers whose owner is gone (re-checked just before each removal)."""
-    judged = find_leftovers(engine)
-    if dry_run:
-        return judged
-    here = socket.gethostname()
-    out = []
-    for item in judged:
-        if item.verdict == "remove":
-            try:
-                doc = engine.inspect_container(item.id)
-                labels = dict(((doc.get("Config") or {}).get("Labels")) or {})
-            except EngineError:
-                continue  # gone already
-            verdict, reason, _ = _judge(labels, here)
-            if verdict != "remove":
-                item = replace(item, verdict=verdict, reason=reason)
-            else:
-                engine.remove(item.id, force=True)
-        out.append(item)
-    return out

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json
     from rocmenv.config import load_config
     from rocmenv.engine import choose_engine_kind, make_engine
-    from rocmenv.run import collect_garbage
+    from rocmenv.engine.gc import collect_garbage
 
     config = load_config(ctx)
     kind = choose_engine_kind(

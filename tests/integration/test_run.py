@@ -391,3 +391,32 @@ def test_a_run_imports_neither_docker_py_nor_python_on_whales(project: Project, 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_docker_api_works_from_a_sibling_container_with_only_the_socket(
+    project: Project, family
+) -> None:  # type: ignore[no-untyped-def]
+    """A runner container with /var/run/docker.sock mounted and no docker CLI: rocmenv
+    starts a sibling container and says that bind sources are the engine host's paths."""
+    import subprocess
+    from pathlib import Path
+
+    import rocmenv
+
+    repo = str(Path(rocmenv.__file__).resolve().parents[1])
+    base = family["demo"].base.image
+    done = subprocess.run(
+        ["docker", "run", "--rm", "--label", project.label,
+         "-v", "/var/run/docker.sock:/var/run/docker.sock",
+         "-v", f"{repo}:{repo}:ro", "-v", f"{project.root}:{project.root}",
+         "-w", str(project.cwd), "-e", f"PYTHONPATH={repo}", "-e", "ROCMENV_SHIMS_QUIET=1",
+         base, "sh", "-c",
+         "command -v docker >/dev/null && echo HAS-DOCKER-CLI; "
+         f"python3 -m rocmenv run --engine docker-api --profile plain --no-shims --image {project.image}"
+         " -- sh -c 'pwd; echo from-the-sibling'"],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "HAS-DOCKER-CLI" not in done.stdout
+    assert done.stdout.splitlines() == [str(project.cwd), "from-the-sibling"]
+    assert "bind-mount sources are paths on the engine's host" in done.stderr
