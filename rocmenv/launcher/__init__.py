@@ -1,0 +1,28 @@
+"""The in-container launcher: code that runs inside foreign containers, on Python 3.8+.
+
+Nothing here is imported by the in-container code itself; this package only names the files
+the bundle builder (:mod:`rocmenv.shims`) assembles into a launcher bundle::
+
+    <bundle>/sitecustomize.py              startup: lazy import hook + chain-load (index embedded)
+    <bundle>/probe.py                      `python3 <bundle>/probe.py`: JSON facts about an image
+    <bundle>/_rocmenv_launcher/_runtime.py decisions, version matching, logging, reports
+    <bundle>/_rocmenv_launcher/_index.py   generated: full metadata of the bundled shims
+    <bundle>/_rocmenv_launcher/shims/*.py  the shim files (catalogue + entry points)
+    <bundle>/_rocmenv_launcher/_vendor/packaging/  packaging 24.2, private name
+
+Everything in this directory except this file must import only the standard library and run
+on Python 3.8+ (ruff checks it with ``target-version = "py38"``).
+"""
+
+from pathlib import Path
+
+#: Where `rocmenv run` mounts the bundle and what it prepends to PYTHONPATH.
+CONTAINER_DIR = "/opt/rocmenv/launcher"
+#: The private package name the runtime, the index, the shims and vendored packaging live under.
+PACKAGE = "_rocmenv_launcher"
+#: The line of sitecustomize.py that the bundle builder replaces with the generated index.
+INDEX_LINE = '_INDEX: "dict[str, tuple[str, ...]]" = {}  # rocmenv:index'
+#: A string every launcher sitecustomize.py carries, so launchers can recognise each other.
+MARKER = "rocmenv-launcher-sitecustomize"
+
+SOURCE_DIR = Path(__file__).resolve().parent

@@ -1,0 +1,1 @@
+"""Third-party code vendored for the in-container launcher (see scripts/vendor-packaging.sh)."""
