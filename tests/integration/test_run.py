@@ -420,3 +420,61 @@ def test_docker_api_works_from_a_sibling_container_with_only_the_socket(
     assert "HAS-DOCKER-CLI" not in done.stdout
     assert done.stdout.splitlines() == [str(project.cwd), "from-the-sibling"]
     assert "bind-mount sources are paths on the engine's host" in done.stderr
+
+
+def test_an_image_for_another_gpu_family_is_warned_about(
+    project: Project, engine: str, family
+) -> None:  # type: ignore[no-untyped-def]
+    image = family["sgl-new"].ref  # ...-mi35x-... on the fake MI300X (gfx942) host
+    done = project.run(
+        "run",
+        "--engine",
+        engine,
+        "--profile",
+        "gpu-test",
+        "--gpus",
+        "0",
+        "--image",
+        image,
+        "--",
+        "true",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "built for mi35x" in done.stderr and "gfx942" in done.stderr
+    same = run(project, engine, "--gpus", "0", "--", "true")  # the demo image is mi30x
+    assert "built for" not in same.stderr
+
+
+@pytest.mark.parametrize("policy", ["missing", "always"])
+def test_pull_policies_fetch_an_absent_image(
+    project: Project, engine: str, policy: str, registry
+) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
+    repo = registry.unique_repo(f"run-pull-{policy}")
+    registry.push_manifest_copy(project.image, repo, "t1")
+    ref = registry.ref(repo, "t1")
+    try:
+        done = project.run(
+            "run", "--engine", engine, "--profile", "plain", "--pull", policy, "--image", ref,
+            "--", "echo", "pulled-and-ran",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "pulled-and-ran\n"
+        assert f"pulling {ref}" in done.stderr  # one line, no progress bar: not a terminal
+        again = project.run(
+            "run",
+            "--engine",
+            engine,
+            "--profile",
+            "plain",
+            "--pull",
+            "missing",
+            "--image",
+            ref,
+            "--",
+            "true",
+        )
+        assert "pulling" not in again.stderr
+    finally:
+        subprocess.run(["docker", "rmi", ref], capture_output=True, check=False)

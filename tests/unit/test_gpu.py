@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,34 @@ def test_family_mismatch_warns_for_mi35x_image_on_mi300x(host: FakeHost) -> None
     assert family_mismatch("mi30x", inv) is None
     assert family_mismatch(None, inv) is None
     assert family_mismatch("gfx1151-something", inv) is None
+
+
+def test_gpus_command_lists_the_host(host: FakeHost, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    env = {"PATH": os.environ.get("PATH", ""), **host.env()}
+    done = subprocess.run(
+        [sys.executable, "-m", "rocmenv", "gpus", "--json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [g["pci_address"] for g in data["gpus"]] == [g.pci_address for g in host.gpus]
+    table = subprocess.run(
+        [sys.executable, "-m", "rocmenv", "gpus"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["INDEX", "GFX", "PCI", "UUID", "RENDER", "CARD", "KFD-NODE"]
+    assert lines[1].split()[:4] == ["0", "gfx942", host.gpus[0].pci_address, host.gpus[0].uuid]
+    empty = subprocess.run(
+        [sys.executable, "-m", "rocmenv", "gpus"], cwd=tmp_path, capture_output=True, text=True, check=False,
+        env={"PATH": env["PATH"], "ROCMENV_SYSFS_ROOT": str(tmp_path / "none"), "ROCMENV_DEV_ROOT": str(tmp_path)},
+    )  # fmt: skip
+    assert empty.returncode == 0 and "no AMD GPUs found" in empty.stderr
