@@ -478,3 +478,25 @@ def test_pull_policies_fetch_an_absent_image(
         assert "pulling" not in again.stderr
     finally:
         subprocess.run(["docker", "rmi", ref], capture_output=True, check=False)
+
+
+def test_a_pinned_profile_runs_the_locked_digest(project: Project, engine: str, family) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.test_run_support import inspect, remove_containers
+
+    demo = family["demo"]
+    with (project.root / "rocmenv.toml").open("a") as fh:
+        fh.write(
+            f'\n[profiles.pinned]\nextends = "plain"\nimage = "{demo.registry}/{demo.repository}"\n'
+            f'tag = "{demo.tag}"\n'
+        )
+    pinned = project.run("pin", "--profile", "pinned")
+    assert pinned.returncode == 0, pinned.stderr
+    digest = re.search(r"@(sha256:[0-9a-f]{64})", pinned.stdout)
+    assert digest is not None, pinned.stdout
+    done = project.run("run", "--engine", engine, "--profile", "pinned", "--keep", "--", "true")
+    kept = re.search(r"kept container ([0-9a-f]{12})", done.stderr)
+    assert done.returncode == 0 and kept is not None, done.stderr
+    doc = inspect(kept.group(1))
+    remove_containers([kept.group(1)])
+    assert doc["Config"]["Image"].endswith("@" + digest.group(1))  # type: ignore[index]
+    assert doc["Config"]["Labels"]["rocmenv.image-digest"] == digest.group(1)  # type: ignore[index]
