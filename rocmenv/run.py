@@ -140,6 +140,7 @@ def _gpu_family_of(image: str) -> str | None:
 @dataclass(frozen=True, kw_only=True)
 class Chosen:
     image: str
+    repository: str  # the image's name as the engine records it in RepoDigests
     digest: str | None
     gpu_family: str | None
 
@@ -151,7 +152,10 @@ def choose_image(ctx: Context, config: Config, profile: Profile, cli_image: str 
     if cli_image:
         ref = parse(cli_image)  # nothing unvalidated reaches the engine
         return Chosen(
-            image=ref.familiar, digest=ref.digest, gpu_family=_gpu_family_of(ref.familiar)
+            image=ref.familiar,
+            repository=ref.familiar_name,
+            digest=ref.digest,
+            gpu_family=_gpu_family_of(ref.familiar),
         )
     if profile.image is None:
         raise UsageError(
@@ -162,7 +166,12 @@ def choose_image(ctx: Context, config: Config, profile: Profile, cli_image: str 
 
     choice = image_for_profile(ctx, config, profile)
     ref = parse(choice.ref)
-    return Chosen(image=ref.familiar, digest=choice.digest, gpu_family=choice.gpu_family)
+    return Chosen(
+        image=ref.familiar,
+        repository=ref.familiar_name,
+        digest=choice.digest,
+        gpu_family=choice.gpu_family,
+    )
 
 
 class _PullDisplay:
@@ -269,8 +278,15 @@ def execute(
     except EngineError as err:
         raise RunNotStarted(err.what, hint=err.hint) from None
     timings.mark("engine")
+    # The image check (a CLI process for docker-cli, a pull maybe) runs on a thread while
+    # this one prepares the shim launcher.
+    image_check = _Background(
+        lambda: ensure_image(engine, chosen.image, request.pull or profile.pull, ctx)
+    )
+    shims = request.shims if request.shims is not None else profile.shims
+    bundle = _prepare_launcher(ctx) if shims else None
     try:
-        info = ensure_image(engine, chosen.image, request.pull or profile.pull, ctx)
+        info = image_check.result()
     except RunNotStarted:
         raise
     except EngineError as err:
@@ -289,12 +305,12 @@ def execute(
         session=os.urandom(6).hex(),
         owner_pid=os.getpid(),
         owner_host=socket.gethostname(),
-        image_digest=chosen.digest or info.digest_for(chosen.image.rsplit(":", 1)[0]) or info.id,
+        image_digest=chosen.digest or info.digest_for(chosen.repository) or info.id,
     )
     spec = build_runspec(profile, overrides, facts, image=chosen.image)
     spec = _with_owner_start(spec)
-    if request.shims if request.shims is not None else profile.shims:
-        spec = _add_launcher(ctx, spec, info)
+    if bundle is not None:
+        spec = _add_launcher(spec, bundle, info)
     for text in spec.warnings:
         warn(ctx, text)
     if inventory is not None:
@@ -325,12 +341,39 @@ def _with_owner_start(spec: RunSpec) -> RunSpec:
     return replace(spec, labels=tuple(sorted(labels.items())))
 
 
-def _add_launcher(ctx: Context, spec: RunSpec, info: ImageInfo) -> RunSpec:
+class _Background:
+    """A call on a daemon thread; :meth:`result` waits and re-raises its exception."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self._value = fn()
+        except BaseException as err:  # handed to the caller
+            self._error = err
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _prepare_launcher(ctx: Context) -> Any:
     try:
-        from rocmenv.shims import merge_pythonpath, prepare_launcher
+        from rocmenv.shims import prepare_launcher
     except ImportError:  # the shim layer is not installed in this build
-        return spec
-    bundle = prepare_launcher(ctx)
+        return None
+    return prepare_launcher(ctx)
+
+
+def _add_launcher(spec: RunSpec, bundle: Any, info: ImageInfo) -> RunSpec:
+    from rocmenv.shims import merge_pythonpath
+
     base = spec.env_values.get("PYTHONPATH", info.env_map().get("PYTHONPATH"))
     return with_launcher(
         spec,
