@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol
 
 from rocmenv.config import Config, Profile, PullPolicy, load_config
 from rocmenv.context import Context
@@ -83,17 +83,13 @@ class Timings:
         if self.enabled:
             self.marks.append((name, time.perf_counter()))
 
-    def report(self, stream: TextIO) -> None:
-        if not self.enabled:
-            return
+    def summary(self) -> str:
         last = self.start
         parts = []
         for name, t in self.marks:
             parts.append(f"{name} {1000 * (t - last):.0f}ms")
             last = t
-        stream.write(
-            f"rocmenv: timings: {', '.join(parts)}; total {1000 * (last - self.start):.0f}ms\n"
-        )
+        return f"timings: {', '.join(parts)}; total {1000 * (last - self.start):.0f}ms"
 
 
 def find_checkout(cwd: Path) -> Path:
@@ -174,43 +170,20 @@ def choose_image(ctx: Context, config: Config, profile: Profile, cli_image: str 
     )
 
 
-class _PullDisplay:
-    """A one-line progress display on a terminal; a single line otherwise."""
+class Reporter(Protocol):
+    """How :func:`execute` tells the user things (the CLI prints them; tests collect them)."""
 
-    def __init__(self, stream: TextIO, image: str, tty: bool) -> None:
-        self.stream, self.image, self.tty = stream, image, tty
-        self.layers: dict[str, tuple[int, int]] = {}
-        self.last = 0.0
-        self.t0 = time.monotonic()
+    def note(self, text: str) -> None: ...
 
-    def __call__(self, event: PullEvent) -> None:
-        if not self.tty:
-            return
-        if event.layer and event.total:
-            self.layers[event.layer] = (event.current or 0, event.total)
-        now = time.monotonic()
-        if now - self.last < 0.1:
-            return
-        self.last = now
-        done = sum(c for c, _ in self.layers.values()) / 1e6
-        total = sum(t for _, t in self.layers.values()) / 1e6
-        size = f" {done:.0f}/{total:.0f} MB" if total else ""
-        self.stream.write(f"\r\x1b[Krocmenv: pulling {self.image}{size} ({now - self.t0:.0f}s)")
-        self.stream.flush()
+    def warning(self, text: str) -> None: ...
 
-    def begin(self) -> None:
-        self.stream.write(f"rocmenv: pulling {self.image}" + ("" if self.tty else "\n"))
-        self.stream.flush()
+    def pulling(self, image: str) -> Callable[[PullEvent], None]:
+        """A pull begins; returns the progress callback."""
 
-    def end(self) -> None:
-        if self.tty:
-            self.stream.write(
-                f"\r\x1b[Krocmenv: pulled {self.image} in {time.monotonic() - self.t0:.0f}s\n"
-            )
-            self.stream.flush()
+    def pulled(self, image: str) -> None: ...
 
 
-def ensure_image(engine: Engine, image: str, policy: PullPolicy, ctx: Context) -> ImageInfo:
+def ensure_image(engine: Engine, image: str, policy: PullPolicy, reporter: Reporter) -> ImageInfo:
     info = None if policy == "always" else engine.image_info(image)
     if info is not None:
         return info
@@ -219,10 +192,8 @@ def ensure_image(engine: Engine, image: str, policy: PullPolicy, ctx: Context) -
             f"image {image} is not present on the engine and --pull is never",
             hint="pull it (`docker pull`, or --pull missing), or check the reference",
         )
-    display = _PullDisplay(ctx.stderr, image, ctx.stderr_is_tty and not ctx.in_github_actions)
-    display.begin()
-    engine.pull(image, progress=display)
-    display.end()
+    engine.pull(image, progress=reporter.pulling(image))
+    reporter.pulled(image)
     info = engine.image_info(image)
     if info is None:
         raise RunNotStarted(f"image {image} is still absent after pulling it")
@@ -249,16 +220,14 @@ def _forwarded_signals(events: queue.SimpleQueue[tuple[str, Any]]) -> Iterator[N
             signal.signal(signum, old)
 
 
-def _note(ctx: Context, text: str) -> None:
-    ctx.stderr.write(f"rocmenv: {text}\n")
-
-
 def execute(
-    ctx: Context, request: RunRequest, *, on_created: Callable[[str], None] | None = None
+    ctx: Context,
+    request: RunRequest,
+    reporter: Reporter,
+    *,
+    on_created: Callable[[str], None] | None = None,
 ) -> int:
     """Run the request; returns the exit status (see the module docstring)."""
-    from rocmenv.cli._common import warn
-
     timings = Timings(enabled=ctx.flag("ROCMENV_TIMINGS"))
     config = load_config(ctx)
     profile = config.profile(request.profile)
@@ -281,7 +250,7 @@ def execute(
     # The image check (a CLI process for docker-cli, a pull maybe) runs on a thread while
     # this one prepares the shim launcher.
     image_check = _Background(
-        lambda: ensure_image(engine, chosen.image, request.pull or profile.pull, ctx)
+        lambda: ensure_image(engine, chosen.image, request.pull or profile.pull, reporter)
     )
     shims = request.shims if request.shims is not None else profile.shims
     bundle = _prepare_launcher(ctx) if shims else None
@@ -312,13 +281,13 @@ def execute(
     if bundle is not None:
         spec = _add_launcher(spec, bundle, info)
     for text in spec.warnings:
-        warn(ctx, text)
+        reporter.warning(text)
     if inventory is not None:
         mismatch = family_mismatch(chosen.gpu_family, inventory)
         if mismatch:
-            warn(ctx, mismatch)
+            reporter.warning(mismatch)
     for text in spec.notes:
-        _note(ctx, text)
+        reporter.note(text)
     hint = _SiblingHint(engine) if spec.mounts and in_container() else None
     timings.mark("spec")
     interactive = request.interactive or request.shell
@@ -328,10 +297,11 @@ def execute(
     if tty:
         interactive = interactive or _isatty(sys.stdin)
     status = _run_container(
-        ctx, engine, spec, tty=tty, interactive=interactive, keep=request.keep,
+        ctx, reporter, engine, spec, tty=tty, interactive=interactive, keep=request.keep,
         timings=timings, on_created=on_created, hint=hint,
     )  # fmt: skip
-    timings.report(ctx.stderr)
+    if timings.enabled:
+        reporter.note(timings.summary())
     return status
 
 
@@ -403,14 +373,15 @@ class _SiblingHint:
                 "sources are paths on the engine's host, not in this container"
             )
 
-    def say(self, ctx: Context) -> None:
+    def say(self, reporter: Reporter) -> None:
         self._thread.join(timeout=2.0)
         if self._text:
-            _note(ctx, self._text)
+            reporter.note(self._text)
 
 
 def _run_container(
     ctx: Context,
+    reporter: Reporter,
     engine: Engine,
     spec: RunSpec,
     *,
@@ -442,7 +413,7 @@ def _run_container(
             if on_created is not None:
                 on_created(container_id)
             if hint is not None:
-                hint.say(ctx)
+                hint.say(reporter)
             pending = _pending_signal(events)
             if pending is not None:
                 return 128 + pending
@@ -458,7 +429,7 @@ def _run_container(
                     tty=tty,
                 )
             except EngineStartError as err:
-                return _start_failed(ctx, err)
+                return _start_failed(reporter, err)
             except EngineError as err:
                 raise RunNotStarted(err.what, hint=err.hint) from None
             timings.mark("start")
@@ -469,7 +440,7 @@ def _run_container(
             status, received = _supervise(engine, container_id, events)
             if isinstance(status, BaseException):
                 if isinstance(status, EngineStartError):
-                    return _start_failed(ctx, status)
+                    return _start_failed(reporter, status)
                 raise status
             timings.mark("run")
             attachment.join(timeout=5.0)
@@ -481,8 +452,10 @@ def _run_container(
                 _sweep(engine, session)
             if container_id is not None:
                 if keep:
-                    _note(ctx, f"kept container {container_id[:12]} (--keep); remove it with "
-                          f"`docker rm -f {container_id[:12]}`")  # fmt: skip
+                    reporter.note(
+                        f"kept container {container_id[:12]} (--keep); remove it with "
+                        f"`docker rm -f {container_id[:12]}`"
+                    )
                 else:
                     with contextlib.suppress(EngineError):
                         engine.remove(container_id, force=True)
@@ -496,9 +469,9 @@ def _sweep(engine: Engine, session: str) -> None:
             engine.remove(found.id, force=True)
 
 
-def _start_failed(ctx: Context, err: EngineStartError) -> int:
+def _start_failed(reporter: Reporter, err: EngineStartError) -> int:
     if err.failure.exit_code in (126, 127):
-        _note(ctx, err.failure.message)
+        reporter.note(err.failure.message)
         return err.failure.exit_code
     raise RunNotStarted(
         err.failure.message,

@@ -16,12 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import signal as signals
-import socket
-import struct
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,6 +33,7 @@ from rocmenv.engine import (
     capture,
     explain_start_failure,
 )
+from rocmenv.engine.attach import STDERR, AttachStream, demux
 from rocmenv.engine.wire import (
     DockerPyWire,
     Query,
@@ -52,7 +48,6 @@ from rocmenv.errors import EngineError, EngineUnavailable
 from rocmenv.redact import redact
 from rocmenv.runspec import BindMount, RunSpec
 
-STDOUT, STDERR = 1, 2
 _UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
 
@@ -319,7 +314,7 @@ class DockerApiEngine:
         stderr_fd: int,
         stdin_fd: int | None = None,
         tty: bool = False,
-    ) -> _Attachment:
+    ) -> AttachStream:
         query = {"stream": 1, "stdout": 1, "stderr": 1, "stdin": 1 if stdin_fd is not None else 0}
         try:
             sock, initial = self.wire.hijack(f"/containers/{container_id}/attach", query=query)
@@ -329,8 +324,13 @@ class DockerApiEngine:
             ) from None
         except WireStatus as err:
             raise EngineError(f"docker-api: attaching failed: {redact(err.message)}") from None
-        attachment = _Attachment(
-            self, container_id, sock, initial, stdout_fd=stdout_fd, stderr_fd=stderr_fd, tty=tty
+        attachment = AttachStream(
+            sock,
+            initial,
+            stdout_fd=stdout_fd,
+            stderr_fd=stderr_fd,
+            tty=tty,
+            resize=lambda h, w: self.resize(container_id, height=h, width=w),
         )
         try:
             self.start(container_id)
@@ -463,145 +463,3 @@ class _StatusError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-def demux(data: bytes) -> list[tuple[int, bytes]]:
-    """Split a multiplexed stream (8-byte frame headers) that is complete in ``data``."""
-    frames = []
-    pos = 0
-    while pos + 8 <= len(data):
-        stream, size = data[pos], struct.unpack(">I", data[pos + 4 : pos + 8])[0]
-        frames.append((stream, data[pos + 8 : pos + 8 + size]))
-        pos += 8 + size
-    return frames
-
-
-def _write_all(fd: int, data: bytes) -> bool:
-    view = memoryview(data)
-    while view:
-        try:
-            written = os.write(fd, view)
-        except BrokenPipeError:
-            return False
-        except InterruptedError:
-            continue
-        view = view[written:]
-    return True
-
-
-class _Attachment:
-    """Copies the attach stream to our fds; with a TTY also stdin, raw mode and resizes."""
-
-    def __init__(
-        self,
-        engine: DockerApiEngine,
-        container_id: str,
-        sock: Any,
-        initial: bytes,
-        *,
-        stdout_fd: int,
-        stderr_fd: int,
-        tty: bool,
-    ) -> None:
-        self._engine = engine
-        self._cid = container_id
-        self._sock = sock
-        self._buffer = initial
-        self._out, self._err = stdout_fd, stderr_fd
-        self._tty = tty
-        self._reader: threading.Thread | None = None
-        self._closed = False
-        self._saved_term: Any = None
-        self._old_winch: Any = None
-
-    def begin(self, stdin_fd: int | None) -> None:
-        self._reader = threading.Thread(target=self._copy_out, name="rocmenv-attach", daemon=True)
-        self._reader.start()
-        if self._tty:
-            self._setup_terminal(stdin_fd)
-        if stdin_fd is not None:
-            threading.Thread(
-                target=self._copy_in, args=(stdin_fd,), name="rocmenv-stdin", daemon=True
-            ).start()
-
-    def _recv(self) -> bytes:
-        if self._buffer:
-            data, self._buffer = self._buffer, b""
-            return data
-        try:
-            return bytes(self._sock.recv(65536))
-        except OSError:
-            return b""
-
-    def _copy_out(self) -> None:
-        ok = {STDOUT: True, STDERR: True}
-        if self._tty:
-            while data := self._recv():
-                ok[STDOUT] = ok[STDOUT] and _write_all(self._out, data)
-            return
-        pending = b""
-        while data := self._recv():
-            pending += data
-            while len(pending) >= 8:
-                stream, size = pending[0], struct.unpack(">I", pending[4:8])[0]
-                if len(pending) < 8 + size:
-                    break
-                chunk, pending = pending[8 : 8 + size], pending[8 + size :]
-                target = STDERR if stream == STDERR else STDOUT
-                fd = self._err if target == STDERR else self._out
-                ok[target] = ok[target] and _write_all(fd, chunk)
-
-    def _copy_in(self, fd: int) -> None:
-        try:
-            while data := os.read(fd, 65536):
-                self._sock.sendall(data)
-            if not self._tty:
-                self._sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            return
-
-    def _setup_terminal(self, stdin_fd: int | None) -> None:
-        if stdin_fd is not None and os.isatty(stdin_fd):
-            import termios
-            import tty
-
-            try:
-                self._saved_term = (stdin_fd, termios.tcgetattr(stdin_fd))
-                tty.setraw(stdin_fd)
-            except termios.error:
-                self._saved_term = None
-        self._resize()
-        if threading.current_thread() is threading.main_thread():
-            self._old_winch = signals.signal(signals.SIGWINCH, lambda *_: self._resize())
-
-    def _resize(self) -> None:
-        try:
-            size = os.get_terminal_size(self._out)
-        except OSError:
-            return
-        self._engine.resize(self._cid, height=size.lines, width=size.columns)
-
-    def join(self, timeout: float | None = None) -> None:
-        if self._reader is not None:
-            self._reader.join(timeout)
-
-    def exit_code(self) -> int | None:
-        return None  # the attach stream does not carry it: Engine.wait does
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._saved_term is not None:
-            import termios
-
-            fd, attrs = self._saved_term
-            with contextlib.suppress(termios.error):
-                termios.tcsetattr(fd, termios.TCSADRAIN, attrs)
-        if self._old_winch is not None:
-            with contextlib.suppress(ValueError):
-                signals.signal(signals.SIGWINCH, self._old_winch)
-        with contextlib.suppress(Exception):
-            self._sock.shutdown(socket.SHUT_RDWR)  # wakes a reader still in recv()
-        with contextlib.suppress(Exception):
-            self._sock.close()
