@@ -709,3 +709,60 @@ def check_image_versions(
             hint=f"does the image have {python}? try --python",
         )
     return parse_probe_output(out, where=image)
+
+
+class EngineCapture:
+    """:class:`CaptureEngine` on top of a :class:`rocmenv.engine.Engine` adapter."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+
+    def run_capture(
+        self,
+        image: str,
+        argv: Sequence[str],
+        *,
+        mounts: Sequence[BindMount],
+        env: Mapping[str, str],
+        timeout: float,
+    ) -> tuple[int, str, str]:
+        from rocmenv.runspec import BindMount as EngineBind
+
+        binds = [EngineBind(source=m.source, target=m.target, readonly=m.read_only) for m in mounts]
+        out = self._engine.run_capture(image, argv, mounts=binds, env=dict(env), timeout=timeout)
+        if getattr(out, "timed_out", False):
+            raise EngineError(
+                f"the launcher probe in {image} did not finish within {timeout:.0f}s",
+                hint="is the engine overloaded? retry, or raise --timeout",
+            )
+        return int(out.exit_code), str(out.stdout), str(out.stderr)
+
+
+ShimVerdict = Literal["would-apply", "would-not-apply", "unknown"]
+ShimWhy = Literal[
+    "feature-missing",
+    "not-installed",
+    "version-outside",
+    "version-not-pep440",
+    "feature-present",
+    "probe-failed",
+    "unknown",
+]
+
+
+def classify(shim: ProbeShim) -> tuple[ShimVerdict, ShimWhy]:
+    """The verdict and its main reason, from one entry of probe.py's ``shims`` list."""
+    if shim.get("error"):
+        return "unknown", "probe-failed"
+    if shim["distribution"] is None:
+        return "would-not-apply", "not-installed"
+    if shim["specifier_match"] is None:
+        return "would-not-apply", "version-not-pep440"
+    if shim["specifier_match"] is False:
+        return "would-not-apply", "version-outside"
+    missing = shim["static_probe"]["missing"]
+    if missing is True:
+        return "would-apply", "feature-missing"
+    if missing is False:
+        return "would-not-apply", "feature-present"
+    return "unknown", "unknown"

@@ -1,0 +1,164 @@
+"""`rocmenv shims list [--json]` and `rocmenv shims check [--image REF | --profile P] [--json]`.
+
+``list`` JSON (``list_version`` 1)::
+
+  {"list_version": 1,
+   "shims": [{"name", "target", "distributions": [str], "specifier", "summary",
+              "retire": str | null, "source": "catalogue" | "entry-point",
+              "package": str | null, "entry_point": str | null, "path"}]}
+
+``check`` JSON (``check_version`` 1): what the launcher would do in an image, read inside it
+by ``probe.py`` without importing the shims' targets::
+
+  {"check_version": 1, "image": str, "profile": str | null,
+   "python": str, "rocm": str | null,
+   "shims": [{"name", "target", "verdict": "would-apply" | "would-not-apply" | "unknown",
+              "why": "feature-missing" | "not-installed" | "version-outside" |
+                     "version-not-pep440" | "feature-present" | "probe-failed" | "unknown",
+              "reason": str, "distribution": str | null, "version": str | null,
+              "specifier": str, "specifier_match": bool | null,
+              "static_probe": {"missing": bool | null, "reason": str}}],
+   "probe": {...probe.py's full output (probe_version 1)...}}
+
+Exit codes: 0 (both are reports), 2 bad shim file/config/reference, 4 engine failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rocmenv.cli._common import emit, emit_json
+from rocmenv.context import Context
+from rocmenv.errors import EXIT_OK, UsageError
+
+ENGINE_CHOICES = ("auto", "docker-api", "docker-cli", "podman")
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> None:
+    parser = sub.add_parser(name, help=help_text, description=help_text)
+    shimsub = parser.add_subparsers(dest="shims_command", metavar="SUBCOMMAND", required=True)
+
+    p = shimsub.add_parser(
+        "list", help="the shims rocmenv knows (catalogue and `rocmenv.shims` entry points)"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_list)
+
+    p = shimsub.add_parser(
+        "check",
+        help="which shims would apply in an image, and why (probes the image, imports nothing heavy)",
+    )
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--image", metavar="REF", help="image reference to probe")
+    which.add_argument(
+        "-p", "--profile", metavar="NAME", help="probe the profile's image (the lock's digest)"
+    )
+    p.add_argument("--python", default="python3", help="interpreter in the image (python3)")
+    p.add_argument("--engine", choices=ENGINE_CHOICES, help="container engine (default: auto)")
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds for the probe (default 300)"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_check)
+
+
+def run_list(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.shims import discover_shims
+
+    shims = discover_shims()
+    if args.json:
+        emit_json(ctx, {"list_version": 1, "shims": [s.to_json() for s in shims]})
+        return EXIT_OK
+    if not shims:
+        emit(ctx, "no shims")
+        return EXIT_OK
+    for s in shims:
+        origin = "catalogue" if s.source == "catalogue" else f"entry point of {s.package}"
+        emit(ctx, f"{s.name}  ({origin})")
+        emit(ctx, f"  target:        {s.target}")
+        emit(ctx, f"  distributions: {', '.join(s.distributions)}")
+        emit(ctx, f"  versions:      {s.specifier}")
+        emit(ctx, f"  what:          {s.summary.replace('``', '')}")
+        if s.retire:
+            emit(ctx, f"  retire:        {s.retire.replace('``', '')}")
+    return EXIT_OK
+
+
+def _image_and_engine(args: argparse.Namespace, ctx: Context) -> tuple[str, str | None, Any]:
+    from rocmenv.engine import open_engine
+
+    if args.image:
+        from rocmenv.reference import parse
+
+        ref = parse(args.image)  # raises InvalidReference (exit 2): nothing unvalidated runs
+        engine = open_engine(ctx, flag=None if args.engine in (None, "auto") else args.engine)
+        return ref.familiar, None, engine
+    from rocmenv.config import load_config
+    from rocmenv.run import choose_image
+
+    config = load_config(ctx)
+    profile = config.profile(args.profile)
+    chosen = choose_image(ctx, config, profile, None)
+    engine = open_engine(
+        ctx,
+        flag=None if args.engine in (None, "auto") else args.engine,
+        profile_engine=getattr(profile, "engine", None),
+        config_engine=config.engine,
+    )
+    return chosen.image, profile.name, engine
+
+
+def run_check(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.shims import EngineCapture, check_image_versions, classify, prepare_launcher
+
+    image, profile_name, engine = _image_and_engine(args, ctx)
+    if not image:
+        raise UsageError("no image to check", hint="pass --image REF or --profile NAME")
+    bundle = prepare_launcher(ctx)
+    if not engine.image_exists(image):
+        if not args.json:
+            ctx.stderr.write(f"rocmenv: pulling {image}\n")
+        engine.pull(image)
+    probe = check_image_versions(
+        EngineCapture(engine), image, bundle=bundle, python=args.python, timeout=args.timeout
+    )
+    rows: list[dict[str, Any]] = []
+    for shim in probe["shims"]:
+        verdict, why = classify(shim)
+        rows.append(
+            {
+                "name": shim["name"],
+                "target": shim["target"],
+                "verdict": verdict,
+                "why": why,
+                "reason": shim["reason"],
+                "distribution": shim["distribution"],
+                "version": shim["version"],
+                "specifier": shim["specifier"],
+                "specifier_match": shim["specifier_match"],
+                "static_probe": shim["static_probe"],
+            }
+        )
+    if args.json:
+        emit_json(
+            ctx,
+            {
+                "check_version": 1,
+                "image": image,
+                "profile": profile_name,
+                "python": probe["python"]["version"],
+                "rocm": probe["rocm"]["version"],
+                "shims": rows,
+                "probe": probe,
+            },
+        )
+        return EXIT_OK
+    rocm = probe["rocm"]["version"] or "unknown"
+    emit(ctx, f"{image}: Python {probe['python']['version']}, ROCm {rocm}")
+    if not rows:
+        emit(ctx, "  no shims")
+    width = max((len(r["name"]) for r in rows), default=0)
+    for r in rows:
+        emit(ctx, f"  {r['name']:<{width}}  {r['verdict']:<15}  {r['reason']}")
+    return EXIT_OK
