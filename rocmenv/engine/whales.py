@@ -48,7 +48,7 @@ from rocmenv.redact import redact
 from rocmenv.runspec import BindMount, RunSpec, render_docker
 
 _NEVER_STARTED = "0001-01-01T00:00:00Z"
-_CLI_ERROR_PREFIXES = (b"Error response from daemon", b"Error: ", b"Error ")
+_CLI_ERROR_PREFIXES = (b"Error response from daemon", b"Error: ")  # docker, podman
 
 
 def make(kind: EngineKind, options: EngineOptions) -> WhalesEngine:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import stat
@@ -215,3 +216,35 @@ def test_help_imports_neither_engine_library(argv: list[str]) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_pull_progress_is_one_line_on_a_terminal_and_quiet_elsewhere() -> None:
+    from rocmenv.cli.run import CliReporter
+    from rocmenv.engine import PullEvent
+
+    term = _Terminal()
+    reporter = CliReporter(Context(env={}, stderr=term))
+    progress = reporter.pulling("img:1")
+    progress(PullEvent(layer="a", status="Downloading", current=5_000_000, total=10_000_000))
+    reporter.pulled("img:1")
+    text = term.getvalue()
+    assert text.startswith("rocmenv: pulling img:1")
+    assert "5/10 MB" in text and "\r\x1b[K" in text and text.endswith("\n")
+
+    log = io.StringIO()
+    quiet = CliReporter(Context(env={}, stderr=log))
+    progress = quiet.pulling("img:1")
+    progress(PullEvent(layer="a", status="Downloading", current=1, total=2))
+    quiet.pulled("img:1")
+    assert log.getvalue() == "rocmenv: pulling img:1\n"  # one line in a log, no progress
+
+    ci = _Terminal()
+    in_actions = CliReporter(Context(env={"GITHUB_ACTIONS": "true"}, stderr=ci))
+    in_actions.pulling("img:1")(PullEvent(layer="a", status="x", current=1, total=2))
+    in_actions.pulled("img:1")
+    assert ci.getvalue() == "rocmenv: pulling img:1\n"
