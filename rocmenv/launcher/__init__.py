@@ -21,7 +21,9 @@ CONTAINER_DIR = "/opt/rocmenv/launcher"
 #: The private package name the runtime, the index, the shims and vendored packaging live under.
 PACKAGE = "_rocmenv_launcher"
 #: The line of sitecustomize.py that the bundle builder replaces with the generated index.
-INDEX_LINE = '_INDEX: "dict[str, tuple[str, ...]]" = {}  # rocmenv:index'
+INDEX_LINE = (
+    '_TARGETS = set("".split())  # rocmenv:index: one string, O(1) to compile  # noqa: SIM905'
+)
 #: A string every launcher sitecustomize.py carries, so launchers can recognise each other.
 MARKER = "rocmenv-launcher-sitecustomize"
 

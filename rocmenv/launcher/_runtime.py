@@ -21,7 +21,7 @@ MYPY = False
 if MYPY:  # type checking only
     from importlib.machinery import ModuleSpec
     from types import ModuleType
-    from typing import Any, Dict, Optional, Sequence, Set, Tuple
+    from typing import Any, Dict, Iterable, Optional, Sequence, Set, Tuple
 
     Record = Dict[str, Any]
 
@@ -160,17 +160,23 @@ def find_spec(
     finally:
         _busy.discard(name)
     if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-        spec.loader = _Loader(spec.loader, finder.index[name])
+        spec.loader = _Loader(spec.loader, shim_ids(name))
     return spec
 
 
-def handle_preimported(index: Dict[str, Tuple[str, ...]]) -> None:
+def shim_ids(target: str) -> Tuple[str, ...]:
+    """The shims of a target module, from the bundle's generated index."""
+    index = importlib.import_module(_PACKAGE + "._index")
+    return tuple(index.TARGETS.get(target, ()))
+
+
+def handle_preimported(targets: Iterable[str]) -> None:
     """At start-up: shim the targets some .pth file imported before sitecustomize ran."""
-    for name, shim_ids in index.items():
+    for name in sorted(targets):
         module = sys.modules.get(name)
         if module is not None:
             try:
-                handle(module, shim_ids)
+                handle(module, shim_ids(name))
             except ShimFailure as err:  # site.py would only print an exception: stop here
                 raise SystemExit(str(err)) from err
 
