@@ -471,3 +471,58 @@ def test_rocmenv_run_injects_the_launcher_and_no_shims_turns_it_off(family, tmp_
     )
     assert off.returncode == 0, off.stderr
     assert off.stdout.split() == ["/opt/image-site", "False"]
+
+
+@pytest.mark.parametrize("name", ["aiter-old-py39", "aiter-new-py313"])
+def test_shims_check_on_the_oldest_and_newest_python(family, tmp_path, name):
+    image = family[name]
+    r = rocmenv("shims", "check", "--image", image.ref, "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["python"].startswith(image.python)
+    (shim,) = data["shims"]
+    assert shim["verdict"] == ("would-not-apply" if image.has_shuffle_scale else "would-apply")
+
+
+def test_shims_check_a_profile_reads_its_image(family, tmp_path):
+    image = family["demo"]
+    (tmp_path / "rocmenv.toml").write_text(
+        "[profiles.demo]\n"
+        'extends = "cpu"\n'
+        f'image = "{image.registry}/{image.repository}"\n'
+        f'tag = "{image.tag}"\n'
+    )
+    r = rocmenv("shims", "check", "--profile", "demo", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["profile"] == "demo"
+    assert image.tag in data["image"] or "@sha256:" in data["image"]
+    assert data["shims"][0]["verdict"] == "would-apply"
+    unknown = rocmenv("shims", "check", "--profile", "nosuch", cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert "unknown profile 'nosuch'" in unknown.stderr
+
+
+def test_readme_demo_shows_the_shim_in_main_and_worker_process(family):
+    image = family["demo"]
+    repo = Path(__file__).resolve().parents[2]
+    r = rocmenv(
+        "run", "-p", "cpu", "--image", image.ref, "--", "python3", "examples/test_x.py", cwd=repo
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("main process (pid ")
+    assert lines[1].startswith("spawn worker (pid ")
+    for line in lines:
+        assert "shuffle_scale from rocmenv shim 'aiter-shuffle-scale'" in line
+        assert line.endswith(
+            "ran aiter.utility.fp4_utils.e8m0_shuffle, aiter.ops.shuffle.shuffle_scale_a16w4"
+        )
+    assert r.stderr.count("rocmenv: shim aiter-shuffle-scale applied") == 2
+    off = rocmenv(
+        "run", "-p", "cpu", "--no-shims", "--image", image.ref, "--", "python3", "examples/test_x.py",
+        cwd=repo,
+    )  # fmt: skip
+    assert off.returncode == 1
+    assert "ImportError: cannot import name 'shuffle_scale'" in off.stderr
