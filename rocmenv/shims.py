@@ -86,6 +86,17 @@ class LauncherBundle:
     def probe_path(self) -> str:
         return f"{self.container_dir}/probe.py"
 
+    @property
+    def pycache_dir(self) -> str:
+        """An empty directory of the bundle: mount a per-container tmpfs here.
+
+        The bundle is read-only, so every interpreter compiles sitecustomize.py, and CPython's
+        first ``compile()`` in a process also builds its AST types (~1.5 ms of the ~2.5 ms the
+        launcher costs). With a writable ``__pycache__`` the first process writes the .pyc and
+        the others load it (~0.5 ms); a tmpfs keeps it private to the container.
+        """
+        return f"{self.container_dir}/__pycache__"
+
 
 # ------------------------------------------------------------------ discovery
 
@@ -464,6 +475,7 @@ def _manifest(digest: str, shims: Sequence[ShimInfo]) -> bytes:
 
 
 def _write_tree(root: Path, files: Mapping[str, bytes]) -> None:
+    (root / "__pycache__").mkdir()  # mount point for a tmpfs (LauncherBundle.pycache_dir)
     for rel, data in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -495,6 +507,7 @@ def build_bundle(shims: Sequence[ShimInfo], cache_root: Path) -> tuple[Path, str
     digest = bundle_digest(files)
     final = cache_root / digest[:32]
     if (final / MANIFEST).is_file() and _tree_digest(final) == digest:
+        (final / "__pycache__").mkdir(exist_ok=True)
         return final, digest
     try:
         cache_root.mkdir(parents=True, exist_ok=True)
