@@ -36,7 +36,7 @@ VENV="$REPO/.venv"
 PY="$VENV/bin/python"
 # gpgv + debian-archive-keyring: debootstrap verifies the Release files (only Recommends)
 APT_PACKAGES=(docker.io docker-registry debootstrap skopeo git python3-venv ca-certificates curl
-  gpgv debian-archive-keyring)
+  gpgv debian-archive-keyring shellcheck)
 export ROCMENV_TESTENV_STATE="$STATE"
 
 [ "$(id -u)" = 0 ] || die "scripts/setup.sh must run as root (it installs packages and starts dockerd)" \
