@@ -65,6 +65,7 @@ def docker_python(
     mounts: Sequence[tuple[Path, str]] = (),
     extra_path: Sequence[str] = (),
     argv: Sequence[str] | None = None,
+    docker_args: Sequence[str] = (),
     timeout: float = 120,
 ) -> Result:
     """``docker run --rm`` the image's python3 with the launcher mounted (test-only adapter)."""
@@ -92,7 +93,7 @@ def docker_python(
         cmd += ["-e", f"{key}={value}"]
     for host, target in mounts:
         cmd += ["-v", f"{host}:{target}:ro"]
-    cmd += ["-w", "/out", ref]
+    cmd += [*docker_args, "-w", "/out", ref]
     cmd += list(argv) if argv is not None else ["python3", "-c", textwrap.dedent(code or "")]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -526,3 +527,31 @@ def test_readme_demo_shows_the_shim_in_main_and_worker_process(family):
     )  # fmt: skip
     assert off.returncode == 1
     assert "ImportError: cannot import name 'shuffle_scale'" in off.stderr
+
+
+def test_a_tmpfs_pycache_lets_later_processes_load_the_compiled_launcher(family, bundle, work):
+    code = """
+import os, subprocess, sys
+env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+for _ in range(3):
+    subprocess.run([sys.executable, "-c", "import aiter"], env=env, check=True)
+print(sorted(os.listdir("/opt/rocmenv/launcher/__pycache__")))
+verbose = subprocess.run([sys.executable, "-v", "-c", "pass"], env=env, capture_output=True, text=True)
+print([ln for ln in verbose.stderr.splitlines() if "code object from" in ln and "sitecustomize" in ln])
+"""
+    r = docker_python(
+        family["aiter-old-py313"].ref,
+        code,
+        bundle=bundle,
+        out=work / "tmpfs-pyc",
+        docker_args=["--tmpfs", f"{bundle.pycache_dir}:rw,size=1m"],
+    )
+    assert r.returncode == 0, r.stderr
+    listing, loaded = r.stdout.splitlines()
+    assert listing == "['sitecustomize.cpython-313.pyc']"
+    # `python -v` says where the code came from: the .pyc, not a fresh compile of the .py
+    assert (
+        "code object from '/opt/rocmenv/launcher/__pycache__/sitecustomize.cpython-313.pyc'"
+        in loaded
+    )
+    assert [rec["decision"] for rec in r.report] == ["applied"] * 3
