@@ -67,6 +67,10 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="rocmenv-bench-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCMENV_")}
     env["ROCMENV_SHIMS_QUIET"] = "1"
+    # Measure what an installed rocmenv does: with bytecode (the warm-up runs write it).
+    # Without this a session with PYTHONDONTWRITEBYTECODE=1 compiles every module from
+    # source on every run.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     try:
         rendered = subprocess.run(
             [*rocmenv, "options", "--format", "docker", "--json", "--profile", args.profile],

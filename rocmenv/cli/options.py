@@ -17,7 +17,8 @@ from rocmenv.context import Context
 DESCRIPTION = (
     "Render the profile's container options. docker: for this host (docker run $(rocmenv "
     "options) IMAGE CMD makes the container rocmenv run makes, minus the shim launcher); "
-    "gha and compose: for another host (every mount kept, --gpus all as /dev/kfd + /dev/dri)."
+    "gha and compose: for another host (every mount kept, group names, --gpus all as "
+    "/dev/kfd + /dev/dri)."
 )
 
 
@@ -33,7 +34,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--group-names", action="store_true",
-        help="keep group names instead of this host's numeric GIDs (portable output)",
+        help="keep group names, not this host's GIDs (the default for gha/compose)",
     )  # fmt: skip
     parser.add_argument("--service", metavar="NAME", help="compose service name (default: profile)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -82,7 +83,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         cwd=ctx.cwd,
         checkout=find_checkout(ctx.cwd) if profile.mount_checkout else None,
         inventory=inventory,
-        group_gid=(lambda _n: None) if args.group_names else host_group_gid,
+        # GIDs are this host's: only a rendering for this host uses them
+        group_gid=host_group_gid if check_host and not args.group_names else (lambda _n: None),
         path_exists=os.path.exists,
         check_host=check_host,
     )

@@ -46,6 +46,15 @@ def _relevant(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _gid(group: str) -> str:
+    import grp
+
+    try:
+        return str(grp.getgrnam(group).gr_gid)
+    except KeyError:
+        return group
+
+
 def _rocmenv_container(
     project: Project, engine: str, profile: str, gpus: str
 ) -> tuple[int, str, str]:
@@ -107,9 +116,11 @@ def test_the_reference_ci_profile_is_checked_by_create_and_inspect(
             r"--ulimit memlock=-1|--privileged|--ulimit nofile=65535|--group-add render", stderr
         )
         mine, docker_made = _relevant(inspect(ours)), _relevant(inspect(theirs))
-        # gha leaves the checkout mount, workdir and group GIDs to the runner
+        # gha leaves the checkout mount and workdir to the runner, and names groups (the
+        # runner's GIDs apply there); rocmenv run uses this host's GIDs
         mine["Mounts"] = [m for m in mine["Mounts"] if m[0] != str(project.root)]
         mine.pop("WorkingDir"), docker_made.pop("WorkingDir")
+        docker_made["GroupAdd"] = sorted(_gid(g) for g in docker_made["GroupAdd"])
         assert mine == docker_made
     finally:
         remove_containers([ours, theirs])
