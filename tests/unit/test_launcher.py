@@ -303,7 +303,6 @@ def test_a_failing_chained_sitecustomize_is_reported_like_site_does(bundle, tmp_
 
 def test_target_imported_before_sitecustomize_is_shimmed(bundle, old_site, tmp_path):
     # A .pth file in the user site imports the target before sitecustomize runs.
-    ver = f"python3.{sys.version_info[1]}"
     r0 = run_python("import sys; print(sys.version_info[1])", bundle=None, site=None, tmp=tmp_path)
     ver = f"python3.{r0.stdout.strip()}"
     user_site = tmp_path / "userbase" / "lib" / ver / "site-packages"
@@ -380,3 +379,25 @@ def test_probe_script_explains_why_not(bundle, work, tmp_path):
     (shim,) = json.loads(r.stdout)["shims"]
     assert shim["would_apply"] is False
     assert shim["reason"] == "none of amd-aiter, aiter is installed"
+
+
+def test_strict_failure_of_a_target_imported_before_us_stops_the_interpreter(
+    broken_bundle, old_site, tmp_path
+):
+    r0 = run_python("import sys; print(sys.version_info[1])", bundle=None, site=None, tmp=tmp_path)
+    user_site = tmp_path / "userbase" / "lib" / f"python3.{r0.stdout.strip()}" / "site-packages"
+    user_site.mkdir(parents=True)
+    (user_site / "early.pth").write_text("import aiter.ops.shuffle\n")
+    env = {"PYTHONUSERBASE": str(tmp_path / "userbase"), "PYTHONNOUSERSITE": ""}
+    lenient = run_python("print('ran')", bundle=broken_bundle, site=old_site, tmp=tmp_path, env=env)
+    assert lenient.returncode == 0 and lenient.stdout.strip() == "ran"
+    assert "rocmenv: shim broken-one failed on import of aiter.ops.shuffle" in lenient.stderr
+    strict = run_python(
+        "print('ran')",
+        bundle=broken_bundle,
+        site=old_site,
+        tmp=tmp_path,
+        env={**env, "ROCMENV_SHIMS_STRICT": "1"},
+    )
+    assert strict.returncode != 0 and "ran" not in strict.stdout
+    assert "rocmenv: shim broken-one failed on import of aiter.ops.shuffle" in strict.stderr
