@@ -49,6 +49,22 @@ def _chain():
         spec = finder.find_spec("sitecustomize", rest)
 
 
+def _cache_pyc(code):
+    # type: (object) -> None
+    # Python writes our .pyc to a writable __pycache__ (a tmpfs per container, see
+    # LauncherBundle.pycache_dir) unless PYTHONDONTWRITEBYTECODE is set: then we do it.
+    ext = sys.modules["_frozen_importlib_external"]
+    pyc = ext.cache_from_source(__file__)
+    if not os.path.exists(pyc) and os.access(os.path.dirname(pyc), os.W_OK):
+        st = os.stat(__file__)
+        ext._write_atomic(pyc, ext._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size))
+
+
+try:
+    if sys.dont_write_bytecode:
+        _cache_pyc(sys._getframe().f_code)
+except Exception:  # a cache only: never in the way
+    pass
 try:
     if os.environ.get("ROCMENV_SHIMS", "").strip().lower() not in ("0", "false", "no", "off"):
         sys.meta_path.insert(0, _Finder())
