@@ -350,6 +350,7 @@ def _add_launcher(spec: RunSpec, bundle: Any, info: ImageInfo) -> RunSpec:
         host_dir=str(bundle.host_dir),
         container_dir=bundle.container_dir,
         pythonpath=merge_pythonpath(bundle.container_dir, base),
+        pycache_dir=getattr(bundle, "pycache_dir", None),
     )
 
 

@@ -124,6 +124,7 @@ class RunSpec:
     privileged: bool = False
     mounts: tuple[BindMount, ...] = ()
     checkout: str | None = None  # the checkout mount's target, when mounted
+    tmpfs: tuple[tuple[str, str], ...] = ()  # (target, mount options), e.g. the launcher's pyc
     env: tuple[EnvVar, ...] = ()
     workdir: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
@@ -437,14 +438,25 @@ def build_runspec(
     )
 
 
-def with_launcher(spec: RunSpec, *, host_dir: str, container_dir: str, pythonpath: str) -> RunSpec:
+def with_launcher(
+    spec: RunSpec,
+    *,
+    host_dir: str,
+    container_dir: str,
+    pythonpath: str,
+    pycache_dir: str | None = None,
+) -> RunSpec:
     """The spec plus the shim launcher: mounted read-only, ``PYTHONPATH`` set to ``pythonpath``
-    (the caller merges the launcher directory with the image's own ``PYTHONPATH``)."""
+    (the caller merges the launcher directory with the image's own ``PYTHONPATH``), and a
+    small private tmpfs on ``pycache_dir`` so the launcher is compiled once per container."""
     env = [e for e in spec.env if e.name != "PYTHONPATH"]
     env.append(EnvVar(name="PYTHONPATH", value=pythonpath, source="launcher"))
     mounts = [m for m in spec.mounts if m.target != container_dir]
     mounts.append(BindMount(source=host_dir, target=container_dir, readonly=True))
-    return replace(spec, env=tuple(env), mounts=tuple(mounts))
+    tmpfs = [t for t in spec.tmpfs if t[0] != pycache_dir]
+    if pycache_dir:
+        tmpfs.append((pycache_dir, "rw,size=1m"))
+    return replace(spec, env=tuple(env), mounts=tuple(mounts), tmpfs=tuple(tmpfs))
 
 
 def _dedupe(devices: Sequence[Device]) -> list[Device]:
@@ -491,6 +503,7 @@ def render_docker(
         if m.target == spec.checkout and not with_checkout:
             continue
         args.append(f"--mount={m.render_mount()}")
+    args += [f"--tmpfs={target}:{options}" for target, options in spec.tmpfs]
     for e in spec.env:
         args.append(f"--env={e.name}" if e.from_host else f"--env={e.name}={e.value}")
     if spec.workdir and with_checkout:
@@ -554,6 +567,8 @@ def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
             }
             for m in spec.mounts
         ]
+    if spec.tmpfs:
+        svc["tmpfs"] = [f"{target}:{options}" for target, options in spec.tmpfs]
     if spec.env:
         svc["environment"] = [e.name if e.from_host else f"{e.name}={e.value}" for e in spec.env]
     if spec.workdir:

@@ -110,6 +110,8 @@ def create_body(spec: RunSpec, *, tty: bool, stdin_open: bool) -> dict[str, Any]
             for m in spec.mounts
         ],
     }
+    if spec.tmpfs:
+        host["Tmpfs"] = dict(spec.tmpfs)
     if spec.ipc:
         host["IpcMode"] = spec.ipc
     if spec.network:

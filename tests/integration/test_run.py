@@ -343,6 +343,12 @@ def test_an_image_pythonpath_survives_the_launcher(project: Project, engine: str
     assert with_shims.returncode == 0, with_shims.stderr
     entries = with_shims.stdout.strip().split(":")
     assert entries[0] == "/opt/rocmenv/launcher" and "/opt/image-site" in entries
+    mounts = project.run(*base, "--", "sh", "-c", "grep /opt/rocmenv/launcher /proc/mounts")
+    kinds = {
+        line.split()[1]: (line.split()[2], line.split()[3]) for line in mounts.stdout.splitlines()
+    }
+    assert kinds["/opt/rocmenv/launcher"][1].startswith("ro")
+    assert kinds["/opt/rocmenv/launcher/__pycache__"][0] == "tmpfs"  # the launcher's pyc, private
     without = project.run(*base, "--no-shims", "--", *probe)
     assert without.stdout.strip() == "/opt/image-site"
 

@@ -357,6 +357,16 @@ def test_launcher_is_mounted_read_only_and_pythonpath_replaced_once(tmp_path: Pa
     assert [e.name for e in out.env].count("PYTHONPATH") == 1
     launcher = next(m for m in out.mounts if m.target == "/opt/rocmenv/launcher")
     assert launcher.readonly and launcher.source == "/cache/l"
+    assert out.tmpfs == ()
+    cached = with_launcher(
+        spec,
+        host_dir="/cache/l",
+        container_dir="/opt/rocmenv/launcher",
+        pythonpath="/opt/rocmenv/launcher",
+        pycache_dir="/opt/rocmenv/launcher/__pycache__",
+    )
+    assert cached.tmpfs == (("/opt/rocmenv/launcher/__pycache__", "rw,size=1m"),)
+    assert "--tmpfs=/opt/rocmenv/launcher/__pycache__:rw,size=1m" in render_docker(cached)
 
 
 # -- renderings ------------------------------------------------------------------------------
