@@ -181,6 +181,8 @@ def build_context(image: te.FamilyImage, ctx: Path) -> None:
     }.items():
         smi = smi.replace(key, value)
     _write(rootfs / "usr/local/bin/rocm-smi", smi, 0o755)
+    # The sgl-dev images answer to `python` as well as `python3` (the README's demo uses it).
+    (rootfs / "usr/local/bin/python").symlink_to("/usr/bin/python3")
 
     # extra files
     for dest, src in sorted(image.files.items()):
@@ -212,6 +214,9 @@ def context_hash(ctx: Path, base_id: str) -> str:
     h.update(Path(__file__).read_bytes())
     for p in sorted(ctx.rglob("*")):
         rel = p.relative_to(ctx).as_posix()
+        if p.is_symlink():  # hash the link, never what it points at on this host
+            h.update(f"{rel}\0->{os.readlink(p)}\0".encode())
+            continue
         h.update(f"{rel}\0{p.stat().st_mode & 0o777:o}\0".encode())
         if p.is_file():
             h.update(p.read_bytes())
