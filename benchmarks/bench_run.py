@@ -166,6 +166,8 @@ def _launcher_args(
     for m in doc["HostConfig"].get("Mounts") or []:
         if m["Target"] == "/opt/rocmenv/launcher":
             out.append(f"--mount=type=bind,source={m['Source']},target={m['Target']},readonly")
+    for target, options in (doc["HostConfig"].get("Tmpfs") or {}).items():
+        out.append(f"--tmpfs={target}:{options}")
     for e in doc["Config"]["Env"]:
         if e.startswith("PYTHONPATH="):
             out.append(f"--env={e}")
