@@ -202,7 +202,8 @@ def test_bundle_is_content_addressed_cached_and_rebuilt_when_damaged(tmp_path):
     repaired = make_bundle(tmp_path / "cache")
     assert repaired.host_dir == first.host_dir
     assert "def handle" in (repaired.host_dir / "_rocmenv_launcher" / "_runtime.py").read_text()
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [first.host_dir.name]  # no temp left
+    left = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert left == sorted([first.host_dir.name, "stamps"])  # no temp left
 
 
 def test_a_different_shim_set_is_a_different_bundle(tmp_path):
@@ -352,3 +353,22 @@ def test_shims_list_json_has_stable_keys(monkeypatch):
 def test_shims_check_refuses_a_bad_reference(capsys):
     assert main(["shims", "check", "--image", "Rocm/SGL-dev:x y"]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_unchanged_inputs_reuse_the_bundle_without_parsing_shims(tmp_path, monkeypatch):
+    from rocmenv import shims as shims_module
+    from rocmenv.context import Context
+
+    ctx = Context(env={"HOME": str(tmp_path)})
+    first = shims_module.prepare_launcher(ctx, cache_dir=tmp_path / "cache")
+
+    def boom(**_kw):  # the fast path must not discover (parse + validate) the shims again
+        raise AssertionError("discover_shims called although nothing changed")
+
+    monkeypatch.setattr(shims_module, "discover_shims", boom)
+    again = shims_module.prepare_launcher(ctx, cache_dir=tmp_path / "cache")
+    assert again == first
+    (again.host_dir / "sitecustomize.py").write_text("broken = True\n")  # damage: rebuilt
+    monkeypatch.undo()
+    repaired = shims_module.prepare_launcher(ctx, cache_dir=tmp_path / "cache")
+    assert "broken = True" not in (repaired.host_dir / "sitecustomize.py").read_text()
