@@ -582,37 +582,15 @@ class EngineProber:
             return self._engine, self._bundle
 
     def __call__(self, reference: str) -> Mapping[str, Any]:
-        from rocmenv.shims import check_image_versions
+        from rocmenv.shims import EngineCapture, check_image_versions
 
         engine, bundle = self._ready()
         if not engine.image_exists(reference):
             engine.pull(reference)
         probe = check_image_versions(
-            _CaptureAdapter(engine), reference, bundle=bundle, timeout=self._timeout
+            EngineCapture(engine), reference, bundle=bundle, timeout=self._timeout
         )
         return dict(probe)
-
-
-class _CaptureAdapter:
-    """:class:`rocmenv.shims.CaptureEngine` on top of :class:`rocmenv.engine.Engine`."""
-
-    def __init__(self, engine: Any) -> None:
-        self._engine = engine
-
-    def run_capture(
-        self,
-        image: str,
-        argv: Sequence[str],
-        *,
-        mounts: Sequence[Any],
-        env: Mapping[str, str],
-        timeout: float,
-    ) -> tuple[int, str, str]:
-        from rocmenv.runspec import BindMount
-
-        binds = [BindMount(source=m.source, target=m.target, readonly=m.read_only) for m in mounts]
-        out = self._engine.run_capture(image, argv, mounts=binds, env=dict(env), timeout=timeout)
-        return out.exit_code, out.stdout, out.stderr
 
 
 # -- verdict ------------------------------------------------------------------------------------

@@ -143,6 +143,8 @@ def pytest_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
             f"pytest=={PYTEST_VERSION}",
             # pip evaluates markers for the host (3.11): name the <3.11 backports explicitly
             "exceptiongroup>=1",
+            # iniconfig 2.3 says Requires-Python >=3.8 but needs 3.10 (PEP 604 at runtime)
+            "iniconfig==2.1.0",
             "tomli>=1",
         ],
         check=True,
