@@ -65,7 +65,7 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rocmenv {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("--config", metavar="FILE", help="rocmenv.toml or pyproject.toml to use")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="rocmenv_command", metavar="COMMAND", parser_class=_Parser)
     for name, (module_name, help_text) in COMMANDS.items():
         if name == command:
             try:
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = _command_in(args_in)
     parser = build_parser(command)
     args = parser.parse_args(args_in)
-    if args.command is None:
+    if args.rocmenv_command is None:
         parser.print_help()
         return EXIT_USAGE
     from pathlib import Path
@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args, ctx))
     except RocmenvError as err:
-        return report_error(ctx, err, command=args.command)
+        return report_error(ctx, err, command=args.rocmenv_command)
     except KeyboardInterrupt:
         ctx.stderr.write("rocmenv: interrupted\n")
         return EXIT_INTERRUPTED
