@@ -92,7 +92,9 @@ class CliReporter:
         self._display: _PullDisplay | None = None
 
     def note(self, text: str) -> None:
-        self.ctx.stderr.write(f"rocmenv: {text}\n")
+        from rocmenv.redact import redact
+
+        self.ctx.stderr.write(f"rocmenv: {redact(text)}\n")
 
     def warning(self, text: str) -> None:
         from rocmenv.cli._common import warn
