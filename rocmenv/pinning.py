@@ -7,18 +7,19 @@ The commands ``resolve``, ``pin``, ``validate`` (and ``run``, through
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rocmenv.config import Config, ImageSpec, Profile
 from rocmenv.context import Context
 from rocmenv.errors import CheckFailed, ConfigError, DigestMismatch, RegistryNotFound
-from rocmenv.lock import Lock, LockEntry, read_lock
 from rocmenv.reference import Reference, parse, parse_repository
 from rocmenv.registry import DOCKER_HUB, DOCKER_HUB_API, PlatformImage, RegistryClient
 from rocmenv.tags import Constraints, TagInfo, nearest, parse_tag, select
+
+if TYPE_CHECKING:  # the lockfile module is imported only by the commands that need it
+    from rocmenv.lock import Lock, LockEntry
 
 
 def make_client(ctx: Context, config: Config) -> RegistryClient:
@@ -26,6 +27,8 @@ def make_client(ctx: Context, config: Config) -> RegistryClient:
 
 
 def now_utc() -> str:
+    import datetime as _dt
+
     return (
         _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     )
@@ -151,6 +154,8 @@ def image_for_profile(
             tag=ref.tag,
             gpu_family=info.gpu if info else None,
         )
+    from rocmenv.lock import read_lock
+
     spec = spec_of(profile)
     lock = lock if lock is not None else read_lock(config.lockfile)
     entry = lock.profiles.get(profile_key(profile.name))
@@ -205,6 +210,8 @@ def image_for_profile(
 def entry_from(
     ref: Reference, image: PlatformImage, constraints: dict[str, str] | None = None
 ) -> LockEntry:
+    from rocmenv.lock import LockEntry
+
     return LockEntry(
         repository=ref.name,
         tag=ref.tag,

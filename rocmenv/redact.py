@@ -15,19 +15,18 @@ MASK = "***"
 _lock = threading.Lock()
 _secrets: set[str] = set()
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?i)(authorization\s*[:=]\s*)(bearer|basic)?\s*[^\s,;'\"]+"), r"\1\2 " + MASK),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + MASK),
-    (re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s:]+:[^/@\s]+@"), r"\1" + MASK + "@"),
+_PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
+    (r"(?i)(authorization\s*[:=]\s*)(bearer|basic)?\s*[^\s,;'\"]+", r"\1\2 " + MASK),
+    (r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}", r"\1 " + MASK),
+    (r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s:]+:[^/@\s]+@", r"\1" + MASK + "@"),
     (
-        re.compile(
-            r"(?i)((?:access_?token|refresh_?token|token|password|passwd|secret|api_?key|auth)"
-            r"[\"']?\s*[:=]\s*[\"']?)[^\s,;&'\"}]+"
-        ),
+        r"(?i)((?:access_?token|refresh_?token|token|password|passwd|secret|api_?key|auth)"
+        r"[\"']?\s*[:=]\s*[\"']?)[^\s,;&'\"}]+",
         r"\1" + MASK,
     ),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*"), MASK),
+    (r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*", MASK),
 )
+_patterns: list[tuple[re.Pattern[str], str]] = []  # compiled on first use, not at import
 
 
 def register_secret(value: str | None) -> None:
@@ -41,8 +40,11 @@ def redact(text: str) -> str:
     """Return ``text`` with every known secret and credential-looking token masked."""
     with _lock:
         secrets = sorted(_secrets, key=len, reverse=True)
+        if not _patterns:
+            _patterns.extend((re.compile(src), repl) for src, repl in _PATTERN_SOURCES)
+        patterns = list(_patterns)
     for secret in secrets:
         text = text.replace(secret, MASK)
-    for pattern, repl in _PATTERNS:
+    for pattern, repl in patterns:
         text = pattern.sub(repl, text)
     return text

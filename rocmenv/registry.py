@@ -21,7 +21,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocmenv.config import RegistrySettings
 from rocmenv.context import Context
@@ -34,8 +34,10 @@ from rocmenv.errors import (
     RegistryUnavailable,
 )
 from rocmenv.reference import Reference, validate_digest
-from rocmenv.registry_auth import RegistryAuth
 from rocmenv.registry_http import Response, Transport
+
+if TYPE_CHECKING:  # imported on the first 401: open registries never pay for it
+    from rocmenv.registry_auth import RegistryAuth
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -125,8 +127,19 @@ class RegistryClient:
         self.settings = settings or RegistrySettings()
         self.transport = Transport(self.settings, ctx.env, sleep)
         self.stats = self.transport.stats
-        self.auth = RegistryAuth(ctx, self.transport)
+        self._auth: RegistryAuth | None = None
         self._cache: dict[tuple[str, ...], Any] = {}
+
+    @property
+    def auth(self) -> RegistryAuth:
+        if self._auth is None:
+            from rocmenv.registry_auth import RegistryAuth
+
+            self._auth = RegistryAuth(self.ctx, self.transport)
+        return self._auth
+
+    def _auth_header(self, host: str, scope: str) -> dict[str, str]:
+        return self._auth.header(host, scope) if self._auth is not None else {}
 
     def close(self) -> None:
         self.transport.close()
@@ -166,7 +179,7 @@ class RegistryClient:
         url = f"{self.scheme_for(host)}://{host}{path}"
         headers = {"Accept": accept} if accept else {}
         resp = self.transport.send_with_retries(
-            method, url, {**headers, **self.auth.header(host, scope)}, kind
+            method, url, {**headers, **self._auth_header(host, scope)}, kind
         )
         if resp.status == 401:
             challenge = resp.header("www-authenticate")
@@ -174,11 +187,11 @@ class RegistryClient:
                 raise RegistryAuthError(
                     f"{host} refused {method} {path} (HTTP 401) without a challenge"
                 )
-            if self.auth.header(host, scope):
+            if self._auth_header(host, scope):
                 self.auth.forget(host, scope)  # expired or revoked: ask for a new one
             self.auth.authenticate(host, ref.domain, scope, challenge)
             resp = self.transport.send_with_retries(
-                method, url, {**headers, **self.auth.header(host, scope)}, kind
+                method, url, {**headers, **self._auth_header(host, scope)}, kind
             )
             if resp.status == 401:
                 user = self.auth.user_for(host)

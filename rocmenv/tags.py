@@ -99,6 +99,7 @@ def rocm_version(code: str) -> str | None:
     return ".".join(str(int(p)) for p in parts)
 
 
+@functools.lru_cache(maxsize=4096)
 def _valid_date(date: str, time: str | None) -> bool:
     try:
         _dt.date(int(date[:4]), int(date[4:6]), int(date[6:8]))
@@ -114,71 +115,79 @@ def _gfx(gpu: str | None) -> str | None:
 
 
 def parse_tag(tag: str) -> TagInfo:
-    """Classify one tag. Never raises: what does not fit a family is ``unknown`` with a reason."""
+    """Classify one tag. Never raises: what does not fit a family is ``unknown`` with a reason.
+
+    Hot: ``tags list`` classifies thousands of tags per call, so each family's groups are read
+    with one ``Match.group`` call and date/ROCm checks are memoised.
+    """
     if m := _NIGHTLY_RE.fullmatch(tag):
-        problem = _check(m.group("rocm"), m.group("date"), m.group("time"), m.group("sglang"))
+        sglang, rocm, gpu, date, time, suffix = m.group(
+            "sglang", "rocm", "gpu", "date", "time", "suffix"
+        )
+        problem = _check(rocm, date, time)
         if problem is None:
             return TagInfo(
                 tag=tag,
                 family="nightly",
-                sglang=m.group("sglang"),
-                rocm=rocm_version(m.group("rocm")),
-                date=m.group("date"),
-                time=m.group("time"),
-                suffix=m.group("suffix"),
+                sglang=sglang,
+                rocm=rocm_version(rocm),
+                date=date,
+                time=time,
+                suffix=suffix,
                 project="sglang",
-                gpu=m.group("gpu"),
-                gfx=_gfx(m.group("gpu")),
+                gpu=gpu,
+                gfx=_gfx(gpu),
             )
         return TagInfo(tag=tag, family="unknown", problem=problem)
     if m := _RELEASE_RE.fullmatch(tag):
-        problem = _check(m.group("rocm"), None, None, m.group("sglang"))
+        sglang, rocm, gpu, suffix = m.group("sglang", "rocm", "gpu", "suffix")
+        problem = _check(rocm, None, None)
         if problem is None:
             return TagInfo(
                 tag=tag,
                 family="release",
-                sglang=m.group("sglang"),
-                rocm=rocm_version(m.group("rocm")),
-                suffix=m.group("suffix"),
+                sglang=sglang,
+                rocm=rocm_version(rocm),
+                suffix=suffix,
                 project="sglang",
-                gpu=m.group("gpu"),
-                gfx=_gfx(m.group("gpu")),
+                gpu=gpu,
+                gfx=_gfx(gpu),
             )
         return TagInfo(tag=tag, family="unknown", problem=problem)
     if m := _PROJECT_RE.fullmatch(tag):
-        problem = _check(m.group("rocm"), m.group("date"), m.group("time"), None)
+        project, rocm, gpu, date, time = m.group("project", "rocm", "gpu", "date", "time")
+        problem = _check(rocm, date, time)
         if problem is None:
             return TagInfo(
                 tag=tag,
                 family="floating",
-                moving=m.group("date") is None,
-                rocm=rocm_version(m.group("rocm")),
-                date=m.group("date"),
-                time=m.group("time"),
-                project=m.group("project"),
-                gpu=m.group("gpu"),
-                gfx=_gfx(m.group("gpu")),
+                moving=date is None,
+                rocm=rocm_version(rocm),
+                date=date,
+                time=time,
+                project=project,
+                gpu=gpu,
+                gfx=_gfx(gpu),
             )
         return TagInfo(tag=tag, family="unknown", problem=problem)
     if m := _DATE_ONLY_RE.fullmatch(tag):
-        if _valid_date(m.group("date"), None):
+        date, suffix = m.group("date", "suffix")
+        if _valid_date(date, None):
             return TagInfo(
                 tag=tag,
                 family="date-only",
-                date=m.group("date"),
-                suffix=m.group("suffix"),
+                date=date,
+                suffix=suffix,
                 project="sglang",
                 gpu="mi30x",
                 gfx="gfx942",
             )
-        return TagInfo(
-            tag=tag, family="unknown", problem=f"{m.group('date')} is not a calendar date"
-        )
+        return TagInfo(tag=tag, family="unknown", problem=f"{date} is not a calendar date")
     return TagInfo(tag=tag, family="unknown", problem="matches no known rocm/sgl-dev tag family")
 
 
-def _check(rocm: str, date: str | None, time: str | None, sglang: str | None) -> str | None:
-    # ``sglang`` needs no check: the _SGLANG pattern only admits valid PEP 440 versions.
+def _check(rocm: str, date: str | None, time: str | None) -> str | None:
+    # The SGLang version needs no check: the _SGLANG pattern only admits valid PEP 440 versions.
     if rocm_version(rocm) is None:
         return f"rocm{rocm} is not a ROCm version code"
     if date is not None and not _valid_date(date, time):

@@ -67,6 +67,8 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="FILE", help="rocmenv.toml or pyproject.toml to use")
     sub = parser.add_subparsers(dest="rocmenv_command", metavar="COMMAND", parser_class=_Parser)
     for name, (module_name, help_text) in COMMANDS.items():
+        if command is not None and name != command:
+            continue  # each sub-parser costs ~1-2 ms to build: only the one being run
         if name == command:
             try:
                 module = importlib.import_module(f"rocmenv.cli.{module_name}")

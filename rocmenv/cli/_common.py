@@ -6,7 +6,6 @@ from typing import Any
 
 from rocmenv.context import Context
 from rocmenv.errors import RocmenvError
-from rocmenv.redact import redact
 
 
 def emit_json(ctx: Context, payload: Any) -> None:
@@ -22,6 +21,8 @@ def emit(ctx: Context, line: str = "") -> None:
 
 
 def warn(ctx: Context, message: str) -> None:
+    from rocmenv.redact import redact
+
     message = redact(message)
     if ctx.in_github_actions:
         ctx.stderr.write(f"::warning::{_annotation(message)}\n")
@@ -36,6 +37,8 @@ def _annotation(message: str) -> str:
 
 def report_error(ctx: Context, err: RocmenvError, *, command: str) -> int:
     """Print one clear paragraph (a traceback only with --debug) and return the exit code."""
+    from rocmenv.redact import redact
+
     if ctx.debug:
         import traceback
 
