@@ -15,14 +15,17 @@ from rocmenv.config import Config, ImageSpec, Profile
 from rocmenv.context import Context
 from rocmenv.errors import CheckFailed, ConfigError, DigestMismatch, RegistryNotFound
 from rocmenv.reference import Reference, parse, parse_repository
-from rocmenv.registry import DOCKER_HUB, DOCKER_HUB_API, PlatformImage, RegistryClient
 from rocmenv.tags import Constraints, TagInfo, nearest, parse_tag, select
 
-if TYPE_CHECKING:  # the lockfile module is imported only by the commands that need it
+if TYPE_CHECKING:  # imported by the functions that need them: `run` of a pinned profile
+    # needs neither the registry client nor the lockfile writer
     from rocmenv.lock import Lock, LockEntry
+    from rocmenv.registry import PlatformImage, RegistryClient
 
 
 def make_client(ctx: Context, config: Config) -> RegistryClient:
+    from rocmenv.registry import RegistryClient
+
     return RegistryClient(ctx, config.registry)
 
 
@@ -127,6 +130,8 @@ class ImageChoice:
 def engine_reference(repository: str, digest: str, registry: str | None) -> str:
     """``repo@digest`` as the engine should pull it: from the mirror that served it, if any."""
     ref = parse(repository)
+    from rocmenv.registry import DOCKER_HUB, DOCKER_HUB_API
+
     upstream = DOCKER_HUB_API if ref.domain == DOCKER_HUB else ref.domain
     if registry and registry not in (upstream, ref.domain):
         return f"{registry}/{ref.path}@{digest}"
