@@ -131,7 +131,7 @@ def collect(
 ) -> EnvironmentReport:
     """Run the probe with the container's Python and assemble the report (never raises for
     a failing probe: the error is part of the report)."""
-    from rocmenv.shims import parse_probe_output
+    from rocmenv.shim_probe import parse_probe_output
 
     probe_env = dict(env)
     probe_env.update(ROCMENV_SHIMS="0", PYTHONDONTWRITEBYTECODE="1")

@@ -582,7 +582,7 @@ class EngineProber:
             return self._engine, self._bundle
 
     def __call__(self, reference: str) -> Mapping[str, Any]:
-        from rocmenv.shims import EngineCapture, check_image_versions
+        from rocmenv.shim_probe import EngineCapture, check_image_versions
 
         engine, bundle = self._ready()
         if not engine.image_exists(reference):

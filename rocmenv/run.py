@@ -335,14 +335,14 @@ class _Background:
 
 def _prepare_launcher(ctx: Context) -> Any:
     try:
-        from rocmenv.shims import prepare_launcher
+        from rocmenv.launcher_bundle import prepare_launcher
     except ImportError:  # the shim layer is not installed in this build
         return None
     return prepare_launcher(ctx)
 
 
 def _add_launcher(spec: RunSpec, bundle: Any, info: ImageInfo) -> RunSpec:
-    from rocmenv.shims import merge_pythonpath
+    from rocmenv.launcher_bundle import merge_pythonpath
 
     base = spec.env_values.get("PYTHONPATH", info.env_map().get("PYTHONPATH"))
     return with_launcher(

@@ -110,7 +110,8 @@ def _image_and_engine(args: argparse.Namespace, ctx: Context) -> tuple[str, str 
 
 
 def run_check(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.shims import EngineCapture, check_image_versions, classify, prepare_launcher
+    from rocmenv.shim_probe import EngineCapture, check_image_versions, classify
+    from rocmenv.shims import prepare_launcher
 
     image, profile_name, engine = _image_and_engine(args, ctx)
     if not image:

@@ -14,18 +14,15 @@ from rocmenv import launcher
 from rocmenv.cli import main
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, EngineError
+from rocmenv.shim_probe import BindMount, check_image_versions, classify, parse_probe_output
 from rocmenv.shims import (
     MANIFEST,
-    BindMount,
     bundle_digest,
     bundle_files,
     catalogue_dir,
-    check_image_versions,
-    classify,
     discover_shims,
     install_launcher,
     merge_pythonpath,
-    parse_probe_output,
     parse_shim_file,
     prepare_launcher,
 )
