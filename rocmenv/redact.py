@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable
+from typing import Any
 
 MASK = "***"
 
@@ -18,7 +20,8 @@ _secrets: set[str] = set()
 _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     (r"(?i)(authorization\s*[:=]\s*)(bearer|basic)?\s*[^\s,;'\"]+", r"\1\2 " + MASK),
     (r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}", r"\1 " + MASK),
-    (r"(?i)([a-z][a-z0-9+.-]*://)[^/@\s:]+:[^/@\s]+@", r"\1" + MASK + "@"),
+    # URL userinfo, ``user:password@`` or a bare ``token@`` (git over https takes both)
+    (r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s\"'<>]+(?:@[^/?#@\s\"'<>]+)*@", r"\1" + MASK + "@"),
     (
         r"(?i)((?:access_?token|refresh_?token|token|password|passwd|secret|api_?key|auth)"
         r"[\"']?\s*[:=]\s*[\"']?)[^\s,;&'\"}]+",
@@ -48,3 +51,25 @@ def redact(text: str) -> str:
     for pattern, repl in patterns:
         text = pattern.sub(repl, text)
     return text
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any userinfo (``user:token@``, ``token@``) masked: what to show of a git
+    remote or a registry endpoint."""
+    return redact(url)
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """A command line as it may be shown (reports, error messages, ``--debug``)."""
+    return [redact(str(arg)) for arg in argv]
+
+
+def redact_json(value: Any) -> Any:
+    """A JSON-shaped document with every string (keys included) redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_json(k): redact_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_json(v) for v in value]
+    return value

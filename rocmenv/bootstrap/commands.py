@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from rocmenv.redact import redact
+from rocmenv.redact import redact, redact_argv
 
 #: How much of each stream the report keeps (the end: that is where errors are).
 TAIL_CHARS = 4000
@@ -53,7 +53,7 @@ class CommandResult:
 
     def describe(self) -> str:
         """``'git fetch …' exited 1`` / ``timed out after 30 s`` / ``could not start: …``."""
-        shown = " ".join(self.argv)
+        shown = " ".join(redact_argv(self.argv))
         if self.start_error is not None:
             return f"`{shown}` could not start: {self.start_error}"
         if self.timed_out:
@@ -62,7 +62,7 @@ class CommandResult:
 
     def to_json(self) -> CommandJSON:
         return {
-            "argv": list(self.argv),
+            "argv": redact_argv(self.argv),
             "cwd": self.cwd,
             "returncode": self.returncode,
             "timed_out": self.timed_out,

@@ -32,6 +32,7 @@ from typing import Any, Literal
 from rocmenv.bootstrap.commands import CommandResult, Runner, run_command
 from rocmenv.bootstrap.refs import OverridePlan, OverrideRef, Target, TargetPlan
 from rocmenv.errors import OverrideFailed, PatchConflict
+from rocmenv.redact import redact_url
 
 # ------------------------------------------------------------------ running
 
@@ -261,6 +262,7 @@ def run_target(
 
 def _fetch(plan: TargetPlan, remote: str, git: Any, log: _Log) -> str:
     ref = plan.ref
+    shown = redact_url(remote)  # git is given the credentials, messages never
     assert ref is not None
     if ref.kind == "commit":
         have = git("rev-parse", "--verify", "-q", f"{ref.fetch}^{{commit}}")
@@ -274,7 +276,7 @@ def _fetch(plan: TargetPlan, remote: str, git: Any, log: _Log) -> str:
         have = git("rev-parse", "--verify", "-q", f"{ref.fetch}^{{commit}}")
         if not have.ok:
             raise _fail(
-                f"commit {ref.spelled} of the {plan.target} override was not found in {remote} "
+                f"commit {ref.spelled} of the {plan.target} override was not found in {shown} "
                 f"(or is ambiguous): {fetched.describe()}\n{fetched.output_tail(10)}",
                 "give the full 40-digit commit, or the branch/PR that contains it",
                 log,
@@ -285,7 +287,7 @@ def _fetch(plan: TargetPlan, remote: str, git: Any, log: _Log) -> str:
     if not fetched.ok:
         raise _fail(
             f"cannot fetch {ref.fetch} ({ref.spelled}) for the {plan.target} override from "
-            f"{remote}: {fetched.describe()}\n{fetched.output_tail(10)}",
+            f"{shown}: {fetched.describe()}\n{fetched.output_tail(10)}",
             "check the PR number / branch exists and the remote is reachable",
             log,
             plan,
@@ -293,7 +295,7 @@ def _fetch(plan: TargetPlan, remote: str, git: Any, log: _Log) -> str:
     have = git("rev-parse", "--verify", "-q", "FETCH_HEAD^{commit}")
     if not have.ok:
         raise _fail(
-            f"{ref.fetch} fetched from {remote} is not a commit", "give a branch or PR", log, plan
+            f"{ref.fetch} fetched from {shown} is not a commit", "give a branch or PR", log, plan
         )
     return str(have.stdout.strip())
 

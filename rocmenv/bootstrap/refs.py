@@ -110,13 +110,21 @@ def parse_ref(text: str, *, what: str = "ref") -> OverrideRef:
 
 
 def check_remote(remote: str) -> str:
-    """A remote name (``origin``), an absolute path, or a URL — never an option."""
-    if _REMOTE_NAME.fullmatch(remote) or _REMOTE_URL.fullmatch(remote):
+    """A remote name (``origin``), an absolute path, or a URL — never an option. Credentials
+    in a URL's userinfo are registered as secrets (masked in every message and report)."""
+    from rocmenv.redact import redact_url, register_secret
+
+    if _REMOTE_URL.fullmatch(remote):
+        userinfo = remote.partition("://")[2].split("/", 1)[0].rpartition("@")[0]
+        user, _, password = userinfo.partition(":")
+        register_secret(password or user)
+        return remote
+    if _REMOTE_NAME.fullmatch(remote):
         return remote
     if remote.startswith("/") and not any(c.isspace() or ord(c) < 0x20 for c in remote):
         return remote
     raise InvalidGitRef(
-        f"remote {remote!r} is not a remote name, an absolute path or a URL",
+        f"remote {redact_url(remote)!r} is not a remote name, an absolute path or a URL",
         hint="e.g. --remote origin",
     )
 

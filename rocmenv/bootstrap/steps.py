@@ -105,7 +105,9 @@ class Step:
         }
 
     def line(self) -> str:
-        return f"{self.name:<11} {self.status:<8} {self.summary}"
+        from rocmenv.redact import redact
+
+        return redact(f"{self.name:<11} {self.status:<8} {self.summary}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,6 +130,14 @@ class BootstrapResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def redacted_json(self) -> BootstrapReportJSON:
+        """:meth:`to_json` as it may leave the process (report file, step summary, --json):
+        every string redacted, whatever step put it there."""
+        from rocmenv.redact import redact_json
+
+        redacted: BootstrapReportJSON = redact_json(self.to_json())
+        return redacted
 
     def to_json(self) -> BootstrapReportJSON:
         return {
@@ -440,7 +450,7 @@ def write_report(path: Path, result: BootstrapResult) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(result.to_json(), f, indent=2, sort_keys=True)
+                json.dump(result.redacted_json(), f, indent=2, sort_keys=True)
                 f.write("\n")
             os.replace(tmp, path)
         finally:
@@ -461,7 +471,7 @@ def append_step_summary(ctx: Context, result: BootstrapResult) -> str | None:
 
     try:
         with open(target, "a", encoding="utf-8") as f:
-            f.write(markdown(result.to_json()))
+            f.write(markdown(result.redacted_json()))
     except OSError:
         return None
     return target

@@ -10,9 +10,13 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rocmenv import __version__
 from rocmenv.errors import EXIT_INTERRUPTED, EXIT_USAGE, RocmenvError
+
+if TYPE_CHECKING:
+    from rocmenv.context import Context
 
 # name -> (module under rocmenv.cli, one-line help). Order is the order of `--help`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -35,8 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
+        from rocmenv.redact import redact
+
         self.print_usage(sys.stderr)
-        sys.stderr.write(f"rocmenv: error: {message}\nhint: see `{self.prog} --help`\n")
+        sys.stderr.write(f"rocmenv: error: {redact(message)}\nhint: see `{self.prog} --help`\n")
         raise SystemExit(EXIT_USAGE)
 
 
@@ -83,7 +89,9 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, ctx: Context | None = None) -> int:
+    """Run one command; ``ctx`` (tests, embedding) replaces the process's environment,
+    working directory and streams (``--debug``/``--config`` still come from ``argv``)."""
     args_in = list(sys.argv[1:] if argv is None else argv)
     command = _command_in(args_in)
     parser = build_parser(command)
@@ -96,7 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rocmenv.cli._common import report_error
     from rocmenv.context import Context
 
-    ctx = Context(debug=args.debug, config_path=Path(args.config) if args.config else None)
+    config_path = Path(args.config) if args.config else None
+    if ctx is None:
+        ctx = Context(debug=args.debug, config_path=config_path)
+    else:
+        import dataclasses
+
+        ctx = dataclasses.replace(ctx, debug=args.debug, config_path=config_path)
     try:
         return int(args.func(args, ctx))
     except RocmenvError as err:

@@ -207,7 +207,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         write_report(path if path.is_absolute() else ctx.cwd / path, result)
     append_step_summary(ctx, result)
     if args.json:
-        emit_json(ctx, result.to_json())
+        emit_json(ctx, result.redacted_json())
     else:
         for line in result.export.shell_lines:
             emit(ctx, line)

@@ -21,3 +21,17 @@ def test_credential_shapes_are_masked() -> None:
     for secret in ("abc.def.ghi123456", "p4ss", "abcdef123456", "s3cr3t", "eyJhbGciOiJSUzI1NiJ9"):
         assert secret not in out
     assert "registry.example.com" in out
+
+
+def test_url_userinfo_is_masked_with_or_without_a_password() -> None:
+    from rocmenv.redact import redact_argv, redact_json, redact_url
+
+    assert redact_url("https://user:tok3n@h/x.git") == "https://***@h/x.git"
+    assert redact_url("https://ghp_tok3nonly@github.com/o/r") == "https://***@github.com/o/r"
+    assert redact_url("https://u:p@ss@h:1/x") == "https://***@h:1/x"
+    assert redact_url("http://host/path@v1") == "http://host/path@v1"  # no userinfo
+    assert redact_argv(["git", "fetch", "https://a:b1234@h/x"]) == [
+        "git", "fetch", "https://***@h/x",
+    ]  # fmt: skip
+    doc = redact_json({"argv": ["https://tok3n@h"], "n": 1, "k": {"https://u:tok3n@h": None}})
+    assert "tok3n" not in repr(doc) and doc["n"] == 1

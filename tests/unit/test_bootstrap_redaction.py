@@ -1,0 +1,174 @@
+"""A token in ``bootstrap --remote`` never leaves the process: every byte rocmenv writes
+(stdout, stderr, the ``--report`` file, ``$GITHUB_STEP_SUMMARY``, ``$GITHUB_ENV``) is grepped
+for it, on a fetch that fails and on one that succeeds, with ``--json`` and ``--debug``.
+
+git runs for real: the failing remote is a closed loopback port; the succeeding one is
+rewritten by ``url.<local repo>.insteadOf`` (git's own config, through ``GIT_CONFIG_*``), so
+git is handed the URL with the token and fetches from a local repository.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocmenv.cli import main
+from rocmenv.context import Context
+
+TOKEN = "ghp_S3cretTok3nForRedactionTest"
+USER_TOKEN_URL = f"https://x-access-token:{TOKEN}@github.invalid/sgl-project/sglang.git"
+BARE_TOKEN_URL = f"https://{TOKEN}@github.invalid/sgl-project/sglang.git"
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+        env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+             "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"},
+    ).stdout.strip()  # fmt: skip
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """An upstream repository with a branch `feature`, and a clone of it as the checkout."""
+    upstream = tmp_path / "upstream"
+    (upstream / "python").mkdir(parents=True)
+    _git("init", "-q", "-b", "main", str(upstream), cwd=tmp_path)
+    (upstream / "python" / "pyproject.toml").write_text("[project]\nname='x'\nversion='0'\n")
+    _git("add", ".", cwd=upstream)
+    _git("commit", "-q", "-m", "one", cwd=upstream)
+    _git("checkout", "-q", "-b", "feature", cwd=upstream)
+    (upstream / "python" / "new.py").write_text("")
+    _git("add", ".", cwd=upstream)
+    _git("commit", "-q", "-m", "two", cwd=upstream)
+    _git("clone", "-q", "-b", "main", str(upstream), str(tmp_path / "checkout"), cwd=tmp_path)
+    return tmp_path / "checkout"
+
+
+def _fake_python(tmp_path: Path) -> Path:
+    """Stands in for `python -m pip --version` / `install -e` (the install is not the point)."""
+    script = tmp_path / "fakepython"
+    script.write_text("#!/bin/sh\necho pip 24.0\nexit 0\n")
+    script.chmod(0o755)
+    return script
+
+
+def _run(
+    tmp_path: Path, argv: list[str], extra_env: dict[str, str]
+) -> tuple[int, dict[str, bytes]]:
+    """Run bootstrap in-process; return the exit code and every output rocmenv wrote."""
+    summary, genv, report = tmp_path / "summary.md", tmp_path / "github_env", tmp_path / "r.json"
+    for path in (summary, genv, report):
+        path.unlink(missing_ok=True)
+    summary.touch()
+    genv.touch()
+    (tmp_path / "proc").mkdir(exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_ENV": str(genv),
+        "GITHUB_ACTIONS": "true",  # errors also become ::error:: annotations
+        **extra_env,
+    }
+    out, err = io.StringIO(), io.StringIO()
+    ctx = Context(env=env, cwd=tmp_path, stdout=out, stderr=err)
+    real_out, real_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err  # argparse writes to sys.stderr
+    try:
+        code = main(
+            ["--debug", "bootstrap", "--no-gpu-wait", "--proc-root", str(tmp_path / "proc"),
+             "--launcher-dir", str(tmp_path / "launcher"), "--report", str(report), *argv],
+            ctx=ctx,
+        )  # fmt: skip
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    finally:
+        sys.stdout, sys.stderr = real_out, real_err
+    written = {
+        "stdout": out.getvalue().encode(),
+        "stderr": err.getvalue().encode(),
+        "summary": summary.read_bytes(),
+        "github_env": genv.read_bytes(),
+        "report": report.read_bytes() if report.exists() else b"",
+    }
+    return code, written
+
+
+def _leaks(written: dict[str, bytes]) -> dict[str, int]:
+    return {
+        name: data.count(TOKEN.encode()) for name, data in written.items() if TOKEN.encode() in data
+    }
+
+
+@pytest.mark.parametrize("remote", [USER_TOKEN_URL, BARE_TOKEN_URL])
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_failed_fetch_from_a_remote_with_a_token_writes_no_token(
+    tmp_path: Path, checkout: Path, remote: str, json_flag: list[str]
+) -> None:
+    closed = remote.replace("github.invalid", f"127.0.0.1:{_closed_port()}")
+    code, written = _run(
+        tmp_path,
+        ["--remote", closed, "--sglang-pr", "feature", "--sglang-path", str(checkout),
+         *json_flag],
+        {},
+    )  # fmt: skip
+    assert code == 1, written["stderr"].decode()
+    assert b"overrides   failed" in written["stderr"]
+    assert b"https://***@127.0.0.1" in written["stderr"]  # the remote is shown, masked
+    assert written["report"], "the report was not written"
+    assert _leaks(written) == {}
+
+
+@pytest.mark.parametrize("remote", [USER_TOKEN_URL, BARE_TOKEN_URL])
+def test_successful_fetch_from_a_remote_with_a_token_writes_no_token(
+    tmp_path: Path, checkout: Path, remote: str
+) -> None:
+    upstream = tmp_path / "upstream"
+    code, written = _run(
+        tmp_path,
+        ["--remote", remote, "--sglang-pr", "feature", "--sglang-path", str(checkout),
+         "--python", str(_fake_python(tmp_path)), "--json"],
+        {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{upstream}.insteadOf",
+         "GIT_CONFIG_VALUE_0": remote},
+    )  # fmt: skip
+    assert code == 0, written["stderr"].decode()
+    assert _git("rev-parse", "HEAD", cwd=checkout) == _git("rev-parse", "feature", cwd=upstream)
+    assert b'"argv"' in written["stdout"]  # the git commands are in the report...
+    assert _leaks(written) == {}  # ...without the token
+
+
+def test_a_remote_git_must_not_see_is_refused_without_echoing_its_token(
+    tmp_path: Path, checkout: Path
+) -> None:
+    code, written = _run(
+        tmp_path,
+        ["--remote", f"-c https://u:{TOKEN}@h/x", "--sglang-pr", "feature",
+         "--sglang-path", str(checkout)],
+        {},
+    )  # fmt: skip
+    assert code == 2
+    assert b"is not a remote name" in written["stderr"]
+    assert _leaks(written) == {}
+
+
+def test_an_argparse_error_does_not_echo_a_token(tmp_path: Path) -> None:
+    code, written = _run(tmp_path, ["--export", f"https://u:{TOKEN}@h/x"], {})
+    assert code == 2
+    assert b"invalid choice" in written["stderr"]
+    assert _leaks(written) == {}
