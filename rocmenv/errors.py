@@ -99,6 +99,11 @@ class EngineUnavailable(EngineError):
     pass
 
 
+class EngineProtocolError(EngineError):
+    """The engine (or what answers on its socket) sent something that is not HTTP/1.1 as the
+    Engine API speaks it: a malformed status line, length or chunk, a short body."""
+
+
 class ReferenceSyntaxError(InvalidReference):
     """An invalid reference or tag; ``rule`` names the grammar rule it breaks."""
 

@@ -40,7 +40,7 @@ from rocmenv.engine.wire import (
     WireUnavailable,
     quote_ref,
 )
-from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable
+from rocmenv.errors import EngineError, EngineProtocolError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
 from rocmenv.runspec import RunSpec
 
@@ -187,19 +187,23 @@ class DockerApiEngine:
             raise _StatusError(status, _message(data))
         return status, data
 
-    def _json(self, method: str, path: str, *, action: str, **kw: Any) -> Any:
+    def _json(
+        self, method: str, path: str, *, action: str, kind: type | None = None, **kw: Any
+    ) -> Any:
         try:
             _, data = self._call(method, path, action=action, **kw)
         except _StatusError as err:
             raise EngineError(
                 f"docker-api: {action} failed at {self.wire.where}: {redact(err.message)}"
             ) from None
-        return json.loads(data) if data else None
+        if not data and kind is None:
+            return None
+        return _decode(data, action, self.wire.where, kind)
 
     # -- images --------------------------------------------------------------------------
     def ping(self) -> EngineInfo:
-        version = self._json("GET", "/version", action="asking the version")
-        info = self._json("GET", "/info", action="asking for engine information")
+        version = self._json("GET", "/version", action="asking the version", kind=dict)
+        info = self._json("GET", "/info", action="asking for engine information", kind=dict)
         return EngineInfo(
             kind=self.kind,
             version=str(version.get("Version", "")),
@@ -219,7 +223,7 @@ class DockerApiEngine:
             raise EngineError(
                 f"docker-api: inspecting image {image} failed: {redact(err.message)}"
             ) from None
-        doc = json.loads(data)
+        doc = _decode(data, "inspecting the image", self.wire.where, dict)
         return ImageInfo(
             id=str(doc.get("Id", "")),
             repo_digests=tuple(doc.get("RepoDigests") or ()),
@@ -295,7 +299,12 @@ class DockerApiEngine:
             raise EngineError(
                 f"docker-api: creating the container failed: {failure.message}"
             ) from None
-        return str(json.loads(data)["Id"])
+        doc = _decode(data, "creating the container", self.wire.where, dict)
+        if not isinstance(doc.get("Id"), str) or not doc["Id"]:
+            raise EngineProtocolError(
+                f"docker-api: creating the container at {self.wire.where}: the answer has no Id"
+            )
+        return str(doc["Id"])
 
     def start(self, container_id: str) -> None:
         try:
@@ -353,7 +362,12 @@ class DockerApiEngine:
                     f"docker-api: container {container_id[:12]} still running after {timeout} s"
                 ) from None
             raise
-        return int(json.loads(data).get("StatusCode", -1))
+        code = _decode(data, "waiting", self.wire.where, dict).get("StatusCode", -1)
+        if not isinstance(code, int) or isinstance(code, bool):
+            raise EngineProtocolError(
+                f"docker-api: waiting for {container_id[:12]}: StatusCode {code!r} is not a number"
+            )
+        return code
 
     def kill(self, container_id: str, signal: str = "SIGKILL") -> None:
         try:
@@ -415,7 +429,13 @@ class DockerApiEngine:
             "/containers/json",
             query={"all": 1, "filters": filters},
             action="listing containers",
+            kind=list,
         )
+        if not all(isinstance(c, dict) and isinstance(c.get("Id"), str) for c in items):
+            raise EngineProtocolError(
+                f"docker-api: listing containers at {self.wire.where}: an entry is not a "
+                "container (no Id)"
+            )
         return [
             ContainerInfo(
                 id=str(c["Id"]),
@@ -424,14 +444,34 @@ class DockerApiEngine:
                 labels=tuple(sorted((c.get("Labels") or {}).items())),
                 image=str(c.get("Image", "")),
             )
-            for c in items or []
+            for c in items
         ]
 
     def inspect_container(self, container_id: str) -> dict[str, Any]:
         doc = self._json(
-            "GET", f"/containers/{container_id}/json", action=f"inspecting {container_id[:12]}"
+            "GET",
+            f"/containers/{container_id}/json",
+            action=f"inspecting {container_id[:12]}",
+            kind=dict,
         )
         return dict(doc)
+
+
+def _decode(data: bytes, action: str, where: str, kind: type | None = None) -> Any:
+    """The JSON document of an answer; anything else is an :class:`EngineProtocolError`."""
+    try:
+        doc = json.loads(data)
+    except ValueError:  # UnicodeDecodeError included
+        raise EngineProtocolError(
+            f"docker-api: {action} at {where}: the engine's answer is not JSON ({data[:60]!r})",
+            hint="check DOCKER_HOST points at a Docker Engine API",
+        ) from None
+    if kind is not None and not isinstance(doc, kind):
+        raise EngineProtocolError(
+            f"docker-api: {action} at {where}: expected a JSON {kind.__name__}, got "
+            f"{type(doc).__name__}"
+        )
+    return doc
 
 
 class _StatusError(Exception):

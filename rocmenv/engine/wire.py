@@ -8,18 +8,63 @@
   when ``ROCMENV_DOCKER_API_TRANSPORT=docker-py`` asks for it.
 
 Both return ``(status, headers, body)`` and raise :class:`WireUnavailable` when the engine
-cannot be reached; the adapter maps statuses and messages to rocmenv errors.
+cannot be reached; the adapter maps statuses and messages to rocmenv errors. An answer that
+breaks HTTP/1.1 (a status line, ``Content-Length`` or chunk size that does not parse, a body
+shorter than announced, a body over :data:`MAX_BODY`) is an
+:class:`~rocmenv.errors.EngineProtocolError` (exit 4), never a ``ValueError`` or a short body.
+
+**API version**: both speak the lower of :data:`API_MAX` (what rocmenv is written and tested
+against) and the daemon's own ``ApiVersion`` (the ``Api-Version`` header of ``/_ping``, else
+``/version``), as the Docker CLI negotiates; a daemon older than :data:`API_MIN` is refused.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 from urllib.parse import quote, urlencode
 
+from rocmenv.errors import EngineProtocolError
+
 Query = Mapping[str, str | int | bool]
+
+#: The newest Engine API version rocmenv speaks (docker-py 7's default) and the oldest.
+API_MAX: Final = "1.45"
+API_MIN: Final = "1.24"
+#: The largest answer body read into memory (container inspect, image lists: kilobytes).
+MAX_BODY: Final = 64 << 20
+MAX_HEAD: Final = 1 << 20
+
+_STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([1-5][0-9][0-9])(?: .*)?")
+_VERSION = re.compile(r"([1-9][0-9]{0,2})\.([0-9]{1,3})")
+_CHUNK_SIZE = re.compile(rb"[0-9a-fA-F]{1,15}")
+
+
+def _version_key(text: str) -> tuple[int, int]:
+    match = _VERSION.fullmatch(text)
+    if match is None:
+        raise ValueError(text)
+    return int(match.group(1)), int(match.group(2))
+
+
+def negotiate_version(offered: str, *, where: str) -> str:
+    """The API version to speak: the lower of :data:`API_MAX` and the daemon's ``offered``."""
+    try:
+        theirs = _version_key(offered.strip())
+    except ValueError:
+        raise EngineProtocolError(
+            f"{where}: the engine announced API version {offered[:40]!r}, which is not N.M",
+            hint="check DOCKER_HOST points at a Docker Engine API",
+        ) from None
+    if theirs < _version_key(API_MIN):
+        raise EngineProtocolError(
+            f"{where}: the engine speaks API {offered}, older than the {API_MIN} rocmenv needs",
+            hint="upgrade the Docker engine (API 1.24 is Docker 1.12)",
+        )
+    return API_MAX if theirs >= _version_key(API_MAX) else offered.strip()
 
 
 class WireUnavailable(Exception):
@@ -32,6 +77,10 @@ class WireTimeout(Exception):
 
 class Wire(Protocol):
     where: str
+
+    @property
+    def api_version(self) -> str:
+        """The Engine API version spoken (negotiated on first use)."""
 
     def request(
         self,
@@ -80,11 +129,25 @@ class UnixWire:
 
     def _version_prefix(self) -> str:
         if self._prefix is None:
-            status, headers, _ = self._raw("GET", "/_ping", None, None, 10.0)
-            version = headers.get("api-version", "")
-            # Speak the daemon's own version (our requests use long-stable fields only).
-            self._prefix = f"/v{version}" if status == 200 and version else ""
+            self._prefix = f"/v{self.negotiate()}"
         return self._prefix
+
+    @property
+    def api_version(self) -> str:
+        return self._version_prefix()[2:]
+
+    def negotiate(self) -> str:
+        """Ask the daemon which API version it offers and pick ours (see the module doc)."""
+        status, headers, _ = self._raw("GET", "/_ping", None, None, 10.0)
+        offered = headers.get("api-version", "") if status == 200 else ""
+        if not offered:  # a proxy in front of the daemon may drop the header
+            status, _, body = self._raw("GET", "/version", None, None, 10.0)
+            try:
+                doc = json.loads(body) if status == 200 else {}
+            except ValueError:
+                doc = {}
+            offered = str(doc.get("ApiVersion", "")) if isinstance(doc, dict) else ""
+        return negotiate_version(offered, where=self.where) if offered else API_MIN
 
     def request(
         self,
@@ -128,8 +191,9 @@ class UnixWire:
         sock = self._connect(timeout)
         try:
             self._send(sock, method, target, body, extra)
-            status, headers, rest = _read_head(sock)
-            return status, headers, _read_body(sock, headers, rest)
+            reader = _Reader(sock, f"{self.where}: {method} {target.split('?', 1)[0]}")
+            status, headers = reader.head()
+            return status, headers, reader.body(headers)
         except TimeoutError:
             raise WireTimeout(
                 f"{self.where}: no answer to {method} {target} in {timeout} s"
@@ -144,16 +208,20 @@ class UnixWire:
         sock = self._connect(60.0)
         try:
             self._send(sock, "POST", target, None, {"Connection": "Upgrade", "Upgrade": "tcp"})
-            status, headers, rest = _read_head(sock)
+            reader = _Reader(sock, f"{self.where}: POST {target.split('?', 1)[0]}")
+            status, headers = reader.head()
             if status >= 400:
-                body = _read_body(sock, headers, rest)
+                body = reader.body(headers)
                 sock.close()
                 raise WireStatus(status, _message(body))
         except (TimeoutError, ConnectionError) as err:
             sock.close()
             raise WireUnavailable(f"{self.where}: {err}") from None
+        except EngineProtocolError:
+            sock.close()
+            raise
         sock.settimeout(None)
-        return sock, rest
+        return sock, bytes(reader.buf)
 
 
 class WireStatus(Exception):
@@ -173,68 +241,109 @@ def _message(body: bytes) -> str:
     return str(doc.get("message", doc)) if isinstance(doc, dict) else str(doc)
 
 
-def _read_head(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("the engine closed the connection before answering")
-        data += chunk
-        if len(data) > 1 << 20:
-            raise ConnectionError("response headers too large")
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    status = int(parts[1])
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        key, _, value = line.partition(":")
-        headers[key.strip().lower()] = value.strip()
-    return status, headers, rest
+class _Reader:
+    """Reads one HTTP/1.1 answer strictly: anything malformed or short is an
+    :class:`EngineProtocolError` naming the request (``what``)."""
 
+    def __init__(self, sock: socket.socket, what: str) -> None:
+        self.sock = sock
+        self.what = what
+        self.buf = bytearray()  # += on bytes would copy: quadratic on a large body
 
-def _read_body(sock: socket.socket, headers: Mapping[str, str], rest: bytes) -> bytes:
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        return _dechunk(sock, rest)
-    if "content-length" in headers:
-        size = int(headers["content-length"])
-        data = rest
-        while len(data) < size:
-            chunk = sock.recv(max(65536, size - len(data)))
+    def bad(self, detail: str) -> EngineProtocolError:
+        return EngineProtocolError(
+            f"{self.what}: malformed answer from the engine: {detail}",
+            hint="the socket may not be a Docker Engine API (check DOCKER_HOST), or a proxy in "
+            "front of it broke the answer; retry, then restart the engine",
+        )
+
+    def _recv(self, limit: int = 65536) -> bytes:
+        return self.sock.recv(max(1, min(limit, 1 << 20)))
+
+    def head(self) -> tuple[int, dict[str, str]]:
+        while b"\r\n\r\n" not in self.buf:
+            chunk = self._recv()
             if not chunk:
-                break
-            data += chunk
-        return data[:size]
-    data = rest
-    while True:
-        chunk = sock.recv(65536)
-        if not chunk:
+                if not self.buf:
+                    raise ConnectionError("the engine closed the connection before answering")
+                raise self.bad("the connection closed inside the headers")
+            self.buf += chunk
+            if len(self.buf) > MAX_HEAD and b"\r\n\r\n" not in self.buf[:MAX_HEAD]:
+                raise self.bad(f"headers over {MAX_HEAD} bytes")
+        head, _, rest = self.buf.partition(b"\r\n\r\n")
+        self.buf = bytearray(rest)
+        lines = bytes(head).split(b"\r\n")
+        match = _STATUS_LINE.fullmatch(lines[0])
+        if match is None:
+            raise self.bad(f"status line {lines[0][:80]!r}")
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            key, colon, value = line.decode("latin-1").partition(":")
+            if not colon or not key.strip() or key != key.strip():
+                raise self.bad(f"header line {line[:80]!r}")
+            name = key.lower()
+            if name in headers and name == "content-length" and headers[name] != value.strip():
+                raise self.bad("two different Content-Length headers")
+            headers[name] = value.strip()
+        return int(match.group(1)), headers
+
+    def body(self, headers: Mapping[str, str]) -> bytes:
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            return self._dechunk()
+        if "content-length" in headers:
+            text = headers["content-length"]
+            if not text.isascii() or not text.isdigit() or len(text) > 18:
+                raise self.bad(f"Content-Length {text[:40]!r}")
+            size = int(text)
+            if size > MAX_BODY:
+                raise self.bad(f"a body of {size} bytes (more than {MAX_BODY})")
+            self._fill(size, f"the body ends after {{have}} of {size} bytes")
+            data = bytes(self.buf[:size])
+            del self.buf[:size]
             return data
-        data += chunk
-
-
-def _dechunk(sock: socket.socket, buffered: bytes) -> bytes:
-    out = bytearray()
-    buf = buffered
-
-    def fill(need: int) -> None:
-        nonlocal buf
-        while len(buf) < need:
-            chunk = sock.recv(65536)
+        while True:  # no length: the body runs until the engine closes (Connection: close)
+            chunk = self._recv()
             if not chunk:
-                raise ConnectionError("the engine closed the connection mid-response")
-            buf += chunk
+                data = bytes(self.buf)
+                self.buf.clear()
+                return data
+            self.buf += chunk
+            if len(self.buf) > MAX_BODY:
+                raise self.bad(f"a body over {MAX_BODY} bytes")
 
-    while True:
-        while b"\r\n" not in buf:
-            fill(len(buf) + 1)
-        line, _, buf = buf.partition(b"\r\n")
-        size = int(line.split(b";", 1)[0].strip() or b"0", 16)
-        if size == 0:
-            return bytes(out)
-        fill(size + 2)
-        out += buf[:size]
-        buf = buf[size + 2 :]
+    def _fill(self, need: int, short: str) -> None:
+        while len(self.buf) < need:
+            chunk = self._recv(need - len(self.buf))
+            if not chunk:
+                raise self.bad(short.format(have=len(self.buf)))
+            self.buf += chunk
+
+    def _dechunk(self) -> bytes:
+        out = bytearray()
+        while True:
+            while b"\r\n" not in self.buf:
+                if len(self.buf) > 4096:
+                    raise self.bad("a chunk-size line over 4096 bytes")
+                chunk = self._recv()
+                if not chunk:
+                    raise self.bad("the connection closed before the last chunk")
+                self.buf += chunk
+            end = self.buf.index(b"\r\n")
+            line = bytes(self.buf[:end])
+            del self.buf[: end + 2]
+            text = line.split(b";", 1)[0].strip()
+            if _CHUNK_SIZE.fullmatch(text) is None:
+                raise self.bad(f"chunk size {line[:40]!r}")
+            size = int(text, 16)
+            if size == 0:
+                return bytes(out)  # trailers, if any, are not read (Connection: close)
+            if len(out) + size > MAX_BODY:
+                raise self.bad(f"a body over {MAX_BODY} bytes")
+            self._fill(size + 2, f"a chunk of {size} bytes ends early")
+            if self.buf[size : size + 2] != b"\r\n":
+                raise self.bad(f"chunk of {size} bytes not followed by CRLF")
+            out += self.buf[:size]
+            del self.buf[: size + 2]
 
 
 class DockerPyWire:
@@ -243,13 +352,25 @@ class DockerPyWire:
     def __init__(self, env: Mapping[str, str], timeout: float = 60.0) -> None:
         import docker
         import docker.errors
+        import requests
 
         kwargs = docker.utils.kwargs_from_env(environment=dict(env))
         self.where = str(kwargs.get("base_url") or "unix:///var/run/docker.sock")
         try:
-            self.api = docker.APIClient(version="auto", timeout=int(timeout), **kwargs)
+            self.api = docker.APIClient(version=API_MAX, timeout=int(timeout), **kwargs)
+            offered = str(self.api.version(api_version=False).get("ApiVersion", ""))
         except docker.errors.DockerException as err:
             raise WireUnavailable(f"{self.where}: {err}") from None
+        except requests.exceptions.RequestException as err:
+            raise WireUnavailable(f"{self.where}: {err}") from None
+        version = negotiate_version(offered, where=self.where) if offered else API_MIN
+        if version != API_MAX:
+            self.api.close()
+            self.api = docker.APIClient(version=version, timeout=int(timeout), **kwargs)
+
+    @property
+    def api_version(self) -> str:
+        return str(self.api.api_version)
 
     def request(
         self,

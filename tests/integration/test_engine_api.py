@@ -156,3 +156,22 @@ def test_pull_fetches_from_the_registry(
             engine.pull(registry.ref(repo, "no-such-tag"))
     finally:
         subprocess.run(["docker", "rmi", ref], capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("transport", ["stdlib", "docker-py"])
+def test_the_api_version_is_the_lower_of_ours_and_the_daemons(transport: str) -> None:
+    from rocmenv.engine.wire import API_MAX, negotiate_version
+
+    daemon = subprocess.run(
+        ["docker", "version", "--format", "{{.Server.APIVersion}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    env = dict(os.environ)
+    if transport == "docker-py":
+        env["ROCMENV_DOCKER_API_TRANSPORT"] = "docker-py"
+    made = make_engine("docker-api", Context(env=env))
+    spoken = made.wire.api_version  # type: ignore[attr-defined]
+    lower = min((daemon, API_MAX), key=lambda v: tuple(int(p) for p in v.split(".")))
+    assert spoken == lower
+    assert negotiate_version(daemon, where="x") == lower
+    assert made.ping().api_version == daemon  # what the daemon offers is still reported

@@ -3,6 +3,7 @@ and the create body the docker-api adapter sends."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -12,7 +13,16 @@ from pathlib import Path
 import pytest
 
 from rocmenv.engine.docker_api import create_body, demux, parse_bytes
-from rocmenv.engine.wire import UnixWire, WireStatus, WireTimeout, WireUnavailable, quote_ref
+from rocmenv.engine.wire import (
+    API_MAX,
+    MAX_BODY,
+    UnixWire,
+    WireStatus,
+    WireTimeout,
+    WireUnavailable,
+    quote_ref,
+)
+from rocmenv.errors import EngineError, EngineProtocolError
 from rocmenv.profiles import Ulimit
 from rocmenv.runspec import BindMount, Device, EnvVar, RunSpec
 
@@ -49,7 +59,8 @@ class Server:
                 if reply == b"SLEEP":
                     threading.Event().wait(2)
                     continue
-                conn.sendall(reply)
+                with contextlib.suppress(OSError):  # the client may hang up on a bad answer
+                    conn.sendall(reply)
 
     def close(self) -> None:
         self.sock.close()
@@ -182,3 +193,134 @@ def test_create_body_matches_what_the_docker_cli_sends() -> None:
     assert host["ShmSize"] == 32 << 30 and host["Memory"] == 0 and host["MemorySwap"] == -1
     assert host["Mounts"] == [{"Type": "bind", "Source": "/a", "Target": "/b", "ReadOnly": True}]
     assert host["IpcMode"] == "host" and "NetworkMode" not in host
+
+
+# ------------------------------------------------------------------ malformed answers
+
+OK_HEAD = b"HTTP/1.1 200 OK\r\n"
+
+
+@pytest.mark.parametrize(
+    ("reply", "detail"),
+    [
+        (b"garbage\r\n\r\n", "status line"),
+        (b"HTTP/1.1 abc OK\r\nContent-Length: 0\r\n\r\n", "status line"),
+        (b"HTTP/1.1\r\n\r\n", "status line"),
+        (b"HTTP/1.1 999 What\r\n\r\n", "status line"),
+        (b"SSH-2.0-OpenSSH\r\n\r\n", "status line"),
+        (OK_HEAD + b"Content-Length: abc\r\n\r\n", "Content-Length"),
+        (OK_HEAD + b"Content-Length: -5\r\n\r\n", "Content-Length"),
+        (OK_HEAD + b"Content-Length: 1e3\r\n\r\n", "Content-Length"),
+        (OK_HEAD + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\nab", "Content-Length"),
+        (OK_HEAD + b"Content-Length: 99999999999999\r\n\r\n{}", "bytes (more than"),
+        (OK_HEAD + b"Content-Length: 100\r\n\r\n" + b"x" * 10, "ends after 10 of 100"),
+        (OK_HEAD + b"No colon here\r\n\r\n", "header line"),
+        (OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n", "chunk size"),
+        (OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\n-1\r\n\r\n", "chunk size"),
+        (OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\n\r\n\r\n", "chunk size"),
+        (
+            OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n",
+            "chunk size",
+        ),
+        (OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\nfffffff\r\nab", "body over"),
+        (OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\n10\r\nshort", "ends early"),
+        (OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\nabXY0\r\n\r\n", "CRLF"),
+        (OK_HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\nab\r\n", "before the last"),
+        (b"HTTP/1.1 200 OK\r\nContent-Le", "inside the headers"),
+    ],
+)
+def test_a_malformed_answer_is_an_engine_error(serve, reply: bytes, detail: str) -> None:  # type: ignore[no-untyped-def]
+    wire, _ = serve(reply)
+    with pytest.raises(EngineProtocolError) as info:
+        wire.request("GET", "/containers/x/json")
+    assert isinstance(info.value, EngineError) and info.value.exit_code == 4
+    assert detail in info.value.what
+    assert "GET /v1.41/containers/x/json" in info.value.what  # names the request
+
+
+def test_a_body_until_close_is_capped(serve) -> None:  # type: ignore[no-untyped-def]
+    wire, _ = serve(OK_HEAD + b"\r\n" + b"x" * (MAX_BODY + 65536))
+    with pytest.raises(EngineProtocolError, match="body over"):
+        wire.request("GET", "/containers/x/logs")
+
+
+def test_a_malformed_hijack_answer_is_an_engine_error(serve) -> None:  # type: ignore[no-untyped-def]
+    wire, _ = serve(b"HTTP/1.1 1O1 UPGRADED\r\n\r\n")
+    with pytest.raises(EngineProtocolError, match="status line"):
+        wire.hijack("/containers/x/attach")
+
+
+def _ping(version: bytes | None) -> bytes:
+    header = b"Api-Version: " + version + b"\r\n" if version is not None else b""
+    return b"HTTP/1.1 200 OK\r\n" + header + b"Content-Length: 2\r\n\r\nOK"
+
+
+VERSION_OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+
+
+@pytest.mark.parametrize(
+    ("offered", "spoken"),
+    [(b"1.41", "1.41"), (b"1.24", "1.24"), (API_MAX.encode(), API_MAX), (b"1.99", API_MAX),
+     (b"2.0", API_MAX)],
+)  # fmt: skip
+def test_the_api_version_is_the_lower_of_ours_and_the_daemons(
+    tmp_path: Path, offered: bytes, spoken: str
+) -> None:
+    server = Server(tmp_path / "v.sock", [_ping(offered), VERSION_OK])
+    try:
+        wire = UnixWire(str(tmp_path / "v.sock"))
+        wire.request("GET", "/version")
+        assert server.requests[1].startswith(f"GET /v{spoken}/version ".encode())
+        assert wire.api_version == spoken
+    finally:
+        server.close()
+
+
+def test_without_a_ping_header_the_version_comes_from_slash_version(tmp_path: Path) -> None:
+    body = b'{"ApiVersion":"1.30"}'
+    version = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    server = Server(tmp_path / "v.sock", [_ping(None), version, VERSION_OK])
+    try:
+        wire = UnixWire(str(tmp_path / "v.sock"))
+        wire.request("GET", "/info")
+        assert server.requests[1].startswith(b"GET /version ")
+        assert server.requests[2].startswith(b"GET /v1.30/info ")
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("offered", [b"1.12", b"latest", b"1.2.3", b"1." + b"9" * 50])
+def test_a_too_old_or_malformed_api_version_is_refused(tmp_path: Path, offered: bytes) -> None:
+    server = Server(tmp_path / "v.sock", [_ping(offered)])
+    try:
+        with pytest.raises(EngineProtocolError, match="API"):
+            UnixWire(str(tmp_path / "v.sock")).request("GET", "/version")
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b"[1, 2]", b'"x"', b"\xff\xfe"],
+)
+def test_the_adapter_turns_a_non_json_answer_into_an_engine_error(
+    tmp_path: Path, body: bytes
+) -> None:
+    """Through the CLI: `rocmenv gc` against a socket that answers junk exits 4, no traceback."""
+    import io
+
+    from rocmenv.cli import main
+    from rocmenv.context import Context
+
+    reply = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    server = Server(tmp_path / "d.sock", [PING, reply, reply, reply])
+    try:
+        out, err = io.StringIO(), io.StringIO()
+        env = {"DOCKER_HOST": f"unix://{tmp_path / 'd.sock'}", "PATH": "/usr/bin:/bin"}
+        ctx = Context(env=env, cwd=tmp_path, stdout=out, stderr=err)
+        code = main(["gc", "--engine", "docker-api"], ctx=ctx)
+    finally:
+        server.close()
+    assert code == 4, err.getvalue()
+    assert "Traceback" not in err.getvalue()
+    assert "docker-api: listing containers" in err.getvalue()
