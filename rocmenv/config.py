@@ -59,7 +59,9 @@ Precedence: CLI flag > ``ROCMENV_*`` environment > project file > built-in defau
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -148,6 +150,16 @@ def _load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path} is not valid TOML: {err}", hint="fix the syntax at that line"
         ) from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte {err.start}: {err.object[err.start : err.start + 1]!r})",
+            hint="TOML files are UTF-8; re-save the file as UTF-8",
+        ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"{path} nests arrays or tables too deeply to read",
+            hint="flatten the structure; rocmenv's keys nest at most three levels",
+        ) from None
 
 
 def find_config(ctx: Context) -> tuple[Path | None, dict[str, Any]]:
@@ -198,15 +210,24 @@ def _registry(table: Any, where: str) -> RegistrySettings:
         if not isinstance(table["mirrors"], dict):
             raise ConfigError(f"{where}.mirrors must be a table of registry = [mirror, …]")
         for reg, hosts in table["mirrors"].items():
+            check_host(reg, f"{where}.mirrors key {reg!r}")
             mirrors.append((reg, as_str_list(hosts, f"{where}.mirrors.{reg}")))
+            for host in mirrors[-1][1]:
+                check_host(host, f"{where}.mirrors.{reg}")
     settings = RegistrySettings(
         mirrors=tuple(mirrors),
         insecure=as_str_list(table.get("insecure", []), f"{where}.insecure"),
     )
+    for host in settings.insecure:
+        check_host(host, f"{where}.insecure")
     if "timeout" in table:
         t = table["timeout"]
-        if not isinstance(t, (int, float)) or isinstance(t, bool) or t <= 0:
-            raise ConfigError(f"{where}.timeout must be a positive number of seconds")
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not _seconds_ok(t):
+            raise ConfigError(
+                f"{where}.timeout = {t!r}: must be a number of seconds above 0 and at most "
+                f"{MAX_TIMEOUT:.0f}",
+                hint="e.g. timeout = 30",
+            )
         settings = replace(settings, timeout=float(t))
     if "retries" in table:
         r = table["retries"]
@@ -225,6 +246,8 @@ def _env_registry(ctx: Context, settings: RegistrySettings) -> RegistrySettings:
             reg, eq, mirror = item.strip().partition("=")
             if not eq or not reg or not mirror:
                 raise ConfigError(f"ROCMENV_MIRRORS entry {item!r} is not REGISTRY=MIRROR")
+            check_host(reg, "ROCMENV_MIRRORS")
+            check_host(mirror, "ROCMENV_MIRRORS")
             pairs.setdefault(reg, []).append(mirror)
         settings = replace(settings, mirrors=tuple((k, tuple(v)) for k, v in pairs.items()))
     if ctx.env.get("ROCMENV_INSECURE_REGISTRIES"):
@@ -234,14 +257,97 @@ def _env_registry(ctx: Context, settings: RegistrySettings) -> RegistrySettings:
                 h.strip() for h in ctx.env["ROCMENV_INSECURE_REGISTRIES"].split(",") if h.strip()
             ),
         )
-    try:
-        if ctx.env.get("ROCMENV_REGISTRY_TIMEOUT"):
-            settings = replace(settings, timeout=float(ctx.env["ROCMENV_REGISTRY_TIMEOUT"]))
-        if ctx.env.get("ROCMENV_REGISTRY_RETRIES"):
-            settings = replace(settings, retries=int(ctx.env["ROCMENV_REGISTRY_RETRIES"]))
-    except ValueError as err:
-        raise ConfigError(f"ROCMENV_REGISTRY_TIMEOUT/RETRIES: {err}") from None
+        for host in settings.insecure:
+            check_host(host, "ROCMENV_INSECURE_REGISTRIES")
+    if ctx.env.get("ROCMENV_REGISTRY_TIMEOUT"):
+        settings = replace(settings, timeout=env_seconds(ctx.env, "ROCMENV_REGISTRY_TIMEOUT"))
+    if ctx.env.get("ROCMENV_REGISTRY_RETRIES"):
+        text = ctx.env["ROCMENV_REGISTRY_RETRIES"].strip()
+        if not (text.isascii() and text.isdigit() and int(text) <= 20):
+            raise ConfigError(
+                f"ROCMENV_REGISTRY_RETRIES={text[:40]!r}: must be an integer from 0 to 20"
+            )
+        settings = replace(settings, retries=int(text))
     return settings
+
+
+#: The longest registry timeout accepted (a day): beyond it a hung registry hangs the job.
+MAX_TIMEOUT = 86400.0
+
+
+def _seconds_ok(value: float) -> bool:
+    import math
+
+    return math.isfinite(value) and 0 < value <= MAX_TIMEOUT
+
+
+def env_seconds(env: Mapping[str, str], name: str) -> float:
+    """A duration from the environment: finite, above 0, at most :data:`MAX_TIMEOUT`."""
+    text = env[name].strip()
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not _seconds_ok(value):
+        raise ConfigError(
+            f"{name}={text[:40]!r}: must be a number of seconds above 0 and at most "
+            f"{MAX_TIMEOUT:.0f}",
+            hint=f"e.g. {name}=30",
+        )
+    return value
+
+
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+
+
+def host_problem(text: str) -> str | None:
+    """Why ``text`` is not a registry ``HOST[:PORT]`` (a DNS name of labels of at most 63
+    characters, an IPv4 address, or ``[IPv6]``; port 1-65535), or ``None``."""
+    import ipaddress
+
+    if not text:
+        return "it is empty"
+    if "/" in text:
+        return "it has a scheme or a path ('/'): give the host and port only"
+    if len(text) > 261:
+        return "it is longer than 261 characters"
+    if text.startswith("["):
+        addr, bracket, rest = text[1:].partition("]")
+        if not bracket:
+            return "'[' without a closing ']'"
+        try:
+            ipaddress.IPv6Address(addr)
+        except ValueError:
+            return f"{addr!r} is not an IPv6 address"
+        if rest and not rest.startswith(":"):
+            return f"{rest!r} after the address is not :PORT"
+        port = rest[1:] if rest else None
+    else:
+        name, colon, port_text = text.partition(":")
+        port = port_text if colon else None
+        if len(name) > 253:
+            return "the host name is longer than 253 characters"
+        for label in name.split("."):
+            if len(label) > 63:
+                return f"the label {label[:20]!r}... is longer than 63 characters"
+            if not _HOST_LABEL.fullmatch(label):
+                return f"{label!r} is not a host name label (letters, digits, inner '-')"
+    if port is not None and not (
+        port.isascii() and port.isdigit() and len(port) <= 5 and 1 <= int(port) <= 65535
+    ):
+        return f"port {port!r} is not a number from 1 to 65535"
+    return None
+
+
+def check_host(text: str, where: str) -> str:
+    problem = host_problem(text)
+    if problem is not None:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        raise ConfigError(
+            f"{where}: {shown!r} is not a registry HOST[:PORT]: {problem}",
+            hint="write e.g. mirror.example.com, 127.0.0.1:5000 or [::1]:5000 (no scheme, no path)",
+        )
+    return text
 
 
 def load_config(ctx: Context) -> Config:
@@ -293,8 +399,14 @@ def load_config(ctx: Context) -> Config:
         return profiles[name]
 
     done: set[str] = set()
-    for name in raw_profiles:
-        build(name)
+    try:
+        for name in raw_profiles:
+            build(name)
+    except RecursionError:
+        raise ConfigError(
+            f"the profiles in {where} extend each other too deeply",
+            hint="keep `extends` chains short (a few levels)",
+        ) from None
 
     registry = (
         _registry(table["registry"], f"[registry] in {where}")

@@ -170,7 +170,7 @@ def discover(sysfs_root: Path, dev_root: Path) -> GpuInventory:
     cards = _cards_by_pci(drm_dir)
     node_dirs: list[Path] = []
     with contextlib.suppress(OSError):
-        node_dirs = [p for p in topology.iterdir() if p.name.isdigit()]
+        node_dirs = [p for p in topology.iterdir() if p.name.isascii() and p.name.isdigit()]
     for node_dir in sorted(node_dirs, key=lambda p: int(p.name)):
         try:
             props = _read_properties(node_dir / "properties")
@@ -228,8 +228,11 @@ def discover(sysfs_root: Path, dev_root: Path) -> GpuInventory:
 
 SelectionKind = Literal["all", "none", "subset"]
 
-_INDEX_RE = re.compile(r"[0-9]+")
-_RANGE_RE = re.compile(r"([0-9]+)-([0-9]+)")
+_INDEX_RE = re.compile(r"[0-9]+", re.ASCII)
+_RANGE_RE = re.compile(r"([0-9]+)-([0-9]+)", re.ASCII)
+#: The largest GPU index ``--gpus`` accepts before looking at the host (KFD numbers nodes
+#: in the hundreds at most): ``0-99999999999`` is refused, not expanded.
+MAX_GPU_INDEX = 1023
 _UUID_RE = re.compile(r"(?i)(?:GPU-|0x)?([0-9a-f]{16})")
 _PCI_RE = re.compile(r"(?i)(?:([0-9a-f]{4}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])")
 
@@ -269,6 +272,14 @@ def parse_gpus(text: str) -> GpuRequest:
             raise GpuSelectionError(
                 f"--gpus {text!r}: {item!r} cannot be combined with other items", hint=_GPUS_HINT
             )
+        numbers = _INDEX_RE.fullmatch(item) or _RANGE_RE.fullmatch(item)
+        if numbers and any(
+            len(n) > 4 or int(n) > MAX_GPU_INDEX for n in numbers.groups() or (item,)
+        ):
+            raise GpuSelectionError(
+                f"--gpus {_shown(text)!r}: {_shown(item)!r} goes past GPU {MAX_GPU_INDEX}",
+                hint="GPU indices count the host's GPUs from 0 (see `rocmenv gpus`)",
+            )
         if _INDEX_RE.fullmatch(item):
             items.append(SelectionItem(kind="index", text=item, indices=(int(item),)))
             continue
@@ -296,6 +307,10 @@ def parse_gpus(text: str) -> GpuRequest:
             hint=_GPUS_HINT,
         )
     return GpuRequest(kind="subset", text=raw, items=tuple(items))
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -187,6 +187,8 @@ def parse_lock(path: Path, text: str) -> Lock:
         data = json.loads(text)
     except ValueError as err:
         raise _fail(path, f"not valid JSON ({err})") from None
+    except RecursionError:
+        raise _fail(path, "not a lockfile (JSON nested too deeply to read)") from None
     if not isinstance(data, dict):
         raise _fail(path, "not a JSON object")
     version = data.get("lock_version")
@@ -220,6 +222,8 @@ def read_lock(path: Path) -> Lock:
         return Lock()
     except OSError as err:
         raise LockError(f"cannot read {path}: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise _fail(path, f"not UTF-8 text (byte {err.start}), so not a lockfile") from None
     return parse_lock(path, text)
 
 

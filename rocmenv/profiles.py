@@ -300,8 +300,15 @@ def parse_mount(
         raise error(f"{where}: mount target {target!r} must be an absolute path in the container")
     try:
         source_path = Path(source).expanduser()
-    except RuntimeError as err:  # ~user that does not exist
-        raise error(f"{where}: mount source {source!r}: {err}") from err
+    except RuntimeError:  # ~user that does not exist (or no HOME for ~)
+        source_path = Path(source)
+    if source.startswith("~") and str(source_path).startswith("~"):
+        user = source[1:].split("/", 1)[0]
+        raise error(
+            f"{where}: mount source {source!r}: "
+            + (f"there is no user {user!r} on this host" if user else "no home directory"),
+            hint="write the source as an absolute path, or ~/PATH for your own home",
+        )
     if not source_path.is_absolute():
         source_path = base / source_path
     return Mount(source=str(source_path), target=target, readonly=readonly, optional=optional)

@@ -26,11 +26,8 @@ RefKind = Literal["pr", "commit", "ref"]
 
 _HEX = re.compile(r"^[0-9a-fA-F]{7,40}$")
 _PR = re.compile(r"^#([1-9][0-9]{0,9})$")
-_KEY_LINE = re.compile(
-    r"""^\s*(?:(?:[-*+]|\d+[.)]|>)\s*)*   # markdown bullets, numbers, quotes
-        [`'"]*\s*ci-(sglang|megatron)-pr\s*[`'"]*\s*:\s*(.*)$""",
-    re.IGNORECASE | re.VERBOSE,
-)
+_KEY = re.compile(r"ci-(sglang|megatron)-pr", re.IGNORECASE)
+_QUOTES = "`'\""
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _REMOTE_URL = re.compile(r"^(?:https?|ssh|git|file)://[^\s]+$|^[A-Za-z0-9._-]+@[^\s:]+:[^\s]+$")
@@ -137,17 +134,59 @@ def parse_pr_body(text: str) -> dict[Target, str]:
     see the module docstring for the syntax)."""
     found: dict[Target, str] = {}
     for line in _HTML_COMMENT.sub("", text).splitlines():
-        match = _KEY_LINE.match(line)
-        if not match:
+        match = _key_line(line)
+        if match is None:
             continue
-        target: Target = "sglang" if match.group(1).lower() == "sglang" else "megatron"
-        words = match.group(2).strip().strip("`'\"").split()
+        name, rest = match
+        target: Target = "sglang" if name.lower() == "sglang" else "megatron"
+        words = rest.strip().strip("`'\"").split()
         if not words:
             continue
         value = words[0].strip("`'\",;")
         if value:
             found[target] = value
     return found
+
+
+def _skip(line: str, i: int, chars: str | None = None) -> int:
+    """The index after the run of whitespace (or of ``chars``) starting at ``i``."""
+    n = len(line)
+    while i < n and (line[i].isspace() if chars is None else line[i] in chars):
+        i += 1
+    return i
+
+
+def _key_line(line: str) -> tuple[str, str] | None:
+    """``(target, rest)`` for a ``ci-<target>-pr: rest`` line, after any markdown bullets,
+    numbers (``1.``/``1)``), quote marks (``>``) and quotes around the key.
+
+    One left-to-right scan, each character looked at a bounded number of times: a regular
+    expression with adjacent ``\\s*`` runs backtracked quadratically (a 50,000-space line
+    took 17 s).
+    """
+    i = _skip(line, 0)
+    n = len(line)
+    while i < n:  # markdown prefixes, each followed by optional whitespace
+        if line[i] in "-*+>":
+            i = _skip(line, i + 1)
+        elif line[i].isdigit():
+            j = i
+            while j < n and line[j].isdigit():
+                j += 1
+            if j < n and line[j] in ".)":
+                i = _skip(line, j + 1)
+            else:
+                break
+        else:
+            break
+    i = _skip(line, _skip(line, i, _QUOTES))
+    key = _KEY.match(line, i)
+    if key is None:
+        return None
+    i = _skip(line, _skip(line, _skip(line, key.end()), _QUOTES))
+    if i >= n or line[i] != ":":
+        return None
+    return key.group(1), line[i + 1 :]
 
 
 # ------------------------------------------------------------------ plan

@@ -1,0 +1,240 @@
+"""Inputs an attacker (or an accident) controls get a clear error and a documented exit code,
+never a traceback: config files, lockfiles, environment variables, ``--gpus``, PR bodies.
+
+Each case runs the CLI in-process (``main(argv, ctx=...)``) and checks the exit code, that
+the message names the input, and that no traceback reached stderr.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocmenv.bootstrap.refs import parse_pr_body
+from rocmenv.cli import main
+from rocmenv.config import host_problem
+from rocmenv.context import Context
+from tests.support.fakegpu import build_fake_host
+
+
+def run_cli(
+    argv: list[str], tmp_path: Path, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    ctx = Context(env={**base, **(env or {})}, cwd=tmp_path, stdout=out, stderr=err)
+    real_err = sys.stderr
+    sys.stderr = err  # argparse's own errors
+    try:
+        code = main(argv, ctx=ctx)
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    finally:
+        sys.stderr = real_err
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / ".git").mkdir()  # the config search stops here
+    return tmp_path
+
+
+# ------------------------------------------------------------------ project files
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("rocmenv.toml", b'x = "\xff\xfe"\n', "is not UTF-8 text"),
+        ("rocmenv.toml", b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n", "nests arrays"),
+        ("rocmenv.toml", b"a = " + b"{b = " * 3000 + b"1" + b"}" * 3000 + b"\n", "nests"),
+        ("pyproject.toml", b'[tool.rocmenv]\nx = "\xff"\n', "is not UTF-8 text"),
+        ("rocmenv.lock", b"\xff\xfe{}", "not UTF-8 text"),
+        ("rocmenv.lock", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_unreadable_project_files_are_config_errors(
+    project: Path, name: str, content: bytes, message: str
+) -> None:
+    (project / name).write_bytes(content)
+    code, _, err = run_cli(["validate"], project)
+    assert code == 2, err
+    assert message in err and name in err
+    assert "Traceback" not in err
+
+
+def test_profiles_extending_each_other_too_deeply_are_a_config_error(project: Path) -> None:
+    chain = "".join(f'[profiles.p{i}]\nextends = "p{i + 1}"\n' for i in range(3000))
+    (project / "rocmenv.toml").write_text(chain + '[profiles.p3000]\nimage = "rocm/x:y"\n')
+    code, _, err = run_cli(["options", "--profile", "p0", "--gpus", "none"], project)
+    assert code == 2, err[-2000:]
+    assert "extend each other too deeply" in err and "Traceback" not in err
+
+
+def test_a_mount_of_an_unknown_users_home_is_a_config_error(project: Path) -> None:
+    (project / "rocmenv.toml").write_text(
+        '[profiles.p]\nextends = "cpu"\nimage = "rocm/x:y"\nmounts = ["~nouser_xyz/x:/x"]\n'
+    )
+    code, _, err = run_cli(["options", "--profile", "p"], project)
+    assert code == 2
+    assert "there is no user 'nouser_xyz'" in err and "mounts[0]" in err
+
+
+# ------------------------------------------------------------------ registry settings
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0", "abc", "1e400", "86401"])
+def test_a_bad_registry_timeout_in_the_environment_is_refused(project: Path, value: str) -> None:
+    code, _, err = run_cli(
+        ["tags", "list", "127.0.0.1:1/x/y"], project, {"ROCMENV_REGISTRY_TIMEOUT": value}
+    )
+    assert code == 2, err
+    assert f"ROCMENV_REGISTRY_TIMEOUT={value!r}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0", "1e400", "86401", "true"])
+def test_a_bad_registry_timeout_in_the_config_is_refused(project: Path, value: str) -> None:
+    (project / "rocmenv.toml").write_text(f"[registry]\ntimeout = {value}\n")
+    code, _, err = run_cli(["tags", "list", "127.0.0.1:1/x/y"], project)
+    assert code == 2, err
+    assert ".timeout" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "21", "1.5", "99999999999999999999"])
+def test_a_bad_retry_count_in_the_environment_is_refused(project: Path, value: str) -> None:
+    code, _, err = run_cli(
+        ["tags", "list", "127.0.0.1:1/x/y"], project, {"ROCMENV_REGISTRY_RETRIES": value}
+    )
+    assert code == 2 and "ROCMENV_REGISTRY_RETRIES" in err, err
+
+
+LONG_LABEL = "a" * 64 + ".example.com"
+
+
+@pytest.mark.parametrize(
+    ("host", "problem"),
+    [
+        ("127.0.0.1:abc", "port 'abc'"),
+        ("127.0.0.1:0", "port '0'"),
+        ("127.0.0.1:65536", "port '65536'"),
+        ("[::1", "without a closing"),
+        ("[::1]x", "is not :PORT"),
+        ("[zz::1]:5000", "not an IPv6 address"),
+        (LONG_LABEL, "longer than 63"),
+        ("https://mirror.example", "scheme or a path"),
+        ("mirror.example/v2", "scheme or a path"),
+        ("a..b", "not a host name label"),
+        ("-a.example", "not a host name label"),
+        ("", "empty"),
+    ],
+)
+def test_malformed_mirror_hosts_are_refused_naming_the_key(
+    project: Path, host: str, problem: str
+) -> None:
+    assert problem in (host_problem(host) or "")
+    (project / "rocmenv.toml").write_text(f"[registry]\nmirrors = {{'docker.io' = ['{host}']}}\n")
+    code, _, err = run_cli(["tags", "list", "rocm/sgl-dev"], project)
+    assert code == 2, err
+    assert "mirrors.docker.io" in err and "Traceback" not in err
+    code, _, err = run_cli(  # the environment's spelling, from a project without the file
+        ["tags", "list", "rocm/sgl-dev"],
+        _empty_project(project),
+        {"ROCMENV_MIRRORS": f"docker.io={host}", "ROCMENV_INSECURE_REGISTRIES": "ok.example"},
+    )
+    if host:  # an empty mirror is "not REGISTRY=MIRROR" in the env spelling
+        assert code == 2 and "ROCMENV_MIRRORS" in err, err
+    if host:
+        code, _, err = run_cli(
+            ["tags", "list", "rocm/sgl-dev"],
+            _empty_project(project),
+            {"ROCMENV_INSECURE_REGISTRIES": host},
+        )
+        assert code == 2 and "ROCMENV_INSECURE_REGISTRIES" in err, err
+
+
+def _empty_project(project: Path) -> Path:
+    other = project / "elsewhere"
+    (other / ".git").mkdir(parents=True, exist_ok=True)
+    return other
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1:5000", "[::1]:5000", "[::1]", "localhost", "mirror.example.com:443"]
+)
+def test_well_formed_mirror_hosts_are_accepted(host: str) -> None:
+    assert host_problem(host) is None
+
+
+# ------------------------------------------------------------------ --gpus
+
+
+@pytest.mark.parametrize("value", ["0-99999999999", "99999999999", "0-1024", "5-" + "9" * 5000])
+def test_huge_gpu_indices_are_refused_before_anything_is_expanded(
+    tmp_path: Path, value: str
+) -> None:
+    host = build_fake_host(tmp_path / "host", gpus=8)
+    code, _, err = run_cli(["options", "--gpus", value], tmp_path, host.env())
+    assert code == 2, err[-500:]
+    assert "goes past GPU 1023" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ PR bodies
+
+# The parser before it was made linear, kept as the specification of what lines mean.
+REFERENCE = re.compile(
+    r"""^\s*(?:(?:[-*+]|\d+[.)]|>)\s*)*
+        [`'"]*\s*ci-(sglang|megatron)-pr\s*[`'"]*\s*:\s*(.*)$""",
+    re.IGNORECASE | re.VERBOSE,
+)
+
+
+def reference_parse(text: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in re.sub(r"<!--.*?(?:-->|\Z)", "", text, flags=re.DOTALL).splitlines():
+        match = REFERENCE.match(line)
+        if not match:
+            continue
+        words = match.group(2).strip().strip("`'\"").split()
+        if words and (value := words[0].strip("`'\",;")):
+            found[match.group(1).lower()] = value
+    return found
+
+
+LINE_PARTS = st.lists(
+    st.sampled_from(
+        [" ", "\t", "-", "*", "+", ">", "1", "12", ".", ")", "`", "'", '"', ":", "#", "x",
+         "ci-sglang-pr", "CI-Megatron-PR", "ci-sglang", "-pr", "main", "#42", "\u00a0", "<!--",
+         "-->", "\n"]
+    ),
+    max_size=14,
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(LINE_PARTS)
+def test_the_linear_pr_body_parser_reads_lines_as_the_old_regex_did(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert parse_pr_body(text) == reference_parse(text)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [" " * 1_000_000, " " * 500_000 + "x", "- " * 500_000, "> " * 300_000 + "`" * 100_000,
+     "ci-sglang-pr" + " " * 1_000_000 + "`" * 1000, "1." * 500_000],
+)  # fmt: skip
+def test_a_huge_pr_body_line_does_not_hang_the_parser(line: str) -> None:
+    """Only catches a hang (the old regex: ~17 s for 50,000 spaces, hours for these); the
+    timing itself is in benchmarks/bench_hostile.py."""
+    result: list[object] = []
+    worker = threading.Thread(target=lambda: result.append(parse_pr_body(line)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert result == [{}], "parse_pr_body did not finish within 60 s"
