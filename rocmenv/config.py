@@ -169,23 +169,31 @@ def find_config(ctx: Context) -> tuple[Path | None, dict[str, Any]]:
     )
     if explicit is not None:
         path = explicit if explicit.is_absolute() else ctx.cwd / explicit
-        if not path.is_file():
+        if not _is_file(path):
             raise ConfigError(
                 f"config file {path} does not exist", hint="check --config / ROCMENV_CONFIG"
             )
         return path, _rocmenv_table(path, _load_toml(path), required=True)
     for directory in (ctx.cwd, *ctx.cwd.parents):
         candidate = directory / "rocmenv.toml"
-        if candidate.is_file():
+        if _is_file(candidate):
             return candidate, _rocmenv_table(candidate, _load_toml(candidate), required=True)
         pyproject = directory / "pyproject.toml"
-        if pyproject.is_file():
+        if _is_file(pyproject):
             data = _load_toml(pyproject)
             if isinstance(data.get("tool"), dict) and "rocmenv" in data["tool"]:
                 return pyproject, _rocmenv_table(pyproject, data, required=True)
         if (directory / ".git").exists():
             break  # don't wander out of the checkout
     return None, {}
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, false for a name the OS refuses (too long, a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _rocmenv_table(path: Path, data: dict[str, Any], *, required: bool) -> dict[str, Any]:

@@ -109,9 +109,13 @@ def _pr_body(args: argparse.Namespace, ctx: Context) -> tuple[str | None, str]:
     if args.pr_body is None:
         return ctx.env.get("ROCMENV_PR_BODY"), "env"
     if args.pr_body == "-":
-        import sys
-
-        return sys.stdin.read(), "pr-body"
+        try:
+            return ctx.stdin.read(), "pr-body"
+        except (OSError, UnicodeDecodeError) as err:
+            raise UsageError(
+                f"cannot read the PR body from stdin: {err}",
+                hint="pipe UTF-8 text, or give --pr-body FILE",
+            ) from None
     from pathlib import Path
 
     path = Path(args.pr_body)
