@@ -315,6 +315,8 @@ def host_problem(text: str) -> str | None:
 
     if not text:
         return "it is empty"
+    if "@" in text:
+        return "it carries credentials ('@'): mirrors get none; put them in the Docker config"
     if "/" in text:
         return "it has a scheme or a path ('/'): give the host and port only"
     if len(text) > 261:
@@ -350,7 +352,10 @@ def host_problem(text: str) -> str | None:
 def check_host(text: str, where: str) -> str:
     problem = host_problem(text)
     if problem is not None:
-        shown = text if len(text) <= 80 else text[:77] + "..."
+        shown = text.rpartition("@")[2]  # never echo what came before an '@'
+        shown = ("***@" if "@" in text else "") + (
+            shown if len(shown) <= 80 else shown[:77] + "..."
+        )
         raise ConfigError(
             f"{where}: {shown!r} is not a registry HOST[:PORT]: {problem}",
             hint="write e.g. mirror.example.com, 127.0.0.1:5000 or [::1]:5000 (no scheme, no path)",

@@ -21,6 +21,7 @@ EXIT_REGISTRY = 3
 EXIT_ENGINE = 4
 EXIT_RUN_NOT_STARTED = 125  # `run`/`shell`: rocmenv or the engine failed before the command ran
 EXIT_INTERRUPTED = 130
+EXIT_INTERNAL = 70  # a bug in rocmenv (EX_SOFTWARE): an exception no input should cause
 
 
 class RocmenvError(Exception):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rocmenv import __version__
-from rocmenv.errors import EXIT_INTERRUPTED, EXIT_USAGE, RocmenvError
+from rocmenv.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, RocmenvError
 
 if TYPE_CHECKING:
     from rocmenv.context import Context
@@ -118,3 +118,8 @@ def main(argv: Sequence[str] | None = None, *, ctx: Context | None = None) -> in
     except KeyboardInterrupt:
         ctx.stderr.write("rocmenv: interrupted\n")
         return EXIT_INTERRUPTED
+    except Exception as err:  # a bug: one redacted paragraph, the traceback only with --debug
+        from rocmenv.cli._common import report_internal_error
+
+        return report_internal_error(ctx, err, command=args.rocmenv_command)
+    return EXIT_INTERNAL  # not reached (for type checkers)

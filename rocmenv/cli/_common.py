@@ -54,6 +54,30 @@ def report_error(ctx: Context, err: RocmenvError, *, command: str) -> int:
     return err.exit_code
 
 
+def report_internal_error(ctx: Context, err: BaseException, *, command: str) -> int:
+    """An exception that is not a RocmenvError: a bug. One paragraph (redacted), the
+    traceback (redacted) only with --debug; exit 70."""
+    import traceback
+
+    from rocmenv.errors import EXIT_INTERNAL
+    from rocmenv.redact import redact
+
+    if ctx.debug:
+        ctx.stderr.write(redact("".join(traceback.format_exception(err))))
+    frame = traceback.extract_tb(err.__traceback__)[-1:] if err.__traceback__ else []
+    where = f" at {Path(frame[0].filename).name}:{frame[0].lineno}" if frame else ""
+    text = redact(f"{type(err).__name__}{where}: {err}")
+    ctx.stderr.write(
+        f"rocmenv {command}: internal error: {text}\n"
+        "hint: this is a bug in rocmenv; rerun with --debug for the traceback and report it\n"
+    )
+    if ctx.in_github_actions:
+        ctx.stderr.write(
+            f"::error title=rocmenv {command}::{_annotation('internal error: ' + text)}\n"
+        )
+    return EXIT_INTERNAL
+
+
 def lock_path(args: Any, ctx: Context, config: Config) -> Path:
     """``--lock`` (relative to the working directory), else the configuration's lockfile
     (``ROCMENV_LOCKFILE`` > the project file's ``lockfile`` > ``rocmenv.lock``)."""

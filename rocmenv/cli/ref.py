@@ -29,8 +29,11 @@ def run_parse(args: argparse.Namespace, ctx: Context) -> int:
         try:
             ref = parse(text)
         except ReferenceSyntaxError as err:
-            status = EXIT_USAGE
-            results.append({"input": text, "valid": False, "rule": err.rule, "error": err.detail})
+            from rocmenv.redact import redact_json
+
+            status = EXIT_USAGE  # an invalid input may be a URL with credentials: redacted
+            item_err = {"input": text, "valid": False, "rule": err.rule, "error": err.detail}
+            results.append(redact_json(item_err))
             continue
         item: dict[str, Any] = ref.to_json()
         item.update(input=text, valid=True)

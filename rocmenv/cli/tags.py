@@ -60,15 +60,19 @@ def run_parse(args: argparse.Namespace, ctx: Context) -> int:
         try:
             validate_tag(tag)
         except ReferenceSyntaxError as err:
-            status = EXIT_USAGE
+            from rocmenv.redact import redact_json
+
+            status = EXIT_USAGE  # an invalid input may be a URL with credentials: redacted
             results.append(
-                {
-                    "tag": tag,
-                    "valid": False,
-                    "rule": err.rule,
-                    "error": err.detail,
-                    "hint": err.hint,
-                }
+                redact_json(
+                    {
+                        "tag": tag,
+                        "valid": False,
+                        "rule": err.rule,
+                        "error": err.detail,
+                        "hint": err.hint,
+                    }
+                )
             )
             continue
         item: dict[str, Any] = parse_tag(tag).to_json()

@@ -172,3 +172,70 @@ def test_an_argparse_error_does_not_echo_a_token(tmp_path: Path) -> None:
     assert code == 2
     assert b"invalid choice" in written["stderr"]
     assert _leaks(written) == {}
+
+
+# ------------------------------------------------------------------ other commands
+
+
+def _cli(argv: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> tuple[int, bytes]:
+    out, err = io.StringIO(), io.StringIO()
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    ctx = Context(
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "GITHUB_ACTIONS": "true",
+             "ROCMENV_REGISTRY_RETRIES": "0", **(env or {})},
+        cwd=tmp_path, stdout=out, stderr=err,
+    )  # fmt: skip
+    real_out, real_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        code = main(argv, ctx=ctx)
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    finally:
+        sys.stdout, sys.stderr = real_out, real_err
+    return code, (out.getvalue() + err.getvalue()).encode()
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["ref", "parse", USER_TOKEN_URL], {}),
+        (["--debug", "ref", "parse", "--json", BARE_TOKEN_URL], {}),
+        (["tags", "parse", USER_TOKEN_URL], {}),
+        (["--debug", "validate", USER_TOKEN_URL], {}),
+        (["tags", "list", "rocm/sgl-dev"], {"ROCMENV_MIRRORS": f"docker.io=u:{TOKEN}@m:5000"}),
+        (["tags", "list", "rocm/sgl-dev"], {"ROCMENV_INSECURE_REGISTRIES": f"{TOKEN}@m:5000"}),
+        (["--debug", "options", "--gpus", "none", "--image", USER_TOKEN_URL], {}),
+        (["options", "--gpus", USER_TOKEN_URL], {}),
+        (["bootstrap", "--no-gpu-wait", f"--remote=-{USER_TOKEN_URL}", "--sglang-pr", "x"], {}),
+        (["bootstrap", "--no-gpu-wait", "--sglang-pr", f"{USER_TOKEN_URL}"], {}),
+        (["bootstrap", "--no-gpu-wait", "--patch", f"{USER_TOKEN_URL}"], {}),
+    ],
+)
+def test_commands_that_echo_their_input_do_not_echo_a_token(
+    tmp_path: Path, argv: list[str], env: dict[str, str]
+) -> None:
+    code, written = _cli(argv, tmp_path, env)
+    assert code == 2, written.decode()
+    assert b"***" in written  # the input was shown, masked
+    assert TOKEN.encode() not in written
+
+
+def test_an_internal_error_is_one_redacted_line_and_exit_70(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug (an exception that is not a RocmenvError) cannot be produced by input any more,
+    so the command is replaced by one that raises; its message carries a token."""
+    import rocmenv.cli.ref as ref_cli
+
+    def broken(args: object, ctx: Context) -> int:
+        raise RuntimeError(f"cannot reach {USER_TOKEN_URL}")
+
+    monkeypatch.setattr(ref_cli, "run_parse", broken)
+    code, written = _cli(["ref", "parse", "x"], tmp_path)
+    assert code == 70, written.decode()
+    assert b"internal error: RuntimeError" in written and b"Traceback" not in written
+    assert TOKEN.encode() not in written
+    code, written = _cli(["--debug", "ref", "parse", "x"], tmp_path)
+    assert code == 70 and b"Traceback (most recent call last)" in written
+    assert TOKEN.encode() not in written

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from rocmenv.cli import main
 from rocmenv.context import Context
+from rocmenv.errors import EXIT_INTERNAL
 from rocmenv.profiles import PROFILE_KEYS
 from tests.support.fakegpu import build_fake_host
 
@@ -86,6 +87,7 @@ def check(argv: list[str], cwd: Path, env: dict[str, str]) -> None:
         pytest.fail(f"rocmenv {argv!r} raised {exc!r} (env {env!r})")
     assert code in EXIT_CODES, f"exit {code} for {argv!r}: {err[-800:]}"
     assert "Traceback (most recent call last)" not in err, f"{argv!r}:\n{err[-2000:]}"
+    assert code != EXIT_INTERNAL, f"internal error (a bug) for {argv!r}:\n{err[-2000:]}"
 
 
 # ------------------------------------------------------------------ strategies
