@@ -117,7 +117,10 @@ __all__ = [
     "parse_ulimit",
 ]
 
-TOP_KEYS = ("default-profile", "lockfile", "engine", "registry", "host", "profiles")
+# suites and slurm are read by rocmenv.suite.model
+TOP_KEYS = (
+    "default-profile", "lockfile", "engine", "registry", "host", "profiles", "suites", "slurm",
+)  # fmt: skip
 REGISTRY_KEYS = ("mirrors", "insecure", "timeout", "retries")
 HOST_KEYS = ("sysfs-root", "dev-root")
 
