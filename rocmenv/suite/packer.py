@@ -4,7 +4,16 @@ test started the moment enough GPUs are free.
 :class:`Packer` is the pure state machine (no clock, no threads): :meth:`Packer.take`
 hands out every pending test that fits now, in longest-first order (a test that does not
 fit is passed over for a later, smaller one: list scheduling), each with the lowest free
-GPU indices; :meth:`Packer.release` gives a finished test's GPUs back. :func:`simulate`
+GPU indices; :meth:`Packer.release` gives a finished test's GPUs back.
+
+When every test needs the same number of GPUs g and the pool holds k >= 2 groups of g
+(the reference CI's shape: 4-GPU tests on an 8-GPU host), the pool is cut into k lanes and
+the tests are first split between them exactly as ``suite plan --partitions k`` splits
+them (longest first onto the lightest lane); a lane that runs out of its own tests takes
+the shortest pending test of the lane with the most estimated work left. A test taken that
+way was waiting, so it ends no later on the idle lane than it would have on its own, and the
+other lane only loses work: the makespan is never worse than the static split's, whatever
+the actual times (plain list scheduling can be, by a few per cent). :func:`simulate`
 drives it with given durations (benchmarks, tests); :func:`run_packed` drives it with real
 tests, one thread each, and owns cancellation (``--fail-fast``, SIGINT): every running test
 is told to stop, repeatedly until it has, and tests not started are reported as skipped.
@@ -60,8 +69,18 @@ class Packer:
         self.running: dict[str, tuple[int, ...]] = {}
         self.max_parallel = max_parallel
         self.pool_size = len(pool)
+        self.lanes: list[tuple[int, ...]] = []
+        self.queues: list[list[Job]] = []
+        sizes = {j.gpus for j in jobs}
+        if len(sizes) == 1 and (g := sizes.pop()) > 0 and len(pool) // g >= 2:
+            k = len(pool) // g
+            if max_parallel is None or max_parallel >= k:
+                self.lanes = [tuple(self.free[i * g : (i + 1) * g]) for i in range(k)]
+                self.queues = split(self.pending, k)
 
     def take(self) -> list[tuple[Job, tuple[int, ...]]]:
+        if self.lanes:
+            return self._take_lanes()
         started: list[tuple[Job, tuple[int, ...]]] = []
         for job in list(self.pending):
             if self.max_parallel is not None and len(self.running) >= self.max_parallel:
@@ -74,17 +93,47 @@ class Packer:
             started.append((job, gpus))
         return started
 
+    def _take_lanes(self) -> list[tuple[Job, tuple[int, ...]]]:
+        started: list[tuple[Job, tuple[int, ...]]] = []
+        busy = set(self.running.values())
+        for i, lane in enumerate(self.lanes):
+            if lane in busy or not self.pending:
+                continue
+            if self.queues[i]:
+                job = self.queues[i].pop(0)
+            else:  # steal the shortest test of the lane with the most work left
+                loads = [(sum(j.estimate for j in q), -n) for n, q in enumerate(self.queues) if q]
+                job = self.queues[-max(loads)[1]].pop()
+            self.pending.remove(job)
+            self.free = [g for g in self.free if g not in lane]
+            self.running[job.name] = lane
+            started.append((job, lane))
+        return started
+
     def release(self, name: str) -> None:
         self.free = sorted([*self.free, *self.running.pop(name)])
 
     def drain(self) -> list[Job]:
         """Start nothing more; returns the tests that will not run."""
         left, self.pending = self.pending, []
+        self.queues = [[] for _ in self.queues]
         return left
 
     @property
     def finished(self) -> bool:
         return not self.pending and not self.running
+
+
+def split(jobs: Sequence[Job], count: int) -> list[list[Job]]:
+    """Longest first onto the lane with the least estimated time (ties: lowest index) — the
+    rule of :func:`rocmenv.suite.plan.partitions`."""
+    loads = [0.0] * count
+    parts: list[list[Job]] = [[] for _ in range(count)]
+    for job in longest_first(jobs):
+        lightest = min(range(count), key=lambda i: (loads[i], i))
+        parts[lightest].append(job)
+        loads[lightest] += job.estimate
+    return parts
 
 
 @dataclass(frozen=True, kw_only=True)

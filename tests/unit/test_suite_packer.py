@@ -211,3 +211,34 @@ def test_junit_markdown_and_table(tmp_path: Path) -> None:
     assert lines[1].split() == ["a.py", "4", "0,1,2,3", "12.5s", "10s", "0", "ok"]
     assert lines[-1] == "suite s: 1 passed, 1 failed, 1 skipped in 13.0s on 8 GPU(s)"
     assert not report.passed
+
+
+@pytest.mark.parametrize(("gpus", "pool"), [(4, 8), (2, 8), (1, 8), (2, 6), (4, 12)])
+def test_uniform_suites_are_never_slower_than_the_static_split(gpus: int, pool: int) -> None:
+    """Lanes + stealing: for every draw of actual times, the makespan is at most that of
+    `suite plan --partitions pool/gpus` with each partition running its tests in turn."""
+    from rocmenv.suite.history import History
+    from rocmenv.suite.model import Suite, SuiteTest
+    from rocmenv.suite.plan import estimates, partitions
+
+    k = pool // gpus
+    for seed in range(200):
+        rng = random.Random(seed)
+        n = rng.randint(1, 14)
+        jobs = [Job(name=f"t{i:02d}", gpus=gpus, estimate=rng.uniform(60, 1800)) for i in range(n)]
+        real = {j.name: j.estimate * rng.uniform(0.5, 1.5) for j in jobs}
+        suite = Suite(
+            name="s",
+            profile=None,
+            tests=tuple(
+                SuiteTest(name=j.name, path=j.name, gpus=gpus, est_time=j.estimate, command=())
+                for j in jobs
+            ),
+        )
+        parts = partitions(estimates(suite, History(path=Path("-")), "p"), k)
+        static = max(sum(real[t.name] for t in p.tests) for p in parts)
+        slots = simulate(jobs, real, pool)
+        assert max(s.end for s in slots) <= static + 1e-6, seed
+        for a, b in combinations(slots, 2):
+            if a.start < b.end and b.start < a.end:
+                assert not set(a.gpus) & set(b.gpus)
