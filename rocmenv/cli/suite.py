@@ -148,8 +148,12 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
         learn=not args.no_learn,
     )
     stop = threading.Event()
-    with _stop_on_signals(stop):
-        report = run_suite(ctx, request, stop, _EventPrinter(ctx))
+    printer = _EventPrinter(ctx)
+    try:
+        with _stop_on_signals(stop):
+            report = run_suite(ctx, request, stop, printer)
+    finally:
+        printer.close()
     if args.junit:
         write_text(_path(ctx, args.junit), junit_xml(report))
     summary = args.markdown or (
@@ -176,23 +180,49 @@ def _path(ctx: Context, text: str) -> Any:
 
 
 class _EventPrinter:
-    """One line per event on stderr."""
+    """One line per event on stderr; on a terminal (outside GitHub Actions) also a status
+    line under them: what runs where, and for how long."""
 
     def __init__(self, ctx: Context) -> None:
+        import time
+
         self.ctx = ctx
+        self.board = ctx.stderr_is_tty and not ctx.in_github_actions
+        self.running: dict[str, tuple[str, float]] = {}
+        self.done: dict[str, int] = {}
+        self.clock = time.monotonic
 
     def __call__(self, event: Any) -> None:
         on = ",".join(str(g) for g in event.assigned) or "-"
         if event.kind == "start":
-            self.ctx.stderr.write(f"rocmenv suite: start {event.name} on GPUs {on}\n")
+            line = f"rocmenv suite: start {event.name} on GPUs {on}"
+            self.running[event.name] = (on, self.clock())
         else:
             r = event.result
             code = f", exit {r.exit_code}" if r.exit_code is not None else ""
             why = f": {r.message.splitlines()[0]}" if r.message and r.status != "passed" else ""
-            self.ctx.stderr.write(
-                f"rocmenv suite: {r.status} {event.name} on GPUs {on} in {r.wall:.1f}s{code}{why}\n"
+            line = (
+                f"rocmenv suite: {r.status} {event.name} on GPUs {on} in {r.wall:.1f}s{code}{why}"
             )
+            self.running.pop(event.name, None)
+            self.done[r.status] = self.done.get(r.status, 0) + 1
+        if self.board:
+            line = "\r\x1b[K" + line
+        self.ctx.stderr.write(line + "\n")
+        if self.board:
+            self.ctx.stderr.write(self.status())
         self.ctx.stderr.flush()
+
+    def status(self) -> str:
+        now = self.clock()
+        runs = " ".join(f"{n}[{on}] {now - t0:.0f}s" for n, (on, t0) in self.running.items())
+        done = ", ".join(f"{v} {k}" for k, v in sorted(self.done.items())) or "none done"
+        return f"\x1b[7m running {len(self.running)}: {runs or '-'} | {done} \x1b[0m"[:400]
+
+    def close(self) -> None:
+        if self.board:
+            self.ctx.stderr.write("\r\x1b[K")
+            self.ctx.stderr.flush()
 
 
 class _stop_on_signals:

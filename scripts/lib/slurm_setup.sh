@@ -31,12 +31,15 @@ slurm_ensure_packages() {
   fi
   for i in 1 2 3 4 5 6; do # apt may be locked by another installer for a while
     if DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
-      >"$STATE/logs/apt-slurm.log" 2>&1; then
+      >>"$STATE/logs/apt-slurm.log" 2>&1; then
       [ $own_policy = 1 ] && rm -f "$policy"
       return 0
     fi
-    [ "$i" = 3 ] && apt-get update -qq >>"$STATE/logs/apt-slurm.log" 2>&1
-    sleep 10
+    if [ "$i" = 1 ]; then # a fresh machine may have no package lists yet
+      apt-get update -qq >>"$STATE/logs/apt-slurm.log" 2>&1 || true
+    else
+      sleep 10
+    fi
   done
   [ $own_policy = 1 ] && rm -f "$policy"
   tail -n 20 "$STATE/logs/apt-slurm.log" >&2
@@ -76,7 +79,7 @@ GresTypes=gpu
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=1
+SchedulerParameters=sched_interval=1,bf_interval=1
 # the test host has 2 cores; declare 16 so that 8 one-GPU jobs can run at once
 SlurmdParameters=config_overrides
 ReturnToService=2
