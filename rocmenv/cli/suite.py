@@ -154,6 +154,10 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
             report = run_suite(ctx, request, stop, printer)
     finally:
         printer.close()
+    from rocmenv.cli._common import warn
+
+    for text in report.warnings:
+        warn(ctx, text)
     if args.junit:
         write_text(_path(ctx, args.junit), junit_xml(report))
     summary = args.markdown or (

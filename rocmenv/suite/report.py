@@ -34,6 +34,7 @@ class SuiteReport:
     makespan: float
     pool: tuple[int, ...]
     interrupted: bool = False
+    warnings: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:

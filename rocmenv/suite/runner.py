@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from rocmenv.context import Context
-from rocmenv.errors import UsageError
+from rocmenv.errors import RocmenvError, UsageError
 from rocmenv.suite.history import History, history_path, read_history, record
 from rocmenv.suite.model import Suite, load_suite, suite_names
 from rocmenv.suite.packer import Job, RunOptions, SuiteEvent, run_packed
@@ -139,17 +139,21 @@ def run_suite(
         RunOptions(max_parallel=request.max_parallel, fail_fast=request.fail_fast, on_event=on_event),
     )  # fmt: skip
     makespan = time.monotonic() - t0
+    warnings: list[str] = []
     if request.learn:
         measured = [
             (r.name, r.runtime if r.runtime is not None else r.wall)
             for r in results
             if r.status == "passed"
         ]
-        if measured and loaded.lockfile.parent.is_dir():
-            record(history_path(loaded.lockfile), loaded.profile, measured)
+        if measured:
+            try:
+                record(history_path(loaded.lockfile), loaded.profile, measured)
+            except (RocmenvError, OSError) as err:  # the results stand; only learning failed
+                warnings.append(f"could not record the test times: {err}")
     if request.backend == "slurm":
         pool = tuple(sorted({g for r in results for g in r.assigned}))
     return SuiteReport(
         suite=loaded.suite.name, backend=request.backend, results=tuple(results),
-        makespan=makespan, pool=pool, interrupted=stop.is_set(),
+        makespan=makespan, pool=pool, interrupted=stop.is_set(), warnings=tuple(warnings),
     )  # fmt: skip
