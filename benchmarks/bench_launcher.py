@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rocmenv.context import Context  # noqa: E402
-from rocmenv.shims import discover_shims, parse_shim_file, prepare_launcher  # noqa: E402
+from rocmenv.shims.bundle import prepare_launcher  # noqa: E402
+from rocmenv.shims.catalogue import discover_shims, parse_shim_file  # noqa: E402
 
 DEFAULT_IMAGE = "127.0.0.1:5000/rocmenv-test/aiter-old:py311"
 

@@ -65,57 +65,18 @@ from pathlib import Path
 from typing import Any, cast
 
 from rocmenv.context import Context
+from rocmenv.engine import ENGINE_NAMES, EngineName
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.profiles import (
     BUILTIN_PROFILES,
-    ENGINES,
-    FAMILIES,
-    MOUNT_KEYS,
-    PROFILE_KEYS,
-    PROXY_VARS,
-    PULL_POLICIES,
-    REFERENCE_DATA_MOUNTS,
-    EngineName,
-    GpuIsolation,
-    ImageSpec,
-    Mount,
     Profile,
-    PullPolicy,
-    Ulimit,
     as_choice,
     as_str,
     as_str_list,
     check_keys,
     did_you_mean,
-    parse_mount,
     parse_profile,
-    parse_ulimit,
 )
-
-__all__ = [
-    "BUILTIN_PROFILES",
-    "ENGINES",
-    "FAMILIES",
-    "MOUNT_KEYS",
-    "PROFILE_KEYS",
-    "PROXY_VARS",
-    "PULL_POLICIES",
-    "REFERENCE_DATA_MOUNTS",
-    "Config",
-    "EngineName",
-    "GpuIsolation",
-    "HostSettings",
-    "ImageSpec",
-    "Mount",
-    "Profile",
-    "PullPolicy",
-    "RegistrySettings",
-    "Ulimit",
-    "find_config",
-    "load_config",
-    "parse_mount",
-    "parse_ulimit",
-]
 
 # suites and slurm are read by rocmenv.suite.model
 TOP_KEYS = (
@@ -362,9 +323,9 @@ def load_config(ctx: Context) -> Config:
     if ctx.env.get("ROCMENV_DEV_ROOT"):
         host = replace(host, dev_root=Path(ctx.env["ROCMENV_DEV_ROOT"]))
 
-    engine = cast(EngineName, as_choice(table.get("engine", "auto"), ENGINES, f"engine in {where}"))
-    if ctx.env.get("ROCMENV_ENGINE"):
-        engine = cast(EngineName, as_choice(ctx.env["ROCMENV_ENGINE"], ENGINES, "ROCMENV_ENGINE"))
+    engine = cast(
+        EngineName, as_choice(table.get("engine", "auto"), ENGINE_NAMES, f"engine in {where}")
+    )
     default_profile = as_str(table.get("default-profile", "rocm"), f"default-profile in {where}")
     if ctx.env.get("ROCMENV_PROFILE"):
         default_profile = ctx.env["ROCMENV_PROFILE"]

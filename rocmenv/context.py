@@ -18,6 +18,7 @@ from typing import TextIO
 class Context:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     cwd: Path = field(default_factory=Path.cwd)
+    stdin: TextIO = field(default_factory=lambda: sys.stdin)
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     debug: bool = False
@@ -28,12 +29,29 @@ class Context:
         return self.env.get("GITHUB_ACTIONS") == "true"
 
     @property
+    def stdin_is_tty(self) -> bool:
+        return _isatty(self.stdin)
+
+    @property
+    def stdout_is_tty(self) -> bool:
+        return _isatty(self.stdout)
+
+    @property
     def stderr_is_tty(self) -> bool:
-        try:
-            return self.stderr.isatty()
-        except (AttributeError, ValueError):
-            return False
+        return _isatty(self.stderr)
 
     def flag(self, name: str) -> bool:
         """An environment switch: ``1``/``true``/``yes``/``on`` (any case) is true."""
-        return self.env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+        return env_flag(self.env, name)
+
+
+def env_flag(env: Mapping[str, str], name: str) -> bool:
+    """An environment switch: ``1``/``true``/``yes``/``on`` (any case) is true."""
+    return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

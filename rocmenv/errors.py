@@ -6,7 +6,12 @@ when the CLI prints them (see :mod:`rocmenv.redact`).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from rocmenv.engine import StartFailure
+    from rocmenv.reference import Rule
 
 # Documented exit codes (README "Exit codes"; a test keeps the table in sync).
 EXIT_OK = 0
@@ -92,3 +97,85 @@ class EngineError(RocmenvError):
 
 class EngineUnavailable(EngineError):
     pass
+
+
+class ReferenceSyntaxError(InvalidReference):
+    """An invalid reference or tag; ``rule`` names the grammar rule it breaks."""
+
+    def __init__(
+        self,
+        text: str,
+        rule: Rule,
+        detail: str,
+        *,
+        hint: str | None = None,
+        kind: str = "image reference",
+    ) -> None:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        super().__init__(
+            f"invalid {kind} {shown!r}: {detail} (rule: {rule})",
+            hint=hint
+            or "use [REGISTRY[:PORT]/]NAMESPACE/NAME[:TAG][@sha256:DIGEST], lower-case, "
+            "e.g. rocm/sgl-dev:v0.5.8-rocm700-mi30x",
+        )
+        self.text = text
+        self.rule = rule
+        self.detail = detail
+
+
+class GpuSelectionError(UsageError):
+    """A ``--gpus`` value that is malformed or does not match this host."""
+
+
+class StepFailed(CheckFailed):
+    """A bootstrap step ran and failed (exit code 1); ``details`` go into the report."""
+
+    def __init__(
+        self, what: str, *, hint: str | None = None, details: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(what, hint=hint)
+        self.details: dict[str, Any] = dict(details or {})
+
+
+class ReapFailed(StepFailed):
+    """A stale process could not be ended."""
+
+
+class GpuNotReady(StepFailed):
+    """No GPU became ready in time (or no tool to ask is installed)."""
+
+
+class InvalidGitRef(UsageError):
+    """A ref, remote or option value that must not reach git."""
+
+
+class OverrideFailed(StepFailed):
+    """Fetching, checking out, patching or installing an override failed."""
+
+
+class PatchConflict(OverrideFailed):
+    """A patch neither applies nor is already applied."""
+
+
+class EngineStartError(EngineError):
+    """The engine created the container but could not start it."""
+
+    def __init__(self, what: str, *, hint: str | None = None, failure: StartFailure) -> None:
+        super().__init__(what, hint=hint)
+        self.failure = failure
+
+
+class RunNotStarted(EngineError):
+    """rocmenv or the engine failed before the command ran (exit 125, as ``docker run``)."""
+
+    exit_code = EXIT_RUN_NOT_STARTED
+
+
+class SuiteTestCancelled(RocmenvError):
+    """A suite test was stopped before its command started."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+class SlurmError(EngineError):
+    """Slurm refused or failed, or its allocation does not match the node's GPUs."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from rocmenv.errors import UsageError
+from rocmenv.errors import GpuSelectionError
 
 CONTAINER_KFD = "/dev/kfd"
 CONTAINER_DRI = "/dev/dri"
@@ -34,10 +34,6 @@ GPU_FAMILY_TARGETS: dict[str, tuple[str, ...]] = {
     "mi30x": ("gfx942",),
     "mi35x": ("gfx950",),
 }
-
-
-class GpuSelectionError(UsageError):
-    """A ``--gpus`` value that is malformed or does not match this host."""
 
 
 def gfx_target_name(version: int) -> str:

@@ -1,7 +1,7 @@
 """Resolve tags from constraints, pin images to digests, validate pins, pick a profile's image.
 
-The commands ``resolve``, ``pin``, ``validate`` (and ``run``, through
-:func:`image_for_profile`) share this module; it talks to the registry through
+The commands ``resolve``, ``pin``, ``validate`` (and every command that
+runs an image, through :func:`choose_image`) share this module; it talks to the registry through
 :class:`rocmenv.registry.RegistryClient` and to the lockfile through :mod:`rocmenv.lock`.
 """
 
@@ -11,20 +11,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from rocmenv.config import Config, ImageSpec, Profile
+from rocmenv.config import Config
 from rocmenv.context import Context
 from rocmenv.errors import CheckFailed, ConfigError, DigestMismatch, RegistryNotFound
+from rocmenv.profiles import ImageSpec, Profile
 from rocmenv.reference import Reference, parse, parse_repository
 from rocmenv.tags import Constraints, TagInfo, nearest, parse_tag, select
 
 if TYPE_CHECKING:  # imported by the functions that need them: `run` of a pinned profile
     # needs neither the registry client nor the lockfile writer
     from rocmenv.lock import Lock, LockEntry
-    from rocmenv.registry import PlatformImage, RegistryClient
+    from rocmenv.registry.client import RegistryClient
+    from rocmenv.registry.manifest import PlatformImage
 
 
 def make_client(ctx: Context, config: Config) -> RegistryClient:
-    from rocmenv.registry import RegistryClient
+    from rocmenv.registry.client import RegistryClient
 
     return RegistryClient(ctx, config.registry)
 
@@ -118,47 +120,68 @@ def entry_matches_spec(entry: LockEntry, spec: ImageSpec) -> bool:
     return entry.tag == (spec.tag or "latest")
 
 
+ImageSource = Literal["cli", "lock", "profile", "resolved"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ImageChoice:
-    ref: str  # what to give the engine
-    digest: str | None
-    source: Literal["cli", "lock", "tag", "resolved"]
-    tag: str | None
-    gpu_family: str | None  # from the tag (mi30x, mi35x, …) when known
+    """Which image a command uses, decided once (:func:`choose_image`)."""
+
+    reference: Reference  # what the engine gets: validated, with a tag and/or a digest
+    source: ImageSource
+    tag: str | None  # the tag it came from (the lock's tag for a pinned profile)
+    gpu_family: str | None  # from the tag grammar (mi30x, mi35x, …) when the tag says
+
+    @property
+    def image(self) -> str:
+        """The reference as the engine and the user read it (``rocm/sgl-dev@sha256:…``)."""
+        return self.reference.familiar
+
+    @property
+    def repository(self) -> str:
+        """The image's name as the engine records it in ``RepoDigests``."""
+        return self.reference.familiar_name
+
+    @property
+    def digest(self) -> str | None:
+        return self.reference.digest
 
 
-def engine_reference(repository: str, digest: str, registry: str | None) -> str:
+def engine_reference(repository: str, digest: str, registry: str | None) -> Reference:
     """``repo@digest`` as the engine should pull it: from the mirror that served it, if any."""
     ref = parse(repository)
-    from rocmenv.registry import DOCKER_HUB, DOCKER_HUB_API
+    from rocmenv.registry.manifest import DOCKER_HUB, DOCKER_HUB_API
 
     upstream = DOCKER_HUB_API if ref.domain == DOCKER_HUB else ref.domain
     if registry and registry not in (upstream, ref.domain):
-        return f"{registry}/{ref.path}@{digest}"
-    return f"{ref.familiar_name}@{digest}"
+        return parse(f"{registry}/{ref.path}@{digest}")
+    return Reference(domain=ref.domain, path=ref.path, digest=digest)
 
 
-def image_for_profile(
+def _choice(ref: Reference, source: ImageSource, tag: str | None) -> ImageChoice:
+    return ImageChoice(
+        reference=ref, source=source, tag=tag, gpu_family=parse_tag(tag).gpu if tag else None
+    )
+
+
+def choose_image(
     ctx: Context,
     config: Config,
     profile: Profile,
     *,
     cli_image: str | None = None,
     lock: Lock | None = None,
+    resolve_constraints: bool = True,
     client_factory: Callable[[], RegistryClient] | None = None,
 ) -> ImageChoice:
-    """The image ``run`` should use: --image, else the profile's pin, else its tag, else the
-    newest tag meeting its constraints (resolved now, and not reproducible: pin it)."""
+    """The one decision of which image ``run``, ``shell``, ``options``, ``shims check`` and
+    ``drift`` use: ``--image``, else the profile's pin in the lock (an error when the profile
+    changed since), else its digest or tag, else the newest tag meeting its constraints
+    (resolved now, not reproducible: pin it). With ``resolve_constraints=False`` (rendering
+    options offline) an unpinned constrained profile gives its bare repository."""
     if cli_image:
-        ref = parse(cli_image)
-        info = parse_tag(ref.tag) if ref.tag else None
-        return ImageChoice(
-            ref=ref.familiar,
-            digest=ref.digest,
-            source="cli",
-            tag=ref.tag,
-            gpu_family=info.gpu if info else None,
-        )
+        ref = parse(cli_image)  # nothing unvalidated reaches the engine
+        return _choice(ref, "cli", ref.tag)
     from rocmenv.lock import read_lock
 
     spec = spec_of(profile)
@@ -171,42 +194,22 @@ def image_for_profile(
                 f"(locked: {entry.repository}:{entry.tag or ''}@{entry.digest[:19]}…)",
                 hint=f"run `rocmenv pin --profile {profile.name} --update` to pin the new image",
             )
-        info = parse_tag(entry.tag) if entry.tag else None
-        return ImageChoice(
-            ref=engine_reference(entry.repository, entry.digest, entry.registry),
-            digest=entry.digest,
-            source="lock",
-            tag=entry.tag,
-            gpu_family=info.gpu if info else None,
+        return _choice(
+            engine_reference(entry.repository, entry.digest, entry.registry), "lock", entry.tag
         )
     repo = parse_repository(spec.repository)
     if spec.digest:
-        return ImageChoice(
-            ref=f"{repo.familiar_name}@{spec.digest}",
-            digest=spec.digest,
-            source="tag",
-            tag=spec.tag,
-            gpu_family=None,
-        )
+        ref = Reference(domain=repo.domain, path=repo.path, digest=spec.digest)
+        return _choice(ref, "profile", spec.tag)
     if spec.has_constraints:
+        if not resolve_constraints:
+            return _choice(repo, "profile", None)
         client = client_factory() if client_factory else make_client(ctx, config)
         with client:
             resolution = resolve(client, repo, constraints_of(spec))
-        return ImageChoice(
-            ref=resolution.reference.familiar,
-            digest=None,
-            source="resolved",
-            tag=resolution.best.tag,
-            gpu_family=resolution.best.gpu,
-        )
+        return _choice(resolution.reference, "resolved", resolution.best.tag)
     tag = spec.tag or "latest"
-    return ImageChoice(
-        ref=repo.with_tag(tag).familiar,
-        digest=None,
-        source="tag",
-        tag=tag,
-        gpu_family=parse_tag(tag).gpu,
-    )
+    return _choice(repo.with_tag(tag), "profile", tag)
 
 
 # -- pin ------------------------------------------------------------------------------------------

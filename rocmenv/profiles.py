@@ -14,12 +14,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from rocmenv.errors import ConfigError
+from rocmenv.engine import ENGINE_NAMES, EngineName
+from rocmenv.errors import ConfigError, RocmenvError
 
-EngineName = Literal["auto", "docker-api", "docker-cli", "podman"]
 PullPolicy = Literal["always", "missing", "never"]
 GpuIsolation = Literal["devices", "env"]
-ENGINES: tuple[str, ...] = ("auto", "docker-api", "docker-cli", "podman")
 PULL_POLICIES: tuple[str, ...] = ("always", "missing", "never")
 FAMILIES: tuple[str, ...] = ("nightly", "release", "floating", "date-only")
 PROXY_VARS: tuple[str, ...] = (
@@ -254,8 +253,20 @@ def parse_ulimit(name: str, value: Any, where: str) -> Ulimit:
     return Ulimit(name=name, soft=soft, hard=hard)
 
 
-def parse_mount(value: Any, where: str, base: Path) -> Mount:
-    """``"SRC:DST[:ro|:rw]"`` or a table {source, target, readonly, optional}."""
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env_name(name: str, where: str, error: type[RocmenvError] = ConfigError) -> None:
+    """The one rule for environment variable names (profiles, ``-e``)."""
+    if not _ENV_NAME_RE.fullmatch(name):
+        raise error(f"{where}: {name!r} is not an environment variable name")
+
+
+def parse_mount(
+    value: Any, where: str, base: Path, error: type[RocmenvError] = ConfigError
+) -> Mount:
+    """``"SRC:DST[:ro|:rw]"`` or a table {source, target, readonly, optional}; the one mount
+    parser (profiles, ``-v``); ``error`` is the class raised (UsageError for the CLI)."""
     if isinstance(value, str):
         parts = value.split(":")
         if (
@@ -264,7 +275,7 @@ def parse_mount(value: Any, where: str, base: Path) -> Mount:
             or not parts[1]
             or (len(parts) == 3 and parts[2] not in ("ro", "rw"))
         ):
-            raise ConfigError(
+            raise error(
                 f"{where}: mount {value!r} is not SRC:DST[:ro]", hint="e.g. /data/ci:/data/ci:ro"
             )
         source, target, readonly, optional = (
@@ -276,7 +287,7 @@ def parse_mount(value: Any, where: str, base: Path) -> Mount:
     elif isinstance(value, dict):
         check_keys(value, MOUNT_KEYS, where)
         if "source" not in value or "target" not in value:
-            raise ConfigError(f"{where}: a mount table needs source and target")
+            raise error(f"{where}: a mount table needs source and target")
         source, target = (
             as_str(value["source"], f"{where}.source"),
             as_str(value["target"], f"{where}.target"),
@@ -284,12 +295,13 @@ def parse_mount(value: Any, where: str, base: Path) -> Mount:
         readonly = as_bool(value.get("readonly", False), f"{where}.readonly")
         optional = as_bool(value.get("optional", False), f"{where}.optional")
     else:
-        raise ConfigError(f"{where}: a mount is a string or a table, got {value!r}")
+        raise error(f"{where}: a mount is a string or a table, got {value!r}")
     if not target.startswith("/"):
-        raise ConfigError(
-            f"{where}: mount target {target!r} must be an absolute path in the container"
-        )
-    source_path = Path(source).expanduser()
+        raise error(f"{where}: mount target {target!r} must be an absolute path in the container")
+    try:
+        source_path = Path(source).expanduser()
+    except RuntimeError as err:  # ~user that does not exist
+        raise error(f"{where}: mount source {source!r}: {err}") from err
     if not source_path.is_absolute():
         source_path = base / source_path
     return Mount(source=str(source_path), target=target, readonly=readonly, optional=optional)
@@ -391,7 +403,7 @@ def parse_profile(name: str, table: Mapping[str, Any], base: Profile, path: Path
     if "pull" in table:
         u["pull"] = as_choice(table["pull"], PULL_POLICIES, f"{where}.pull")
     if "engine" in table:
-        u["engine"] = as_choice(table["engine"], ENGINES, f"{where}.engine")
+        u["engine"] = as_choice(table["engine"], ENGINE_NAMES, f"{where}.engine")
     if "ulimits" in table:
         if not isinstance(table["ulimits"], dict):
             raise ConfigError(f"{where}.ulimits must be a table of name = limit")
@@ -416,6 +428,5 @@ def parse_profile(name: str, table: Mapping[str, Any], base: Profile, path: Path
         *u.get("secret_env", ()),
         *(k for k, _ in u.get("env", ())),
     ):
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env_name):
-            raise ConfigError(f"{where}: {env_name!r} is not an environment variable name")
+        check_env_name(env_name, where)
     return replace(base, **u)

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from rocmenv.errors import InvalidReference
+from rocmenv.errors import InvalidReference, ReferenceSyntaxError
 
 DEFAULT_DOMAIN = "docker.io"
 LEGACY_DEFAULT_DOMAIN = "index.docker.io"
@@ -95,30 +95,6 @@ RULE_TEXT: dict[str, str] = {
 class ReferenceProblem:
     rule: Rule
     detail: str
-
-
-class ReferenceSyntaxError(InvalidReference):
-    """An invalid reference or tag; ``rule`` names the grammar rule it breaks."""
-
-    def __init__(
-        self,
-        text: str,
-        rule: Rule,
-        detail: str,
-        *,
-        hint: str | None = None,
-        kind: str = "image reference",
-    ) -> None:
-        shown = text if len(text) <= 80 else text[:77] + "..."
-        super().__init__(
-            f"invalid {kind} {shown!r}: {detail} (rule: {rule})",
-            hint=hint
-            or "use [REGISTRY[:PORT]/]NAMESPACE/NAME[:TAG][@sha256:DIGEST], lower-case, "
-            "e.g. rocm/sgl-dev:v0.5.8-rocm700-mi30x",
-        )
-        self.text = text
-        self.rule = rule
-        self.detail = detail
 
 
 @dataclass(frozen=True, kw_only=True)

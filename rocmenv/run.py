@@ -14,10 +14,8 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import re
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,27 +23,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from rocmenv.config import Config, Profile, PullPolicy, load_config
+from rocmenv.config import load_config
 from rocmenv.context import Context
-from rocmenv.engine import (
-    Engine,
-    EngineStartError,
-    ImageInfo,
-    PullEvent,
-    choose_engine_kind,
-    in_container,
-    make_engine,
-    owner_labels,
-)
-from rocmenv.errors import EXIT_RUN_NOT_STARTED, EngineError, RocmenvError, UsageError
+from rocmenv.engine import Attachment, Engine, EngineName, ImageInfo, PullEvent
+from rocmenv.engine.container import Container
+from rocmenv.engine.select import choose_engine_kind, engine_name, in_container, make_engine
+from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
 from rocmenv.gpu import GpuInventory, discover, family_mismatch
+from rocmenv.labels import Identity
+from rocmenv.pinning import choose_image
+from rocmenv.profiles import PullPolicy
 from rocmenv.runspec import (
-    LABEL_SESSION,
     HostFacts,
+    LauncherMount,
     Overrides,
     RunSpec,
     build_runspec,
-    with_launcher,
+    wants_gpus,
 )
 
 STOP_GRACE = 3.0  # seconds between the forwarded signal and SIGKILL
@@ -54,17 +48,11 @@ SHELL_COMMAND = ("sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-class RunNotStarted(EngineError):
-    """rocmenv or the engine failed before the command ran (exit 125, as ``docker run``)."""
-
-    exit_code = EXIT_RUN_NOT_STARTED
-
-
 @dataclass(frozen=True, kw_only=True)
 class RunRequest:
     profile: str | None = None
     overrides: Overrides = field(default_factory=Overrides)
-    engine: str | None = None
+    engine: EngineName | None = None
     pull: PullPolicy | None = None
     keep: bool = False
     shims: bool | None = None  # None: the profile decides
@@ -109,65 +97,11 @@ def host_group_gid(name: str) -> int | None:
         return None
 
 
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
 def _fileno(stream: Any, default: int) -> int:
     try:
         return int(stream.fileno())
     except (AttributeError, ValueError, OSError):
         return default
-
-
-_GPU_FAMILY_RE = re.compile(r"(?:^|-)(mi[0-9]{2,3}x)(?:-|$)")
-
-
-def _gpu_family_of(image: str) -> str | None:
-    tag = image.rsplit("@", 1)[0]
-    tag = tag.rsplit(":", 1)[1] if ":" in tag.rsplit("/", 1)[-1] else ""
-    match = _GPU_FAMILY_RE.search(tag)
-    return match.group(1) if match else None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Chosen:
-    image: str
-    repository: str  # the image's name as the engine records it in RepoDigests
-    digest: str | None
-    gpu_family: str | None
-
-
-def choose_image(ctx: Context, config: Config, profile: Profile, cli_image: str | None) -> Chosen:
-    """``--image``, else the lock's digest, else the profile's tag (via :mod:`rocmenv.pinning`)."""
-    from rocmenv.reference import parse
-
-    if cli_image:
-        ref = parse(cli_image)  # nothing unvalidated reaches the engine
-        return Chosen(
-            image=ref.familiar,
-            repository=ref.familiar_name,
-            digest=ref.digest,
-            gpu_family=_gpu_family_of(ref.familiar),
-        )
-    if profile.image is None:
-        raise UsageError(
-            f"profile {profile.name!r} names no image",
-            hint=f'pass --image REF, or set image = "rocm/sgl-dev" (+ tag) in [profiles.{profile.name}]',
-        )
-    from rocmenv.pinning import image_for_profile
-
-    choice = image_for_profile(ctx, config, profile)
-    ref = parse(choice.ref)
-    return Chosen(
-        image=ref.familiar,
-        repository=ref.familiar_name,
-        digest=choice.digest,
-        gpu_family=choice.gpu_family,
-    )
 
 
 class Reporter(Protocol):
@@ -232,37 +166,35 @@ def execute(
     config = load_config(ctx)
     profile = config.profile(request.profile)
     kind = choose_engine_kind(
-        ctx, flag=request.engine, profile_engine=profile.engine, config_engine=config.engine
+        ctx, engine_name(ctx, flag=request.engine, profile=profile.engine, config=config.engine)
     )
     timings.mark("config")
-    chosen = choose_image(ctx, config, profile, request.overrides.image)
-    gpus_text = request.overrides.gpus if request.overrides.gpus is not None else profile.gpus
+    choice = choose_image(ctx, config, profile, cli_image=request.overrides.image)
     inventory: GpuInventory | None = None
-    if gpus_text.strip().lower() != "none":
+    if wants_gpus(profile, request.overrides):
         inventory = discover(config.host.sysfs_root, config.host.dev_root)
     checkout = find_checkout(ctx.cwd) if profile.mount_checkout else None
     timings.mark("host")
     try:
         engine = make_engine(kind, ctx)
     except EngineError as err:
-        raise RunNotStarted(err.what, hint=err.hint) from None
+        raise RunNotStarted(err.what, hint=err.hint) from err
     timings.mark("engine")
     # The image check (a CLI process for docker-cli, a pull maybe) runs on a thread while
     # this one prepares the shim launcher.
-    image_check = _Background(
-        lambda: ensure_image(engine, chosen.image, request.pull or profile.pull, reporter)
-    )
+    policy = request.pull or profile.pull
+    image_check = _Background(lambda: ensure_image(engine, choice.image, policy, reporter))
     shims = request.shims if request.shims is not None else profile.shims
-    bundle = _prepare_launcher(ctx) if shims else None
+    launcher = _launcher_mount(ctx) if shims else None
     try:
-        info = image_check.result()
-    except RunNotStarted:
-        raise
+        info: ImageInfo = image_check.result()
     except EngineError as err:
-        raise RunNotStarted(err.what, hint=err.hint) from None
+        if isinstance(err, RunNotStarted):
+            raise
+        raise RunNotStarted(err.what, hint=err.hint) from err
     timings.mark("image")
     command = SHELL_COMMAND if request.shell else request.overrides.command
-    overrides = replace(request.overrides, command=tuple(command))
+    identity = Identity.current()
     facts = HostFacts(
         env=ctx.env,
         cwd=ctx.cwd,
@@ -271,44 +203,39 @@ def execute(
         group_gid=host_group_gid,
         path_exists=os.path.exists,
         check_host=True,
-        session=os.urandom(6).hex(),
-        owner_pid=os.getpid(),
-        owner_host=socket.gethostname(),
-        image_digest=chosen.digest or info.digest_for(chosen.repository) or info.id,
+        identity=identity,
+        image_digest=choice.digest or info.digest_for(choice.repository) or info.id,
+        image_env=info.env_map(),
     )
-    spec = build_runspec(profile, overrides, facts, image=chosen.image)
-    spec = _with_owner_start(spec)
-    if bundle is not None:
-        spec = _add_launcher(spec, bundle, info)
+    spec = build_runspec(
+        profile,
+        replace(request.overrides, command=tuple(command)),
+        facts,
+        image=choice.image,
+        launcher=launcher,
+    )
     for text in spec.warnings:
         reporter.warning(text)
     if inventory is not None:
-        mismatch = family_mismatch(chosen.gpu_family, inventory)
+        mismatch = family_mismatch(choice.gpu_family, inventory)
         if mismatch:
             reporter.warning(mismatch)
     for text in spec.notes:
         reporter.note(text)
-    hint = _SiblingHint(engine) if spec.mounts and in_container() else None
+    hint = _Background(lambda: _sibling_note(engine)) if spec.mounts and in_container() else None
     timings.mark("spec")
-    interactive = request.interactive or request.shell
     tty = request.tty
     if tty is None:
-        tty = _isatty(sys.stdin) and _isatty(sys.stdout)
-    if tty:
-        interactive = interactive or _isatty(sys.stdin)
+        tty = ctx.stdin_is_tty and ctx.stdout_is_tty
+    interactive = request.interactive or request.shell or (tty and ctx.stdin_is_tty)
     status = _run_container(
-        ctx, reporter, engine, spec, tty=tty, interactive=interactive, keep=request.keep,
-        timings=timings, on_created=on_created, hint=hint,
+        ctx, reporter, engine, spec, name=identity.container_name, tty=tty,
+        interactive=interactive, keep=request.keep, timings=timings, on_created=on_created,
+        hint=hint,
     )  # fmt: skip
     if timings.enabled:
         reporter.note(timings.summary())
     return status
-
-
-def _with_owner_start(spec: RunSpec) -> RunSpec:
-    labels = dict(spec.labels)
-    labels.update(owner_labels(start_only=True))
-    return replace(spec, labels=tuple(sorted(labels.items())))
 
 
 class _Background:
@@ -326,58 +253,38 @@ class _Background:
         except BaseException as err:  # handed to the caller
             self._error = err
 
-    def result(self) -> Any:
-        self._thread.join()
+    def result(self, timeout: float | None = None) -> Any:
+        """The value (None when ``timeout`` passed first)."""
+        self._thread.join(timeout)
         if self._error is not None:
             raise self._error
         return self._value
 
 
-def _prepare_launcher(ctx: Context) -> Any:
-    try:
-        from rocmenv.launcher_bundle import prepare_launcher
-    except ImportError:  # the shim layer is not installed in this build
-        return None
-    return prepare_launcher(ctx)
+def _launcher_mount(ctx: Context) -> LauncherMount:
+    from rocmenv.shims.bundle import prepare_launcher
 
-
-def _add_launcher(spec: RunSpec, bundle: Any, info: ImageInfo) -> RunSpec:
-    from rocmenv.launcher_bundle import merge_pythonpath
-
-    base = spec.env_values.get("PYTHONPATH", info.env_map().get("PYTHONPATH"))
-    return with_launcher(
-        spec,
+    bundle = prepare_launcher(ctx)
+    return LauncherMount(
         host_dir=str(bundle.host_dir),
         container_dir=bundle.container_dir,
-        pythonpath=merge_pythonpath(bundle.container_dir, base),
-        pycache_dir=getattr(bundle, "pycache_dir", None),
+        pycache_dir=bundle.pycache_dir,
     )
 
 
-class _SiblingHint:
+def _sibling_note(engine: Engine) -> str | None:
     """Inside a container, is it one of the engine's own (the socket mounted in, as on
     runners that start sibling containers)? Then bind sources are the engine host's paths.
-    The engine knows our container by our host name (its short id) when that is the case.
-    Asked on a thread, while the container is being made."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._text: str | None = None
-        self._thread = threading.Thread(target=self._ask, args=(engine,), daemon=True)
-        self._thread.start()
-
-    def _ask(self, engine: Engine) -> None:
-        with contextlib.suppress(RocmenvError):
-            doc = engine.inspect_container(socket.gethostname())
-            name = str(doc.get("Name", "")).lstrip("/") or socket.gethostname()
-            self._text = (
-                f"rocmenv runs in container {name}, a sibling of the one it starts: bind-mount "
-                "sources are paths on the engine's host, not in this container"
-            )
-
-    def say(self, reporter: Reporter) -> None:
-        self._thread.join(timeout=2.0)
-        if self._text:
-            reporter.note(self._text)
+    The engine knows our container by our host name (its short id) when that is the case."""
+    try:
+        doc = engine.inspect_container(socket.gethostname())
+    except RocmenvError:
+        return None
+    name = str(doc.get("Name", "")).lstrip("/") or socket.gethostname()
+    return (
+        f"rocmenv runs in container {name}, a sibling of the one it starts: bind-mount "
+        "sources are paths on the engine's host, not in this container"
+    )
 
 
 def _run_container(
@@ -386,88 +293,86 @@ def _run_container(
     engine: Engine,
     spec: RunSpec,
     *,
+    name: str,
     tty: bool,
     interactive: bool,
     keep: bool,
     timings: Timings,
     on_created: Callable[[str], None] | None,
-    hint: _SiblingHint | None = None,
+    hint: _Background | None = None,
 ) -> int:
+    """Create, attach, start and supervise; the container is :class:`Container`'s."""
     events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-    session = spec.label_map.get(LABEL_SESSION, os.urandom(6).hex())
-    name = f"rocmenv-{session}"
-    create_failed = False
-    container_id: str | None = None
-    attachment = None
-    received: int | None = None
+
+    def kept(container_id: str) -> None:
+        reporter.note(
+            f"kept container {container_id[:12]} (--keep); remove it with "
+            f"`docker rm -f {container_id[:12]}`"
+        )
+
+    box = Container(
+        engine, spec, name=name, tty=tty, stdin_open=interactive, keep=keep, on_kept=kept
+    )
     with _forwarded_signals(events):
         try:
-            try:
-                container_id = engine.create(spec, tty=tty, stdin_open=interactive, name=name)
-            except EngineError as err:
-                create_failed = True
-                pending = _pending_signal(events)
-                if pending is not None:  # e.g. Ctrl-C reached a CLI child too
-                    return 128 + pending
-                raise RunNotStarted(err.what, hint=err.hint) from None
-            timings.mark("create")
-            if on_created is not None:
-                on_created(container_id)
-            if hint is not None:
-                hint.say(reporter)
-            pending = _pending_signal(events)
-            if pending is not None:
+            with box:
+                return _drive(ctx, reporter, engine, box, events, interactive, timings,
+                              on_created, hint)  # fmt: skip
+        except RunNotStarted:
+            pending = None if box.id else _pending_signal(events)
+            if pending is not None:  # the create failed: e.g. Ctrl-C reached a CLI child too
                 return 128 + pending
-            for stream in (ctx.stdout, ctx.stderr, sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    stream.flush()
-            try:
-                attachment = engine.start_attached(
-                    container_id,
-                    stdout_fd=_fileno(ctx.stdout, 1),
-                    stderr_fd=_fileno(ctx.stderr, 2),
-                    stdin_fd=_fileno(sys.stdin, 0) if interactive else None,
-                    tty=tty,
-                )
-            except EngineStartError as err:
-                return _start_failed(reporter, err)
-            except EngineError as err:
-                raise RunNotStarted(err.what, hint=err.hint) from None
-            timings.mark("start")
-            waiter = threading.Thread(
-                target=_wait_for_exit, args=(engine, container_id, attachment, events), daemon=True
-            )
-            waiter.start()
-            status, received = _supervise(engine, container_id, events)
-            if isinstance(status, BaseException):
-                if isinstance(status, EngineStartError):
-                    return _start_failed(reporter, status)
-                raise status
-            timings.mark("run")
-            attachment.join(timeout=5.0)
-            return 128 + received if received is not None else status
-        finally:
-            if attachment is not None:
-                attachment.close()
-            if create_failed:
-                _sweep(engine, session)
-            if container_id is not None:
-                if keep:
-                    reporter.note(
-                        f"kept container {container_id[:12]} (--keep); remove it with "
-                        f"`docker rm -f {container_id[:12]}`"
-                    )
-                else:
-                    with contextlib.suppress(EngineError):
-                        engine.remove(container_id, force=True)
-                    timings.mark("remove")
+            raise
 
 
-def _sweep(engine: Engine, session: str) -> None:
-    """After a failed or interrupted create: remove whatever the engine made anyway."""
-    with contextlib.suppress(RocmenvError):
-        for found in engine.list_containers(labels={LABEL_SESSION: session}):
-            engine.remove(found.id, force=True)
+def _drive(
+    ctx: Context,
+    reporter: Reporter,
+    engine: Engine,
+    box: Container,
+    events: queue.SimpleQueue[tuple[str, Any]],
+    interactive: bool,
+    timings: Timings,
+    on_created: Callable[[str], None] | None,
+    hint: _Background | None,
+) -> int:
+    """From a created container to its exit status, forwarding signals meanwhile."""
+    timings.mark("create")
+    if on_created is not None:
+        on_created(box.id)
+    if hint is not None:
+        note = hint.result(timeout=2.0)
+        if note:
+            reporter.note(note)
+    pending = _pending_signal(events)
+    if pending is not None:
+        return 128 + pending
+    for stream in (ctx.stdout, ctx.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    try:
+        attachment = box.start_attached(
+            stdout_fd=_fileno(ctx.stdout, 1),
+            stderr_fd=_fileno(ctx.stderr, 2),
+            stdin_fd=_fileno(ctx.stdin, 0) if interactive else None,
+        )
+    except EngineStartError as err:
+        return _start_failed(reporter, err)
+    except EngineError as err:
+        raise RunNotStarted(err.what, hint=err.hint) from err
+    timings.mark("start")
+    waiter = threading.Thread(
+        target=_wait_for_exit, args=(engine, box.id, attachment, events), daemon=True
+    )
+    waiter.start()
+    status, received = _supervise(engine, box.id, events)
+    if isinstance(status, BaseException):
+        if isinstance(status, EngineStartError):
+            return _start_failed(reporter, status)
+        raise status
+    timings.mark("run")
+    attachment.join(timeout=5.0)
+    return 128 + received if received is not None else int(status)
 
 
 def _start_failed(reporter: Reporter, err: EngineStartError) -> int:
@@ -493,7 +398,10 @@ def _pending_signal(events: queue.SimpleQueue[tuple[str, Any]]) -> int | None:
 
 
 def _wait_for_exit(
-    engine: Engine, container_id: str, attachment: Any, events: queue.SimpleQueue[tuple[str, Any]]
+    engine: Engine,
+    container_id: str,
+    attachment: Attachment,
+    events: queue.SimpleQueue[tuple[str, Any]],
 ) -> None:
     try:
         attachment.join()

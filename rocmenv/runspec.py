@@ -29,14 +29,12 @@ Policies (README "Profiles"):
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from rocmenv.config import PROXY_VARS, Mount, Profile, Ulimit
+from rocmenv.context import env_flag
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.gpu import (
     CONTAINER_DRI,
@@ -46,14 +44,8 @@ from rocmenv.gpu import (
     parse_gpus,
     select,
 )
-
-LABEL_PREFIX = "rocmenv."
-LABEL_SESSION = "rocmenv.session"
-LABEL_PROFILE = "rocmenv.profile"
-LABEL_OWNER_PID = "rocmenv.owner-pid"
-LABEL_OWNER_HOST = "rocmenv.owner-host"
-LABEL_OWNER_START = "rocmenv.owner-start"  # "<boot id>:<start time>": survives pid reuse
-LABEL_IMAGE_DIGEST = "rocmenv.image-digest"
+from rocmenv.labels import LABEL_PREFIX, Identity, run_labels
+from rocmenv.profiles import PROXY_VARS, Mount, Profile, Ulimit, check_env_name, parse_mount
 
 EnvSource = Literal["fixed", "host", "secret", "gpu", "cli", "launcher"]
 
@@ -168,24 +160,18 @@ class HostFacts:
     group_gid: Callable[[str], int | None] = lambda _name: None
     path_exists: Callable[[str], bool] = lambda _p: True
     check_host: bool = True  # run: check devices and mount sources; options: don't
-    session: str = ""
-    owner_pid: int = 0
-    owner_host: str = ""
+    identity: Identity | None = None  # a run's session and owner (None: a rendering)
     image_digest: str | None = None
+    image_env: Mapping[str, str] = field(default_factory=dict)  # the image config's Env
 
 
-def parse_cli_mount(text: str) -> Mount:
-    parts = text.split(":")
-    if (
-        len(parts) not in (2, 3)
-        or not parts[0]
-        or not parts[1]
-        or (len(parts) == 3 and parts[2] not in ("ro", "rw"))
-    ):
-        raise UsageError(f"-v {text!r} is not SRC:DST[:ro]", hint="e.g. -v /data/ci:/data/ci:ro")
-    if not parts[1].startswith("/"):
-        raise UsageError(f"-v {text!r}: the target must be an absolute path in the container")
-    return Mount(source=parts[0], target=parts[1], readonly=len(parts) == 3 and parts[2] == "ro")
+@dataclass(frozen=True, kw_only=True)
+class LauncherMount:
+    """The shim launcher as the spec mounts it (see :mod:`rocmenv.shims.bundle`)."""
+
+    host_dir: str
+    container_dir: str
+    pycache_dir: str | None = None  # a private tmpfs: the launcher's .pyc, once per container
 
 
 def parse_device(text: str, where: str) -> Device:
@@ -234,8 +220,18 @@ def _gpu_devices(
     return devices, [EnvVar(name=n, value=value, source="gpu") for n in env_names], notes
 
 
+def gpus_text(profile: Profile, overrides: Overrides) -> str:
+    """The GPU selection asked for: ``--gpus``, else the profile's."""
+    return overrides.gpus if overrides.gpus is not None else profile.gpus
+
+
+def wants_gpus(profile: Profile, overrides: Overrides) -> bool:
+    """Whether the host's GPU inventory is needed (anything but ``none``)."""
+    return gpus_text(profile, overrides).strip().lower() != "none"
+
+
 def _gpu_selection(profile: Profile, overrides: Overrides, host: HostFacts) -> GpuSelection:
-    text = overrides.gpus if overrides.gpus is not None else profile.gpus
+    text = gpus_text(profile, overrides)
     request = parse_gpus(text)
     inv = host.inventory
     if request.kind == "none":
@@ -263,12 +259,9 @@ def _mounts(
     notes: list[str] = []
     declared: list[tuple[Mount, str]] = [(m, "profile") for m in profile.mounts]
     for text in overrides.mounts:
-        m = parse_cli_mount(text)
-        source = Path(m.source).expanduser()
-        if not source.is_absolute():
-            source = host.cwd / source
+        m = parse_mount(text, f"-v {text!r}", host.cwd, UsageError)
         declared = [(d, w) for d, w in declared if d.target != m.target]  # -v wins
-        declared.append((replace(m, source=str(source)), "-v"))
+        declared.append((m, "-v"))
     out: list[BindMount] = []
     skipped: list[str] = []
     by_target: dict[str, str] = {}
@@ -321,8 +314,7 @@ def _env(
         env[name] = EnvVar(name=name, value=host.env.get(name), source="secret")
     for item in overrides.env:
         name, eq, value = item.partition("=")
-        if not name or not name.replace("_", "a").isalnum() or name[0].isdigit():
-            raise UsageError(f"-e {item!r}: {name!r} is not an environment variable name")
+        check_env_name(name, f"-e {item!r}", UsageError)
         if untrusted and name in profile.secret_env:
             raise UsageError(
                 f"-e {name}: {name} is a secret of profile {profile.name!r} and untrusted mode "
@@ -350,10 +342,16 @@ def _groups(profile: Profile, host: HostFacts) -> tuple[str, ...]:
 
 
 def build_runspec(
-    profile: Profile, overrides: Overrides, host: HostFacts, *, image: str
+    profile: Profile,
+    overrides: Overrides,
+    host: HostFacts,
+    *,
+    image: str,
+    launcher: LauncherMount | None = None,
 ) -> RunSpec:
-    """The container for ``profile`` with the CLI's ``overrides`` on ``host``."""
-    untrusted = profile.untrusted or overrides.untrusted or _flag(host.env, "ROCMENV_UNTRUSTED")
+    """The complete container for ``profile`` with the CLI's ``overrides`` on ``host``:
+    labels from :mod:`rocmenv.labels`, and the shim ``launcher`` mounted when given."""
+    untrusted = profile.untrusted or overrides.untrusted or env_flag(host.env, "ROCMENV_UNTRUSTED")
     privileged = profile.privileged if overrides.privileged is None else overrides.privileged
     warnings: list[str] = []
     notes: list[str] = []
@@ -392,13 +390,9 @@ def build_runspec(
         workdir = str(host.cwd)
     if workdir is not None and not workdir.startswith("/"):
         raise UsageError(f"--workdir {workdir!r} must be an absolute path in the container")
-    labels = {
-        LABEL_PROFILE: profile.name,
-        **({LABEL_SESSION: host.session} if host.session else {}),
-        **({LABEL_OWNER_PID: str(host.owner_pid)} if host.owner_pid else {}),
-        **({LABEL_OWNER_HOST: host.owner_host} if host.owner_host else {}),
-        **({LABEL_IMAGE_DIGEST: host.image_digest} if host.image_digest else {}),
-    }
+    labels = run_labels(
+        profile=profile.name, identity=host.identity, image_digest=host.image_digest
+    )
     for key, value in profile.labels:
         if key.startswith(LABEL_PREFIX):
             raise ConfigError(f"[profiles.{profile.name}].labels: {key!r} is reserved for rocmenv")
@@ -410,6 +404,9 @@ def build_runspec(
             f"untrusted mode: privileged refused, {data_mounts} host data mount(s) read-only, "
             "no secret variables passed",
         )
+    tmpfs: list[tuple[str, str]] = []
+    if launcher is not None:
+        env, mounts, tmpfs = _add_launcher(env, mounts, launcher, host)
     return RunSpec(
         image=image,
         command=tuple(overrides.command),
@@ -428,6 +425,7 @@ def build_runspec(
         privileged=privileged,
         mounts=tuple(mounts),
         checkout=checkout,
+        tmpfs=tuple(tmpfs),
         env=tuple(env),
         workdir=workdir,
         labels=tuple(sorted(labels.items())),
@@ -438,25 +436,22 @@ def build_runspec(
     )
 
 
-def with_launcher(
-    spec: RunSpec,
-    *,
-    host_dir: str,
-    container_dir: str,
-    pythonpath: str,
-    pycache_dir: str | None = None,
-) -> RunSpec:
-    """The spec plus the shim launcher: mounted read-only, ``PYTHONPATH`` set to ``pythonpath``
-    (the caller merges the launcher directory with the image's own ``PYTHONPATH``), and a
-    small private tmpfs on ``pycache_dir`` so the launcher is compiled once per container."""
-    env = [e for e in spec.env if e.name != "PYTHONPATH"]
+def _add_launcher(
+    env: list[EnvVar], mounts: list[BindMount], launcher: LauncherMount, host: HostFacts
+) -> tuple[list[EnvVar], list[BindMount], list[tuple[str, str]]]:
+    """The launcher mounted read-only, first on ``PYTHONPATH`` (merged with the profile's or
+    else the image's own), and a small private tmpfs on its ``__pycache__``."""
+    from rocmenv.shims.bundle import merge_pythonpath
+
+    given = {e.name: e.value for e in env if e.value is not None}
+    base = given.get("PYTHONPATH", host.image_env.get("PYTHONPATH"))
+    pythonpath = merge_pythonpath(launcher.container_dir, base)
+    env = [e for e in env if e.name != "PYTHONPATH"]
     env.append(EnvVar(name="PYTHONPATH", value=pythonpath, source="launcher"))
-    mounts = [m for m in spec.mounts if m.target != container_dir]
-    mounts.append(BindMount(source=host_dir, target=container_dir, readonly=True))
-    tmpfs = [t for t in spec.tmpfs if t[0] != pycache_dir]
-    if pycache_dir:
-        tmpfs.append((pycache_dir, "rw,size=1m"))
-    return replace(spec, env=tuple(env), mounts=tuple(mounts), tmpfs=tuple(tmpfs))
+    mounts = [m for m in mounts if m.target != launcher.container_dir]
+    mounts.append(BindMount(source=launcher.host_dir, target=launcher.container_dir, readonly=True))
+    tmpfs = [(launcher.pycache_dir, "rw,size=1m")] if launcher.pycache_dir else []
+    return env, mounts, tmpfs
 
 
 def _dedupe(devices: Sequence[Device]) -> list[Device]:
@@ -467,143 +462,3 @@ def _dedupe(devices: Sequence[Device]) -> list[Device]:
             seen.add(dev.container)
             out.append(dev)
     return out
-
-
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-# -- renderers ------------------------------------------------------------------------------
-
-
-def render_docker(
-    spec: RunSpec, *, with_checkout: bool = True, with_labels: bool = True
-) -> list[str]:
-    """``docker run``/``docker create`` arguments (without the image and command)."""
-    args: list[str] = []
-    args += [f"--device={d.render()}" for d in spec.devices]
-    args += [f"--group-add={g}" for g in spec.group_add]
-    args += [f"--cap-add={c}" for c in spec.cap_add]
-    args += [f"--cap-drop={c}" for c in spec.cap_drop]
-    args += [f"--security-opt={s}" for s in spec.security_opt]
-    if spec.privileged:
-        args.append("--privileged")
-    if spec.ipc:
-        args.append(f"--ipc={spec.ipc}")
-    if spec.network:
-        args.append(f"--network={spec.network}")
-    if spec.shm_size:
-        args.append(f"--shm-size={spec.shm_size}")
-    if spec.memory:
-        args.append(f"--memory={spec.memory}")
-    if spec.memory_swap:
-        args.append(f"--memory-swap={spec.memory_swap}")
-    args += [f"--ulimit={u.render()}" for u in spec.ulimits]
-    for m in spec.mounts:
-        if m.target == spec.checkout and not with_checkout:
-            continue
-        args.append(f"--mount={m.render_mount()}")
-    args += [f"--tmpfs={target}:{options}" for target, options in spec.tmpfs]
-    for e in spec.env:
-        args.append(f"--env={e.name}" if e.from_host else f"--env={e.name}={e.value}")
-    if spec.workdir and with_checkout:
-        args.append(f"--workdir={spec.workdir}")
-    if with_labels:
-        args += [f"--label={k}={v}" for k, v in spec.labels]
-    return args
-
-
-def render_gha(spec: RunSpec) -> str:
-    """A ``container.options`` string. The checkout and working directory are left out:
-    Actions mounts the workspace and sets the working directory itself."""
-    args = render_docker(spec, with_checkout=False, with_labels=False)
-    args += [f"--label={k}={v}" for k, v in spec.labels if not k.startswith(LABEL_PREFIX)]
-    return shlex.join(args)
-
-
-def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
-    """A compose file with one service for the spec (YAML, emitted by hand)."""
-    svc: dict[str, Any] = {"image": spec.image}
-    if spec.command:
-        svc["command"] = list(spec.command)
-    if spec.devices:
-        svc["devices"] = [
-            f"{d.host}:{d.container}" + ("" if d.permissions == "rwm" else f":{d.permissions}")
-            for d in spec.devices
-        ]
-    for key, values in (
-        ("group_add", spec.group_add),
-        ("cap_add", spec.cap_add),
-        ("cap_drop", spec.cap_drop),
-        ("security_opt", spec.security_opt),
-    ):
-        if values:
-            svc[key] = list(values)
-    if spec.privileged:
-        svc["privileged"] = True
-    if spec.ipc:
-        svc["ipc"] = spec.ipc
-    if spec.network:
-        svc["network_mode"] = spec.network
-    if spec.shm_size:
-        svc["shm_size"] = spec.shm_size
-    if spec.memory:
-        svc["mem_limit"] = spec.memory
-    if spec.memory_swap:
-        svc["memswap_limit"] = spec.memory_swap
-    if spec.ulimits:
-        svc["ulimits"] = {
-            u.name: u.soft if u.soft == u.hard else {"soft": u.soft, "hard": u.hard}
-            for u in spec.ulimits
-        }
-    if spec.mounts:
-        svc["volumes"] = [
-            {
-                "type": "bind",
-                "source": m.source,
-                "target": m.target,
-                **({"read_only": True} if m.readonly else {}),
-                "bind": {"create_host_path": False},
-            }
-            for m in spec.mounts
-        ]
-    if spec.tmpfs:
-        svc["tmpfs"] = [f"{target}:{options}" for target, options in spec.tmpfs]
-    if spec.env:
-        svc["environment"] = [e.name if e.from_host else f"{e.name}={e.value}" for e in spec.env]
-    if spec.workdir:
-        svc["working_dir"] = spec.workdir
-    user_labels = {k: v for k, v in spec.labels if not k.startswith(LABEL_PREFIX)}
-    if user_labels:
-        svc["labels"] = user_labels
-    return _yaml({"services": {service or spec.profile or "rocmenv": svc}})
-
-
-def _yaml_scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a YAML scalar
-
-
-def _yaml(value: Any, indent: int = 0) -> str:
-    pad = "  " * indent
-    lines: list[str] = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(item, (dict, list)) and item:
-                lines.append(f"{pad}{key}:")
-                lines.append(_yaml(item, indent + 1).rstrip("\n"))
-            else:
-                lines.append(f"{pad}{key}: {_yaml_scalar(item) if item != [] else '[]'}")
-    elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict):
-                body = _yaml(item, indent + 1).rstrip("\n")
-                lines.append(f"{pad}- {body.lstrip()}")
-            else:
-                lines.append(f"{pad}- {_yaml_scalar(item)}")
-    else:
-        lines.append(pad + _yaml_scalar(value))
-    return "\n".join(lines) + "\n"

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rocmenv.context import Context
 from rocmenv.errors import RocmenvError
+
+if TYPE_CHECKING:
+    from rocmenv.config import Config
 
 
 def emit_json(ctx: Context, payload: Any) -> None:
@@ -48,3 +52,12 @@ def report_error(ctx: Context, err: RocmenvError, *, command: str) -> int:
     if ctx.in_github_actions:
         ctx.stderr.write(f"::error title=rocmenv {command}::{_annotation(text)}\n")
     return err.exit_code
+
+
+def lock_path(args: Any, ctx: Context, config: Config) -> Path:
+    """``--lock`` (relative to the working directory), else the configuration's lockfile
+    (``ROCMENV_LOCKFILE`` > the project file's ``lockfile`` > ``rocmenv.lock``)."""
+    given: Path | None = getattr(args, "lock", None)
+    if given is None:
+        return config.lockfile
+    return given if given.is_absolute() else ctx.cwd / given

@@ -129,9 +129,9 @@ def build_options(args: argparse.Namespace, ctx: Context) -> Any:
     import sys
     from pathlib import Path
 
-    from rocmenv.bootstrap import BootstrapOptions
-    from rocmenv.bootstrap_gpuwait import GpuWaitOptions
-    from rocmenv.bootstrap_overrides import Target, make_plan, parse_pr_body
+    from rocmenv.bootstrap.gpuwait import GpuWaitOptions
+    from rocmenv.bootstrap.refs import Target, make_plan, parse_pr_body
+    from rocmenv.bootstrap.steps import BootstrapOptions
     from rocmenv.errors import UsageError
 
     tools = tuple(t.strip() for t in args.gpu_tools.split(",") if t.strip())
@@ -193,7 +193,7 @@ def build_options(args: argparse.Namespace, ctx: Context) -> Any:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.bootstrap import append_step_summary, run_bootstrap, write_report
+    from rocmenv.bootstrap.steps import append_step_summary, run_bootstrap, write_report
     from rocmenv.cli._common import emit, emit_json
 
     options = build_options(args, ctx)

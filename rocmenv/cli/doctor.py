@@ -88,10 +88,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ]
 
     def engine() -> list[Finding]:
-        from rocmenv.engine import open_engine
+        from rocmenv.engine.select import engine_name, open_engine
 
         cfg = state.get("config")
-        eng = open_engine(ctx, flag=args.engine, config_engine=cfg.engine if cfg else "auto")
+        name = engine_name(ctx, flag=args.engine, config=cfg.engine if cfg else "auto")
+        eng = open_engine(ctx, name)
         info = eng.ping()
         detail = f"{info.kind}: {info.name or 'engine'} {info.version} (API {info.api_version}, {info.os})"
         return [Finding(check="engine", status="ok", detail=redact(detail))]
@@ -186,7 +187,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ]
 
     def shims() -> list[Finding]:
-        from rocmenv.shims import discover_shims
+        from rocmenv.shims.catalogue import discover_shims
 
         found = discover_shims()
         return [

@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmenv.context import Context
+from rocmenv.engine import ENGINE_NAMES, EngineName
 
 if TYPE_CHECKING:
-    from rocmenv.drift import ImageDrift, ImageFacts, Inspection, Problem
+    from rocmenv.drift.check import ImageDrift
 
 EPILOG = """\
 exit codes:
@@ -107,7 +108,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     )
     parser.add_argument(
         "--engine",
-        choices=("auto", "docker-api", "docker-cli", "podman"),
+        choices=ENGINE_NAMES,
         help="container engine for --inspect (default: auto)",
     )
     parser.set_defaults(func=run)
@@ -116,16 +117,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from typing import cast
 
+    from rocmenv.cli._common import lock_path
     from rocmenv.config import load_config
-    from rocmenv.drift import (
-        EngineProber,
-        FailOn,
-        ProbeCache,
-        check_all,
-        exit_code,
-        inspect_all,
-        targets,
-    )
+    from rocmenv.drift.check import FailOn, check_all, exit_code, targets
+    from rocmenv.drift.inspect import EngineProber, ProbeCache, inspect_all
+    from rocmenv.drift.report import render_markdown, render_text, report_json
     from rocmenv.errors import UsageError
     from rocmenv.lock import read_lock
     from rocmenv.pinning import entry_matches_spec, make_client
@@ -135,12 +131,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     fmt = "json" if args.json else args.format
     fail_on = cast(FailOn, args.fail_on)
     config = load_config(ctx)
-    lock_path = (
-        (args.lock if args.lock.is_absolute() else ctx.cwd / args.lock)
-        if args.lock
-        else config.lockfile
-    )
-    lock = read_lock(lock_path)
+    lock_file = lock_path(args, ctx, config)
+    lock = read_lock(lock_file)
     items = targets(lock, args.profile)
     changed: list[str] = []
     for name, prof in config.profiles:
@@ -182,7 +174,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             ctx,
             report_json(
                 results,
-                lockfile=str(lock_path),
+                lockfile=str(lock_file),
                 fail_on=fail_on,
                 code=code,
                 round_trips=round_trips,
@@ -194,13 +186,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     elif fmt == "markdown":
         ctx.stdout.write(
             render_markdown(
-                results, lockfile=str(lock_path), fail_on=fail_on, lock_arg=lock_arg, notes=notes
+                results, lockfile=str(lock_file), fail_on=fail_on, lock_arg=lock_arg, notes=notes
             )
         )
     else:
         ctx.stdout.write(
             render_text(
-                results, lockfile=str(lock_path), fail_on=fail_on, lock_arg=lock_arg, notes=notes
+                results, lockfile=str(lock_file), fail_on=fail_on, lock_arg=lock_arg, notes=notes
             )
         )
     _annotate(ctx, results, fail_on)
@@ -215,378 +207,42 @@ def _progress(ctx: Context) -> Any:
     return show
 
 
-def _open_engine(ctx: Context, flag: str | None, config_engine: str) -> Any:
-    from rocmenv.engine import open_engine
+def _open_engine(ctx: Context, flag: EngineName | None, config_engine: EngineName) -> Any:
+    from rocmenv.engine.select import engine_name, open_engine
 
-    return open_engine(
-        ctx, flag=None if flag in (None, "auto") else flag, config_engine=config_engine
-    )
+    return open_engine(ctx, engine_name(ctx, flag=flag, config=config_engine))
 
 
 def _bundle(ctx: Context) -> Any:
-    from rocmenv.shims import prepare_launcher
+    from rocmenv.shims.bundle import prepare_launcher
 
     return prepare_launcher(ctx)
-
-
-# -- shared wording -------------------------------------------------------------------------------
-
-
-def _subject(r: ImageDrift) -> str:
-    """``profile ci`` or, for a bare reference, the reference itself."""
-    return f"profile {r.target.key}" if r.target.kind == "profile" else r.target.key
-
-
-def _line_head(r: ImageDrift) -> str:
-    pinned = _pinned_ref(r)
-    return f"{_subject(r)}: {pinned}" if _subject(r) != pinned else pinned
-
-
-def _pinned_ref(r: ImageDrift) -> str:
-    e = r.target.entry
-    return f"{e.repository}:{e.tag}" if e.tag else f"{e.repository}@{e.digest}"
-
-
-def accept_hint(r: ImageDrift, lock_arg: str | None) -> str | None:
-    """How to accept the new state, or None when there is nothing to accept."""
-    from rocmenv.drift import accept_command
-
-    if r.status != "drift":
-        return None
-    e = r.target.entry
-    if r.moved or e.constraints:
-        return accept_command(r.target, lock_arg)
-    newest = r.newer_tags[0]
-    if r.target.kind == "profile":
-        return (
-            f"set tag = {newest!r} in profile {r.target.key!r} (or use tag constraints), "
-            f"then `rocmenv pin --profile {r.target.key}`"
-        )
-    lock = f" --lock {lock_arg}" if lock_arg else ""
-    return f"rocmenv pin{lock} {e.repository}:{newest}"
-
-
-def _accept_text(hint: str) -> str:
-    return hint if not hint.startswith("rocmenv ") else f"`{hint}`"
-
-
-def _what(r: ImageDrift) -> str:
-    parts = []
-    if r.tag_state == "moved":
-        parts.append("moved")
-    elif r.tag_state == "gone":
-        parts.append("gone")
-    if r.newer:
-        parts.append("newer")
-    return "+".join(parts) or ("could not check" if r.problem else "ok")
-
-
-def _facts_json(f: ImageFacts | None) -> dict[str, Any] | None:
-    if f is None:
-        return None
-    return {
-        "reference": f.reference,
-        "python": f.python,
-        "rocm": f.rocm,
-        "packages": len(f.distributions),
-    }
-
-
-def _problem_json(p: Problem | None) -> dict[str, Any] | None:
-    return None if p is None else {"type": p.type, "message": p.message, "hint": p.hint}
-
-
-def _inspect_json(i: Inspection | None) -> dict[str, Any] | None:
-    if i is None:
-        return None
-    return {
-        "against": i.against,
-        "new_reference": i.new_reference,
-        "pinned": _facts_json(i.pinned),
-        "new": _facts_json(i.new),
-        "packages": [
-            {"name": c.name, "pinned": c.pinned, "new": c.new, "change": c.change}
-            for c in i.packages
-        ],
-        "shims": [
-            {
-                "name": s.name,
-                "pinned": s.pinned,
-                "new": s.new,
-                "verdict": s.verdict,
-                "message": s.message,
-            }
-            for s in i.shims
-        ],
-        "error": _problem_json(i.problem),
-    }
-
-
-def report_json(
-    results: list[ImageDrift],
-    *,
-    lockfile: str,
-    fail_on: str,
-    code: int,
-    round_trips: int = 0,
-    probes: int = 0,
-    lock_arg: str | None = None,
-    notes: list[str] | None = None,
-) -> dict[str, Any]:
-    from rocmenv.drift import REPORT_VERSION, fails
-
-    images = []
-    for r in results:
-        e = r.target.entry
-        images.append(
-            {
-                "kind": r.target.kind,
-                "key": r.target.key,
-                "repository": e.repository,
-                "tag": e.tag,
-                "pinned_digest": e.digest,
-                "pinned_platform_digest": e.platform_digest,
-                "status": r.status,
-                "fails": fails(r, fail_on),  # type: ignore[arg-type]
-                "tag_state": r.tag_state,
-                "moved": r.moved,
-                "current_digest": r.current_digest,
-                "newer": r.newer,
-                "newer_basis": r.basis,
-                "newer_tags": list(r.newer_tags),
-                "newest": {"tag": r.newer_tags[0], "digest": r.newest_digest}
-                if r.newer_tags
-                else None,
-                "notes": list(r.notes),
-                "error": _problem_json(r.problem),
-                "accept": accept_hint(r, lock_arg),
-                "inspect": _inspect_json(r.inspection),
-            }
-        )
-    errors = sum(1 for r in results if r.problem is not None)
-    return {
-        "report_version": REPORT_VERSION,
-        "lockfile": lockfile,
-        "fail_on": fail_on,
-        "exit_code": code,
-        "status": "incomplete"
-        if errors
-        else ("drift" if any(r.status == "drift" for r in results) else "ok"),
-        "summary": _summary(results),
-        "round_trips": round_trips,
-        "probes": probes,
-        "notes": list(notes or []),
-        "images": images,
-    }
-
-
-def _summary(results: list[ImageDrift]) -> dict[str, int]:
-    return {
-        "images": len(results),
-        "moved": sum(1 for r in results if r.moved),
-        "newer": sum(1 for r in results if r.newer),
-        "errors": sum(1 for r in results if r.problem is not None),
-        "inspect_errors": sum(
-            1 for r in results if r.inspection is not None and r.inspection.problem is not None
-        ),
-    }
-
-
-def _headline(results: list[ImageDrift]) -> str:
-    s = _summary(results)
-    text = f"{s['images']} pinned image(s): {s['moved']} moved, {s['newer']} with newer tags"
-    if s["errors"]:
-        text += f", {s['errors']} could NOT be checked (incomplete: they may have drifted)"
-    elif not s["moved"] and not s["newer"]:
-        text += " — no drift"
-    if s["inspect_errors"]:
-        text += f", {s['inspect_errors']} inspection(s) failed"
-    return text
-
-
-def _versions(label: str, a: str | None, b: str | None) -> str:
-    if a == b:
-        return f"{label} {a or 'unknown'} (unchanged)"
-    return f"{label} {a or 'unknown'} → {b or 'unknown'}"
-
-
-# -- text -------------------------------------------------------------------------------------
-
-
-def render_text(
-    results: list[ImageDrift],
-    *,
-    lockfile: str,
-    fail_on: str,
-    lock_arg: str | None = None,
-    notes: list[str] | None = None,
-) -> str:
-    lines = [f"rocmenv drift: {_headline(results)} ({lockfile}, --fail-on {fail_on})"]
-    for r in results:
-        label = {"ok": "ok", "drift": "DRIFT", "error": "ERROR"}[r.status]
-        lines.append(f"{label:<6} {_line_head(r)} [{_what(r)}]")
-        e = r.target.entry
-        if r.tag_state == "moved":
-            lines.append(f"       moved: pinned {e.digest}")
-            lines.append(f"              now    {r.current_digest}")
-        lines.extend(f"       note: {note}" for note in r.notes)
-        if r.newer:
-            more = f" (+{len(r.newer_tags) - 1} more)" if len(r.newer_tags) > 1 else ""
-            lines.append(f"       newer ({r.basis}): {r.newer_tags[0]}{more} → {r.newest_digest}")
-        if r.problem is not None:
-            lines.append(f"       could not check: {r.problem.message}")
-            if r.problem.hint:
-                lines.append(f"       hint: {r.problem.hint}")
-        if r.inspection is not None:
-            lines.extend("       " + line for line in _inspection_text(r.inspection))
-        hint = accept_hint(r, lock_arg)
-        if hint:
-            lines.append(f"       accept: {hint}")
-    lines.extend(f"note: {n}" for n in notes or [])
-    return "\n".join(lines) + "\n"
-
-
-def _inspection_text(i: Inspection) -> list[str]:
-    if i.problem is not None:
-        out = [f"inspect failed ({i.against} image {i.new_reference}): {i.problem.message}"]
-        return out + ([f"hint: {i.problem.hint}"] if i.problem.hint else [])
-    assert i.pinned is not None and i.new is not None
-    out = [
-        f"inspected {i.new_reference} ({i.against}):",
-        "  " + _versions("ROCm", i.pinned.rocm, i.new.rocm),
-        "  " + _versions("Python", i.pinned.python, i.new.python),
-    ]
-    counts: dict[str, int] = {}
-    for c in i.packages:
-        counts[c.change] = counts.get(c.change, 0) + 1
-    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no changes"
-    out.append(f"  packages: {summary}")
-    for c in i.packages:
-        if c.change == "added":
-            out.append(f"    + {c.name} {c.new}")
-        elif c.change == "removed":
-            out.append(f"    - {c.name} {c.pinned}")
-        else:
-            out.append(f"    ~ {c.name} {c.pinned} → {c.new}")
-    if i.shims:
-        out.append("  shims:")
-        out.extend(f"    {s.name}: {s.message}" for s in i.shims)
-    return out
-
-
-# -- markdown ---------------------------------------------------------------------------------
-
-
-def _md(text: object) -> str:
-    """A table cell: pipes escaped, no line breaks."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _code(text: object) -> str:
-    return f"`{_md(text)}`" if text not in (None, "") else "—"
-
-
-def render_markdown(
-    results: list[ImageDrift],
-    *,
-    lockfile: str,
-    fail_on: str,
-    lock_arg: str | None = None,
-    notes: list[str] | None = None,
-) -> str:
-    out = [
-        "## rocmenv drift",
-        "",
-        f"**{_md(_headline(results))}** — lockfile `{_md(lockfile)}`, `--fail-on {fail_on}`",
-        "",
-        "| image | pinned | status | newer |",
-        "|---|---|---|---|",
-    ]
-    for r in results:
-        newer = _code(r.newer_tags[0]) if r.newer else "—"
-        if len(r.newer_tags) > 1:
-            newer += f" (+{len(r.newer_tags) - 1})"
-        who = _subject(r) if r.target.kind == "profile" else "reference"
-        out.append(f"| {_md(who)} | {_code(_pinned_ref(r))} | {_md(_what(r))} | {newer} |")
-    for r in results:
-        if r.status == "ok":
-            continue
-        out += ["", f"### {_md(_subject(r))}: {_md(_what(r))}", ""]
-        e = r.target.entry
-        i = r.inspection
-        facts = i is not None and i.problem is None and i.pinned is not None and i.new is not None
-        out += ["| | pinned | now |", "|---|---|---|"]
-        out.append(
-            f"| reference | {_code(_pinned_ref(r))} | {_code(i.new_reference if i else '')} |"
-        )
-        out.append(f"| digest | {_code(e.digest)} | {_code(r.current_digest)} |")
-        if r.newer:
-            out.append(f"| newest tag | {_code(e.tag)} | {_code(r.newer_tags[0])} |")
-            out.append(f"| newest digest | | {_code(r.newest_digest)} |")
-        if facts:
-            assert i is not None and i.pinned is not None and i.new is not None
-            out.append(f"| ROCm | {_md(i.pinned.rocm or '?')} | {_md(i.new.rocm or '?')} |")
-            out.append(f"| Python | {_md(i.pinned.python or '?')} | {_md(i.new.python or '?')} |")
-        if r.problem is not None:
-            out += ["", f"**Could not check:** {_md(r.problem.message)}"]
-            if r.problem.hint:
-                out.append(f"_hint: {_md(r.problem.hint)}_")
-        out.extend(f"\n_note: {_md(n)}_" for n in r.notes)
-        if i is not None and i.problem is not None:
-            out += ["", f"**Inspection failed:** {_md(i.problem.message)}"]
-        if facts:
-            assert i is not None
-            if i.shims:
-                out += ["", "**Shims**", ""]
-                out += [f"- `{_md(s.name)}`: {_md(s.message)}" for s in i.shims]
-            out += [
-                "",
-                f"<details><summary>Package changes ({len(i.packages)})</summary>",
-                "",
-            ]
-            if i.packages:
-                out += ["| package | pinned | new | change |", "|---|---|---|---|"]
-                out += [
-                    f"| {_md(c.name)} | {_md(c.pinned or '—')} | {_md(c.new or '—')} | {c.change} |"
-                    for c in i.packages
-                ]
-            else:
-                out.append("No package changed.")
-            out += ["", "</details>"]
-        hint = accept_hint(r, lock_arg)
-        if hint:
-            out += ["", f"Accept: {_accept_text(hint)}"]
-    if notes:
-        out += [""] + [f"- note: {_md(n)}" for n in notes]
-    return "\n".join(out) + "\n"
-
-
-# -- GitHub annotations -----------------------------------------------------------------------
 
 
 def _annotate(ctx: Context, results: list[ImageDrift], fail_on: str) -> None:
     if not ctx.in_github_actions:
         return
     from rocmenv.cli._common import _annotation
-    from rocmenv.drift import fails
+    from rocmenv.drift.check import fails
+    from rocmenv.drift.report import line_head, subject
     from rocmenv.redact import redact
 
     for r in results:
         e = r.target.entry
         if r.problem is not None:
-            msg = f"{_line_head(r)}: could not check: {r.problem.message}"
+            msg = f"{line_head(r)}: could not check: {r.problem.message}"
             ctx.stderr.write(f"::error title=rocmenv drift::{_annotation(redact(msg))}\n")
             continue
         level = "error" if fails(r, fail_on) else "warning"  # type: ignore[arg-type]
         if r.tag_state == "moved":
-            msg = f"{_line_head(r)} moved from {e.digest} to {r.current_digest}"
+            msg = f"{line_head(r)} moved from {e.digest} to {r.current_digest}"
         elif r.tag_state == "gone":
-            msg = f"{_line_head(r)} no longer exists"
+            msg = f"{line_head(r)} no longer exists"
         elif r.newer:
-            msg = f"{_line_head(r)}: newer tag {r.newer_tags[0]}"
+            msg = f"{line_head(r)}: newer tag {r.newer_tags[0]}"
         else:
             continue
         ctx.stderr.write(f"::{level} title=rocmenv drift::{_annotation(redact(msg))}\n")
         if r.inspection is not None and r.inspection.problem is not None:
-            msg = f"{_subject(r)}: inspection failed: {r.inspection.problem.message}"
+            msg = f"{subject(r)}: inspection failed: {r.inspection.problem.message}"
             ctx.stderr.write(f"::error title=rocmenv drift::{_annotation(redact(msg))}\n")

@@ -11,32 +11,25 @@ import argparse
 from typing import Any
 
 from rocmenv.context import Context
+from rocmenv.engine import ENGINE_NAMES
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser = sub.add_parser(name, help=help_text, description=help_text)
     parser.add_argument("--dry-run", action="store_true", help="only say what would be removed")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument(
-        "--engine", choices=("auto", "docker-api", "docker-cli", "podman"), help="container engine"
-    )
+    parser.add_argument("--engine", choices=ENGINE_NAMES, help="container engine")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json
     from rocmenv.config import load_config
-    from rocmenv.engine import choose_engine_kind, make_engine
     from rocmenv.engine.gc import collect_garbage
+    from rocmenv.engine.select import engine_name, open_engine
 
     config = load_config(ctx)
-    kind = choose_engine_kind(
-        ctx,
-        flag=None if args.engine in (None, "auto") else args.engine,
-        profile_engine=None,
-        config_engine=config.engine,
-    )
-    engine = make_engine(kind, ctx)
+    engine = open_engine(ctx, engine_name(ctx, flag=args.engine, config=config.engine))
     items = collect_garbage(engine, dry_run=args.dry_run)
     removed = [i for i in items if i.verdict == "remove"]
     if args.json:

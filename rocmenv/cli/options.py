@@ -48,33 +48,30 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json, warn
     from rocmenv.config import load_config
     from rocmenv.gpu import discover
+    from rocmenv.labels import LABEL_PREFIX
+    from rocmenv.render import render_compose, render_docker, render_gha
     from rocmenv.run import find_checkout, host_group_gid
-    from rocmenv.runspec import (
-        LABEL_PREFIX,
-        HostFacts,
-        Overrides,
-        build_runspec,
-        render_compose,
-        render_docker,
-        render_gha,
-    )
+    from rocmenv.runspec import HostFacts, Overrides, build_runspec, wants_gpus
 
     config = load_config(ctx)
     profile = config.profile(args.profile)
     check_host = args.host_check if args.host_check is not None else args.format == "docker"
-    image = args.image
-    if image is None and profile.image is not None:
-        spec_image = profile.image
-        image = spec_image.repository + (f":{spec_image.tag}" if spec_image.tag else "")
-        if spec_image.digest:
-            image += f"@{spec_image.digest}"
-    if image is not None:
-        from rocmenv.reference import parse
+    image: str | None = None
+    if args.image or profile.image is not None:
+        from rocmenv.pinning import choose_image
 
-        image = parse(image).familiar
-    gpus = args.gpus if args.gpus is not None else profile.gpus
+        image = choose_image(
+            ctx, config, profile, cli_image=args.image, resolve_constraints=False
+        ).image
+    overrides = Overrides(
+        gpus=args.gpus,
+        env=tuple(args.env),
+        mounts=tuple(args.volume),
+        workdir=args.workdir,
+        untrusted=args.untrusted,
+    )
     inventory = None
-    if gpus.strip().lower() != "none":
+    if wants_gpus(profile, overrides):
         found = discover(config.host.sysfs_root, config.host.dev_root)
         if found.gpus or check_host:
             inventory = found
@@ -87,13 +84,6 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         group_gid=host_group_gid if check_host and not args.group_names else (lambda _n: None),
         path_exists=os.path.exists,
         check_host=check_host,
-    )
-    overrides = Overrides(
-        gpus=args.gpus,
-        env=tuple(args.env),
-        mounts=tuple(args.volume),
-        workdir=args.workdir,
-        untrusted=args.untrusted,
     )
     spec = build_runspec(profile, overrides, facts, image=image or "IMAGE")
     for text in spec.warnings:

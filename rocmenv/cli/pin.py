@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rocmenv.cli._common import emit, emit_json
+from rocmenv.cli._common import emit, emit_json, lock_path
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_OK
 
@@ -54,8 +54,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.reference import parse
 
     config = load_config(ctx)
-    lock_path = args.lock if args.lock is None or args.lock.is_absolute() else ctx.cwd / args.lock
-    lock_path = lock_path or config.lockfile
+    lock_file = lock_path(args, ctx, config)
     refs = [parse(text) for text in args.refs]  # grammar first: nothing invalid goes further
     profile_names: list[str] = list(args.profile)
     if not refs and not profile_names:
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             )
     profiles = [config.profile(name) for name in profile_names]
     specs = {p.name: spec_of(p) for p in profiles}
-    current = read_lock(lock_path)
+    current = read_lock(lock_file)
 
     results: list[dict[str, Any]] = []
     new_profiles: dict[str, LockEntry] = {}
@@ -105,9 +104,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return lock
 
     if new_profiles or new_refs:
-        update_lock(lock_path, change)
+        update_lock(lock_file, change)
     if args.json:
-        emit_json(ctx, {"lockfile": str(lock_path), "entries": results, "round_trips": round_trips})
+        emit_json(ctx, {"lockfile": str(lock_file), "entries": results, "round_trips": round_trips})
         return EXIT_OK
     for item in results:
         line = f"{item['kind']} {item['key']}: {item['pinned']} ({item['status']})"
@@ -115,7 +114,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             line += f"\n  was {item['previous_digest']}"
         emit(ctx, line)
     if not (new_profiles or new_refs):
-        ctx.stderr.write(f"{lock_path}: nothing changed (use --update to re-resolve)\n")
+        ctx.stderr.write(f"{lock_file}: nothing changed (use --update to re-resolve)\n")
     return EXIT_OK
 
 

@@ -20,7 +20,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 
 def run_parse(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.reference import ReferenceSyntaxError, parse
+    from rocmenv.errors import ReferenceSyntaxError
+    from rocmenv.reference import parse
 
     results: list[dict[str, Any]] = []
     status = EXIT_OK

@@ -7,9 +7,9 @@ import time
 from typing import Any, TextIO
 
 from rocmenv.context import Context
+from rocmenv.engine import ENGINE_NAMES
 
 PULL_CHOICES = ("always", "missing", "never")
-ENGINE_CHOICES = ("auto", "docker-api", "docker-cli", "podman")
 
 
 def add_container_args(parser: Any) -> None:
@@ -39,7 +39,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser = sub.add_parser(name, help=help_text, description=help_text)
     add_container_args(parser)
     parser.add_argument("--pull", choices=PULL_CHOICES, help="pull policy (default: the profile's)")
-    parser.add_argument("--engine", choices=ENGINE_CHOICES, help="container engine (default: auto)")
+    parser.add_argument("--engine", choices=ENGINE_NAMES, help="container engine (default: auto)")
     parser.add_argument("--keep", action="store_true", help="keep the container afterwards")
     parser.add_argument("--no-shims", action="store_true", help="don't inject the shim launcher")
     parser.add_argument(
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             workdir=args.workdir,
             untrusted=args.untrusted,
         ),
-        engine=None if args.engine in (None, "auto") else args.engine,
+        engine=args.engine,
         pull=args.pull,
         keep=args.keep,
         shims=False if args.no_shims else None,

@@ -30,9 +30,8 @@ from typing import Any
 
 from rocmenv.cli._common import emit, emit_json
 from rocmenv.context import Context
+from rocmenv.engine import ENGINE_NAMES
 from rocmenv.errors import EXIT_OK, UsageError
-
-ENGINE_CHOICES = ("auto", "docker-api", "docker-cli", "podman")
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> None:
@@ -55,7 +54,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "-p", "--profile", metavar="NAME", help="probe the profile's image (the lock's digest)"
     )
     p.add_argument("--python", default="python3", help="interpreter in the image (python3)")
-    p.add_argument("--engine", choices=ENGINE_CHOICES, help="container engine (default: auto)")
+    p.add_argument("--engine", choices=ENGINE_NAMES, help="container engine (default: auto)")
     p.add_argument(
         "--timeout", type=float, default=300.0, help="seconds for the probe (default 300)"
     )
@@ -64,7 +63,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 
 def run_list(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.shims import discover_shims
+    from rocmenv.shims.catalogue import discover_shims
 
     shims = discover_shims()
     if args.json:
@@ -86,32 +85,27 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _image_and_engine(args: argparse.Namespace, ctx: Context) -> tuple[str, str | None, Any]:
-    from rocmenv.engine import open_engine
+    from rocmenv.engine.select import engine_name, open_engine
 
     if args.image:
         from rocmenv.reference import parse
 
         ref = parse(args.image)  # raises InvalidReference (exit 2): nothing unvalidated runs
-        engine = open_engine(ctx, flag=None if args.engine in (None, "auto") else args.engine)
-        return ref.familiar, None, engine
+        return ref.familiar, None, open_engine(ctx, engine_name(ctx, flag=args.engine))
     from rocmenv.config import load_config
-    from rocmenv.run import choose_image
+    from rocmenv.pinning import choose_image
 
     config = load_config(ctx)
     profile = config.profile(args.profile)
-    chosen = choose_image(ctx, config, profile, None)
-    engine = open_engine(
-        ctx,
-        flag=None if args.engine in (None, "auto") else args.engine,
-        profile_engine=getattr(profile, "engine", None),
-        config_engine=config.engine,
-    )
-    return chosen.image, profile.name, engine
+    choice = choose_image(ctx, config, profile)
+    name = engine_name(ctx, flag=args.engine, profile=profile.engine, config=config.engine)
+    engine = open_engine(ctx, name)
+    return choice.image, profile.name, engine
 
 
 def run_check(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.shim_probe import EngineCapture, check_image_versions, classify
-    from rocmenv.shims import prepare_launcher
+    from rocmenv.shims.bundle import prepare_launcher
+    from rocmenv.shims.probe import EngineCapture, check_image_versions, classify
 
     image, profile_name, engine = _image_and_engine(args, ctx)
     if not image:

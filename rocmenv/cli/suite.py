@@ -18,9 +18,8 @@ from typing import Any
 
 from rocmenv.cli._common import emit, emit_json
 from rocmenv.context import Context
+from rocmenv.engine import ENGINE_NAMES
 from rocmenv.errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK
-
-ENGINE_CHOICES = ("auto", "docker-api", "docker-cli", "podman")
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> None:
@@ -50,14 +49,14 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "--log-dir", metavar="DIR", help="per-test logs (default rocmenv-suite-logs/NAME)"
     )
     p.add_argument("--backend", choices=("local", "slurm"), default="local", help="where tests run")
-    p.add_argument("--engine", choices=ENGINE_CHOICES, help="container engine (default: auto)")
+    p.add_argument("--engine", choices=ENGINE_NAMES, help="container engine (default: auto)")
     p.add_argument("--no-learn", action="store_true", help="don't record the measured times")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_run)
 
     p = suitesub.add_parser("slurm-exec", help=argparse.SUPPRESS)
     p.add_argument("--profile", metavar="NAME")
-    p.add_argument("--engine", choices=ENGINE_CHOICES)
+    p.add_argument("--engine", choices=ENGINE_NAMES)
     p.add_argument("--gres-conf", metavar="FILE")
     p.add_argument("command", nargs=argparse.REMAINDER)
     p.set_defaults(func=run_slurm_exec)

@@ -50,7 +50,8 @@ def _row(info: Any) -> str:
 
 
 def run_parse(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.reference import ReferenceSyntaxError, validate_tag
+    from rocmenv.errors import ReferenceSyntaxError
+    from rocmenv.reference import validate_tag
     from rocmenv.tags import parse_tag
 
     status = EXIT_OK

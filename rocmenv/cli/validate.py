@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rocmenv.cli._common import emit, emit_json
+from rocmenv.cli._common import emit, emit_json, lock_path
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_CHECK_FAILED, EXIT_OK
 
@@ -44,12 +44,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.ref and args.profile:
         raise UsageError("give either REF or --profile, not both")
     config = load_config(ctx)
-    lock_path = (
-        (args.lock if args.lock.is_absolute() else ctx.cwd / args.lock)
-        if args.lock
-        else config.lockfile
-    )
-    lock = read_lock(lock_path)
+    lock_file = lock_path(args, ctx, config)
+    lock = read_lock(lock_file)
     jobs: list[tuple[Any, Any, Any, Any]] = []  # (kind, subject, ref, entry)
     notes: list[str] = []
     if args.ref:
@@ -77,7 +73,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 if spec.digest
                 else repo.with_tag(spec.tag or "latest")
             )
-            notes.append(f"profile {prof.name!r} is not pinned in {lock_path}")
+            notes.append(f"profile {prof.name!r} is not pinned in {lock_file}")
         jobs.append(("profile", prof.name, ref, entry))
     else:
         for kind, key, entry in lock.entries():
@@ -96,7 +92,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             ctx,
             {
                 "ok": ok,
-                "lockfile": str(lock_path),
+                "lockfile": str(lock_file),
                 "notes": notes,
                 "round_trips": round_trips,
                 "results": [

@@ -21,19 +21,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rocmenv.engine import (
-    START_HINT,
-    CaptureResult,
     ContainerInfo,
     EngineInfo,
     EngineKind,
-    EngineOptions,
-    EngineStartError,
     ImageInfo,
     PullEvent,
-    capture,
     explain_start_failure,
 )
 from rocmenv.engine.attach import STDERR, AttachStream, demux
+from rocmenv.engine.select import START_HINT, EngineOptions
 from rocmenv.engine.wire import (
     DockerPyWire,
     Query,
@@ -44,9 +40,9 @@ from rocmenv.engine.wire import (
     WireUnavailable,
     quote_ref,
 )
-from rocmenv.errors import EngineError, EngineUnavailable
+from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
-from rocmenv.runspec import BindMount, RunSpec
+from rocmenv.runspec import RunSpec
 
 _UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
@@ -436,28 +432,6 @@ class DockerApiEngine:
             "GET", f"/containers/{container_id}/json", action=f"inspecting {container_id[:12]}"
         )
         return dict(doc)
-
-    def run_capture(
-        self,
-        image: str,
-        argv: Sequence[str],
-        *,
-        mounts: Sequence[BindMount] = (),
-        env: Mapping[str, str] | None = None,
-        timeout: float = 60.0,
-        workdir: str | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> CaptureResult:
-        return capture(
-            self,
-            image,
-            argv,
-            mounts=mounts,
-            env=env,
-            timeout=timeout,
-            workdir=workdir,
-            labels=labels,
-        )
 
 
 class _StatusError(Exception):

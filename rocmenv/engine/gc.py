@@ -12,9 +12,15 @@ import os
 import socket
 from dataclasses import dataclass, replace
 
-from rocmenv.engine import Engine, process_start
+from rocmenv.engine import Engine
 from rocmenv.errors import EngineError
-from rocmenv.runspec import LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START, LABEL_PROFILE
+from rocmenv.labels import (
+    LABEL_OWNER_HOST,
+    LABEL_OWNER_PID,
+    LABEL_OWNER_START,
+    LABEL_PROFILE,
+    process_start,
+)
 
 
 @dataclass(frozen=True, kw_only=True)

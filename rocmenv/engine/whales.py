@@ -30,22 +30,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from rocmenv.engine import (
-    START_HINT,
-    CaptureResult,
     ContainerInfo,
     EngineInfo,
     EngineKind,
-    EngineOptions,
-    EngineStartError,
     ImageInfo,
     PullEvent,
     StartFailure,
-    capture,
     explain_start_failure,
 )
-from rocmenv.errors import EngineError, EngineUnavailable
+from rocmenv.engine.select import START_HINT, EngineOptions
+from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
-from rocmenv.runspec import BindMount, RunSpec, render_docker
+from rocmenv.render import render_docker
+from rocmenv.runspec import RunSpec
 
 _NEVER_STARTED = "0001-01-01T00:00:00Z"
 _CLI_ERROR_PREFIXES = (b"Error response from daemon", b"Error: ")  # docker, podman
@@ -336,28 +333,6 @@ class WhalesEngine:
         except CliError as err:
             raise self._fail(f"inspecting {container_id[:12]}", err) from None
         return dict(docs[0])
-
-    def run_capture(
-        self,
-        image: str,
-        argv: Sequence[str],
-        *,
-        mounts: Sequence[BindMount] = (),
-        env: Mapping[str, str] | None = None,
-        timeout: float = 60.0,
-        workdir: str | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> CaptureResult:
-        return capture(
-            self,
-            image,
-            argv,
-            mounts=mounts,
-            env=env,
-            timeout=timeout,
-            workdir=workdir,
-            labels=labels,
-        )
 
 
 class _Attachment:

@@ -1,7 +1,7 @@
 """The in-container launcher: code that runs inside foreign containers, on Python 3.8+.
 
 Nothing here is imported by the in-container code itself; this package only names the files
-the bundle builder (:mod:`rocmenv.shims`) assembles into a launcher bundle::
+the bundle builder (:mod:`rocmenv.shims.bundle`) assembles into a launcher bundle::
 
     <bundle>/sitecustomize.py              startup: lazy import hook + chain-load (index embedded)
     <bundle>/probe.py                      `python3 <bundle>/probe.py`: JSON facts about an image

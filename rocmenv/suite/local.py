@@ -19,14 +19,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rocmenv.context import Context
-from rocmenv.errors import RocmenvError
+from rocmenv.engine import EngineName
+from rocmenv.errors import RocmenvError, SuiteTestCancelled
 from rocmenv.suite.packer import Cancel, Job, Outcome, Status
-
-
-class Cancelled(RocmenvError):
-    """The test was stopped before its command started."""
-
-    exit_code = 130
 
 
 class LogReporter:
@@ -57,7 +52,7 @@ def run_in_container(
     profile: str | None,
     gpus: str,
     command: tuple[str, ...],
-    engine: str | None,
+    engine: EngineName | None,
     log: TextIO,
     on_created: Callable[[str], None],
 ) -> int:
@@ -79,22 +74,22 @@ def run_in_container(
     return execute(test_ctx, request, LogReporter(log), on_created=on_created)
 
 
-def open_kill_engine(ctx: Context, *, profile: str | None, engine: str | None) -> Any:
+def open_kill_engine(ctx: Context, *, profile: str | None, engine: EngineName | None) -> Any:
     """The engine used to stop tests' containers (the one the run pipeline picks)."""
     from rocmenv.config import load_config
-    from rocmenv.engine import open_engine
+    from rocmenv.engine.select import engine_name, open_engine
 
     config = load_config(ctx)
-    return open_engine(
-        ctx, flag=engine, profile_engine=config.profile(profile).engine,
-        config_engine=config.engine,
-    )  # fmt: skip
+    name = engine_name(
+        ctx, flag=engine, profile=config.profile(profile).engine, config=config.engine
+    )
+    return open_engine(ctx, name)
 
 
 def warm_launcher(ctx: Context) -> None:
     """Build the shim launcher bundle once, before tests start in parallel."""
     with contextlib.suppress(ImportError, RocmenvError, OSError):
-        from rocmenv.launcher_bundle import prepare_launcher
+        from rocmenv.shims.bundle import prepare_launcher
 
         prepare_launcher(ctx)
 
@@ -112,7 +107,7 @@ def log_name(test: str) -> str:
 class LocalBackend:
     ctx: Context
     profile: str | None
-    engine: str | None
+    engine: EngineName | None
     commands: dict[str, tuple[str, ...]]  # test name -> command
     log_dir: Path
     kill_engine: Any
@@ -122,7 +117,7 @@ class LocalBackend:
 
         def created(container_id: str) -> None:
             if cancel.requested:
-                raise Cancelled(f"{job.name} was stopped before it started")
+                raise SuiteTestCancelled(f"{job.name} was stopped before it started")
             cancel.on_cancel(lambda: self.kill_engine.kill(container_id, "SIGKILL"))
 
         with log_path.open("w", encoding="utf-8") as log:
@@ -134,7 +129,7 @@ class LocalBackend:
                     command=self.commands[job.name], engine=self.engine, log=log,
                     on_created=created,
                 )  # fmt: skip
-            except Cancelled:
+            except SuiteTestCancelled:
                 return Outcome(status="cancelled", log=str(log_path))
             except RocmenvError as err:
                 log.write(f"rocmenv: error: {err}\n")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from rocmenv.context import Context
+from rocmenv.engine import EngineName
 from rocmenv.errors import RocmenvError, UsageError
 from rocmenv.suite.history import History, history_path, read_history, record
 from rocmenv.suite.model import Suite, load_suite, suite_names
@@ -83,7 +84,7 @@ class SuiteRunRequest:
     max_parallel: int | None = None
     fail_fast: bool = False
     backend: Backend = "local"
-    engine: str | None = None
+    engine: EngineName | None = None
     log_dir: Path | None = None
     learn: bool = True
 

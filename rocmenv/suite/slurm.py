@@ -32,18 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocmenv.context import Context
-from rocmenv.errors import ConfigError, EngineUnavailable, RocmenvError, UsageError
+from rocmenv.engine import EngineName
+from rocmenv.errors import ConfigError, EngineUnavailable, SlurmError, UsageError
 from rocmenv.suite.model import SlurmSettings
 from rocmenv.suite.packer import Cancel, Job, Outcome, Status
 
 MARKER = "rocmenv-suite-slurm:"
 DEFAULT_GRES_CONF = Path("/etc/slurm/gres.conf")
-
-
-class SlurmError(RocmenvError):
-    """Slurm refused or failed (exit 4, like an engine)."""
-
-    exit_code = 4
 
 
 # -- gres.conf ---------------------------------------------------------------------------------
@@ -188,7 +183,7 @@ def exec_on_node(
     ctx: Context,
     *,
     profile: str | None,
-    engine: str | None,
+    engine: EngineName | None,
     gres_conf: Path | None,
     command: tuple[str, ...],
 ) -> int:
@@ -264,7 +259,7 @@ class SlurmBackend:
     ctx: Context
     suite: str
     profile: str | None
-    engine: str | None
+    engine: EngineName | None
     commands: dict[str, tuple[str, ...]]
     estimates: dict[str, float]
     log_dir: Path

@@ -1,5 +1,5 @@
 """The Engine protocol against the real engine, for both adapters: what other modules use
-(``run_capture``, ``image_env``, ``image_exists``, ``pull``, ``ping``) and what run/gc use."""
+(``capture``, ``image_env``, ``image_exists``, ``pull``, ``ping``) and what run/gc use."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from collections.abc import Iterator
 import pytest
 
 from rocmenv.context import Context
-from rocmenv.engine import Engine, EngineStartError, make_engine
-from rocmenv.errors import EngineError
+from rocmenv.engine import Engine
+from rocmenv.engine.container import capture
+from rocmenv.engine.select import make_engine
+from rocmenv.errors import EngineError, EngineStartError
 from rocmenv.runspec import BindMount, RunSpec
 from tests.support import testenv
 
@@ -58,7 +60,8 @@ def test_run_capture_separates_streams_and_removes_the_container(
     engine: Engine, family: testenv.Family, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "f.txt").write_text("mounted\n")
-    result = engine.run_capture(
+    result = capture(
+        engine,
         family["demo"].ref,
         ["sh", "-c", 'cat /m/f.txt; echo "$GREETING"; echo oops >&2; touch /m/x || exit 4'],
         mounts=[BindMount(source=str(tmp_path), target="/m", readonly=True)],
@@ -73,25 +76,27 @@ def test_run_capture_separates_streams_and_removes_the_container(
 
 
 def test_run_capture_times_out_and_still_removes(engine: Engine, family: testenv.Family) -> None:
-    result = engine.run_capture(family["demo"].ref, ["sleep", "60"], timeout=1.5)
+    result = capture(engine, family["demo"].ref, ["sleep", "60"], timeout=1.5)
     assert result.timed_out and result.exit_code == 137
     assert _mine(engine) == []
 
 
 def test_run_capture_of_a_missing_command_exits_127(engine: Engine, family: testenv.Family) -> None:
-    result = engine.run_capture(family["demo"].ref, ["no-such-command-xyz"], timeout=30)
+    result = capture(engine, family["demo"].ref, ["no-such-command-xyz"], timeout=30)
     assert result.exit_code == 127
     assert _mine(engine) == []
 
 
 @pytest.fixture
 def created(engine: Engine, family: testenv.Family) -> Iterator[str]:
-    from rocmenv.engine import owner_labels
+    from rocmenv.labels import Identity
 
     spec = RunSpec(
         image=family["demo"].ref,
         command=("sleep", "60"),
-        labels=tuple(sorted({**owner_labels(), "rocmenv.profile": "engine-test"}.items())),
+        labels=tuple(
+            sorted({**Identity.current().labels(), "rocmenv.profile": "engine-test"}.items())
+        ),
     )
     cid = engine.create(spec)
     yield cid
@@ -117,14 +122,14 @@ def test_wait_times_out_on_a_running_container(engine: Engine, created: str) -> 
 
 
 def test_a_refused_start_is_explained(engine: Engine, family: testenv.Family) -> None:
-    from rocmenv.config import Ulimit
-    from rocmenv.engine import owner_labels
+    from rocmenv.labels import Identity
+    from rocmenv.profiles import Ulimit
 
     spec = RunSpec(
         image=family["demo"].ref,
         command=("true",),
         ulimits=(Ulimit(name="memlock", soft=-1, hard=-1),),
-        labels=tuple(sorted(owner_labels().items())),
+        labels=tuple(sorted(Identity.current().labels().items())),
     )
     cid = engine.create(spec)
     try:

@@ -22,7 +22,8 @@ from rocmenv.errors import (
     RegistryUnavailable,
 )
 from rocmenv.reference import parse
-from rocmenv.registry import INDEX_TYPES, RegistryClient
+from rocmenv.registry.client import RegistryClient
+from rocmenv.registry.manifest import INDEX_TYPES
 from tests.support.faultproxy import (
     FaultProxy,
     Match,

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from rocmenv.shims import LauncherBundle, merge_pythonpath
+from rocmenv.shims.bundle import merge_pythonpath
+from rocmenv.shims.catalogue import LauncherBundle
 from tests.unit.test_launcher_support import make_bundle, read_jsonl, write_shim
 
 LAUNCHER = "/opt/rocmenv/launcher"

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from rocmenv.bootstrap import (
+from rocmenv.bootstrap.commands import CommandResult, run_command
+from rocmenv.bootstrap.gpuwait import GpuWaitDeps, GpuWaitOptions
+from rocmenv.bootstrap.steps import (
     BootstrapDeps,
     BootstrapOptions,
     do_export,
@@ -22,8 +24,6 @@ from rocmenv.bootstrap import (
     shell_export,
     write_report,
 )
-from rocmenv.bootstrap_exec import CommandResult, run_command
-from rocmenv.bootstrap_gpuwait import GpuWaitDeps, GpuWaitOptions
 from rocmenv.cli import main
 from rocmenv.context import Context
 
@@ -179,7 +179,7 @@ def test_gfx_targets_come_from_the_kfd_topology_without_rocminfo(tmp_path: Path)
 
 
 def test_step_summary_gets_a_markdown_table(tmp_path: Path) -> None:
-    from rocmenv.bootstrap import append_step_summary
+    from rocmenv.bootstrap.steps import append_step_summary
 
     summary = tmp_path / "summary.md"
     ctx = ctx_for(tmp_path, GITHUB_STEP_SUMMARY=str(summary))
@@ -288,8 +288,8 @@ def test_bootstrap_import_pulls_no_third_party_modules() -> None:
     import subprocess
 
     code = (
-        "import sys, rocmenv.cli.bootstrap, rocmenv.bootstrap, rocmenv.bootstrap_gpuwait, "
-        "rocmenv.bootstrap_procs, rocmenv.bootstrap_overrides, rocmenv.bootstrap_envreport;"
+        "import sys, rocmenv.cli.bootstrap, rocmenv.bootstrap.steps, rocmenv.bootstrap.gpuwait, "
+        "rocmenv.bootstrap.procs, rocmenv.bootstrap.overrides, rocmenv.bootstrap.envreport;"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'docker', 'python_on_whales', 'pydantic', 'requests', 'packaging'});"
         "print(bad); sys.exit(1 if bad else 0)"

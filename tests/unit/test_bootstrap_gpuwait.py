@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from rocmenv.bootstrap_exec import CommandResult
-from rocmenv.bootstrap_gpuwait import (
-    GpuNotReady,
+from rocmenv.bootstrap.commands import CommandResult
+from rocmenv.bootstrap.gpuwait import (
     GpuWaitDeps,
     GpuWaitOptions,
     parse_amd_smi,
@@ -17,6 +16,7 @@ from rocmenv.bootstrap_gpuwait import (
     parse_rocminfo,
     wait_for_gpus,
 )
+from rocmenv.errors import GpuNotReady
 
 ROCM_SMI_8 = (
     """

@@ -14,20 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocmenv.bootstrap_overrides import (
-    InvalidGitRef,
-    OverrideFailed,
-    PatchConflict,
+from rocmenv.bootstrap.overrides import apply_patch, run_target
+from rocmenv.bootstrap.refs import (
     TargetPlan,
-    apply_patch,
     check_remote,
     make_plan,
     parse_pr_body,
     parse_ref,
     ref_format_problem,
-    run_target,
 )
-from rocmenv.errors import UsageError
+from rocmenv.errors import InvalidGitRef, OverrideFailed, PatchConflict, UsageError
 
 GIT = shutil.which("git")
 needs_git = pytest.mark.skipif(GIT is None, reason="git is not installed on this host")
@@ -322,6 +318,6 @@ def test_apply_patch_outside_a_repo_reports_conflict_not_crash(tmp_path: Path) -
 
 
 def test_python_running_the_tests_is_the_default_installer() -> None:
-    from rocmenv.bootstrap import BootstrapOptions
+    from rocmenv.bootstrap.steps import BootstrapOptions
 
     assert BootstrapOptions().python == sys.executable

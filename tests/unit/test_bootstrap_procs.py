@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.bootstrap_procs import (
+from rocmenv.bootstrap.procs import (
     ProcInfo,
-    ReapFailed,
     find_stale,
     match_stale,
     protected_pids,
     read_proc,
     reap_stale,
 )
+from rocmenv.errors import ReapFailed
 
 
 def proc(argv: list[str], comm: str | None = None, pid: int = 100) -> ProcInfo:

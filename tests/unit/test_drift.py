@@ -12,23 +12,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocmenv.drift import (
+from rocmenv.drift.check import (
     ImageDrift,
     ImageFacts,
     Inspection,
-    ProbeCache,
     Problem,
     Target,
     accept_command,
-    compare,
-    diff_packages,
-    diff_shims,
     exit_code,
-    facts_from_probe,
     fails,
     newer_than_pin,
     targets,
 )
+from rocmenv.drift.inspect import ProbeCache, compare, diff_packages, diff_shims, facts_from_probe
 from rocmenv.errors import UsageError
 from rocmenv.lock import Lock, LockEntry
 from rocmenv.tags import parse_tag

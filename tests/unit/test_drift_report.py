@@ -8,17 +8,11 @@ import json
 import re
 from dataclasses import replace
 
-from rocmenv.cli.drift import EPILOG, _annotate, render_markdown, render_text, report_json
+from rocmenv.cli.drift import EPILOG, _annotate
 from rocmenv.context import Context
-from rocmenv.drift import (
-    ImageDrift,
-    Inspection,
-    Problem,
-    Target,
-    compare,
-    exit_code,
-    facts_from_probe,
-)
+from rocmenv.drift.check import ImageDrift, Inspection, Problem, Target, exit_code
+from rocmenv.drift.inspect import compare, facts_from_probe
+from rocmenv.drift.report import render_markdown, render_text, report_json
 from rocmenv.lock import LockEntry
 from tests.unit.test_drift import PROBE_NEW, PROBE_OLD
 

@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.config import Ulimit
 from rocmenv.context import Context
-from rocmenv.engine import (
+from rocmenv.engine import explain_start_failure
+from rocmenv.engine.select import (
     START_HINT,
     choose_engine_kind,
     detect_engine,
-    explain_start_failure,
-    owner_labels,
-    process_start,
+    engine_name,
     socket_answers,
 )
 from rocmenv.errors import EngineUnavailable, UsageError
+from rocmenv.labels import Identity, process_start
+from rocmenv.profiles import Ulimit
 from rocmenv.runspec import RunSpec
 
 # Error texts as Docker 20.10 / runc print them on this kind of host.
@@ -176,22 +176,26 @@ def test_tcp_docker_host_selects_docker_api_without_probing(tmp_path: Path) -> N
     )
 
 
-def test_flag_beats_profile_beats_environment_and_config(tmp_path: Path) -> None:
-    ctx = Context(env={"DOCKER_HOST": "tcp://127.0.0.1:1", "PATH": str(tmp_path)}, cwd=tmp_path)
-    pick = choose_engine_kind
-    assert (
-        pick(ctx, flag="podman", profile_engine="docker-cli", config_engine="docker-api")
-        == "podman"
+def test_engine_precedence_is_flag_environment_profile_file_auto(tmp_path: Path) -> None:
+    """README "Precedence": flag > ROCMENV_* environment > profile > project file > default."""
+    plain = Context(env={"DOCKER_HOST": "tcp://127.0.0.1:1", "PATH": str(tmp_path)}, cwd=tmp_path)
+    env = Context(env={**plain.env, "ROCMENV_ENGINE": "podman"}, cwd=tmp_path)
+    assert engine_name(env, flag="docker-cli", profile="docker-api", config="docker-api") == (
+        "docker-cli"
     )
-    assert pick(ctx, flag=None, profile_engine="docker-cli", config_engine="podman") == "docker-cli"
-    assert pick(ctx, flag=None, profile_engine=None, config_engine="podman") == "podman"
-    assert pick(ctx, flag=None, profile_engine="auto", config_engine="auto") == "docker-api"
-    with pytest.raises(UsageError, match="unknown engine"):
-        pick(ctx, flag="dockr", profile_engine=None, config_engine="auto")
+    assert engine_name(env, flag=None, profile="docker-cli", config="docker-api") == "podman"
+    assert engine_name(env, flag="auto", profile="docker-cli") == "podman"
+    assert engine_name(plain, flag=None, profile="docker-cli", config="podman") == "docker-cli"
+    assert engine_name(plain, flag=None, profile="auto", config="podman") == "podman"
+    assert engine_name(plain, profile="auto", config="auto") == "auto"
+    assert choose_engine_kind(plain, "auto") == "docker-api"  # DOCKER_HOST=tcp://…
+    assert choose_engine_kind(plain, "podman") == "podman"
+    with pytest.raises(UsageError, match="ROCMENV_ENGINE"):
+        engine_name(Context(env={"ROCMENV_ENGINE": "dockr"}, cwd=tmp_path))
 
 
 def test_owner_labels_identify_this_process_and_its_start() -> None:
-    labels = owner_labels()
+    labels = Identity.current().labels()
     assert labels["rocmenv.owner-pid"] == str(os.getpid())
     assert labels["rocmenv.owner-host"] == socket.gethostname()
     assert labels["rocmenv.owner-start"] == process_start(os.getpid())

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.config import Ulimit
 from rocmenv.engine.docker_api import create_body, demux, parse_bytes
 from rocmenv.engine.wire import UnixWire, WireStatus, WireTimeout, WireUnavailable, quote_ref
+from rocmenv.profiles import Ulimit
 from rocmenv.runspec import BindMount, Device, EnvVar, RunSpec
 
 

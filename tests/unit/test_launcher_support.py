@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from rocmenv.context import Context
-from rocmenv.shims import LauncherBundle, ShimInfo, discover_shims, prepare_launcher
+from rocmenv.shims.bundle import prepare_launcher
+from rocmenv.shims.catalogue import LauncherBundle, ShimInfo, discover_shims
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STANDINS = REPO_ROOT / "images" / "standins"

@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from rocmenv.httpclient import split_host
-from rocmenv.registry import _next_link, _pick_platform
-from rocmenv.registry_auth import parse_challenge
-from rocmenv.registry_http import _retry_after
+from rocmenv.registry.auth import parse_challenge
+from rocmenv.registry.client import _next_link
+from rocmenv.registry.connection import split_host
+from rocmenv.registry.manifest import pick_platform
+from rocmenv.registry.transport import _retry_after
 
 
 def test_bearer_challenge_parameters() -> None:
@@ -68,8 +69,8 @@ def test_platform_pick_prefers_plain_amd64_and_skips_attestations() -> None:
             {"digest": "sha256:arm", "platform": {"os": "linux", "architecture": "arm64"}},
         ]
     }
-    assert (_pick_platform(index, "linux", "amd64") or {})["digest"] == "sha256:plain"
-    assert _pick_platform({"manifests": []}, "linux", "amd64") is None
+    assert (pick_platform(index, "linux", "amd64") or {})["digest"] == "sha256:plain"
+    assert pick_platform({"manifests": []}, "linux", "amd64") is None
 
 
 @pytest.mark.parametrize(

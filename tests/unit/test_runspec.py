@@ -9,25 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.config import BUILTIN_PROFILES, Mount, Profile, Ulimit, load_config
+from rocmenv.config import load_config
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.gpu import discover
+from rocmenv.labels import LABEL_OWNER_PID, LABEL_PROFILE, LABEL_SESSION, Identity
+from rocmenv.profiles import BUILTIN_PROFILES, Mount, Profile, Ulimit
+from rocmenv.render import render_compose, render_docker, render_gha
 from rocmenv.runspec import (
-    LABEL_OWNER_PID,
-    LABEL_PROFILE,
-    LABEL_SESSION,
     Device,
     HostFacts,
+    LauncherMount,
     Overrides,
     RunSpec,
     build_runspec,
-    parse_cli_mount,
     parse_device,
-    render_compose,
-    render_docker,
-    render_gha,
-    with_launcher,
 )
 from tests.support.fakegpu import FakeHost, build_fake_host
 
@@ -67,9 +63,7 @@ def facts(
         group_gid=GIDS.get,
         path_exists=exists,
         check_host=check_host,
-        session="s3ss10n",
-        owner_pid=4242,
-        owner_host="box",
+        identity=Identity(session="s3ss10n", owner_pid=4242, owner_host="box", owner_start=None),
         **kw,  # type: ignore[arg-type]
     )
 
@@ -79,9 +73,16 @@ def spec_for(
     host: FakeHost | None,
     tmp_path: Path,
     ov: Overrides | None = None,
+    launcher: LauncherMount | None = None,
     **kw: object,
 ) -> RunSpec:
-    return build_runspec(profile, ov or Overrides(), facts(host, tmp_path, **kw), image="img:1")  # type: ignore[arg-type]
+    return build_runspec(
+        profile,
+        ov or Overrides(),
+        facts(host, tmp_path, **kw),  # type: ignore[arg-type]
+        image="img:1",
+        launcher=launcher,
+    )
 
 
 # -- GPUs ------------------------------------------------------------------------------------
@@ -229,9 +230,9 @@ def test_two_mounts_on_one_target_are_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text", ["/a", "/a:rel", "/a:/b:rx", ":/b", "/a:/b:ro:x"])
-def test_malformed_cli_volumes_are_refused(text: str) -> None:
-    with pytest.raises(UsageError):
-        parse_cli_mount(text)
+def test_malformed_cli_volumes_are_refused(text: str, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"-v"):
+        spec_for(CPU, None, tmp_path, Overrides(mounts=(text,)), existing={"/a"})
 
 
 # -- environment -----------------------------------------------------------------------------
@@ -346,25 +347,21 @@ def test_profile_labels_cannot_use_the_rocmenv_prefix(tmp_path: Path) -> None:
 
 
 def test_launcher_is_mounted_read_only_and_pythonpath_replaced_once(tmp_path: Path) -> None:
-    spec = spec_for(CPU, None, tmp_path, Overrides(env=("PYTHONPATH=/x",)))
-    out = with_launcher(
-        spec,
-        host_dir="/cache/l",
-        container_dir="/opt/rocmenv/launcher",
-        pythonpath="/opt/rocmenv/launcher:/x",
-    )
+    plain = LauncherMount(host_dir="/cache/l", container_dir="/opt/rocmenv/launcher")
+    out = spec_for(CPU, None, tmp_path, Overrides(env=("PYTHONPATH=/x",)), launcher=plain)
     assert out.env_values["PYTHONPATH"] == "/opt/rocmenv/launcher:/x"
     assert [e.name for e in out.env].count("PYTHONPATH") == 1
     launcher = next(m for m in out.mounts if m.target == "/opt/rocmenv/launcher")
     assert launcher.readonly and launcher.source == "/cache/l"
     assert out.tmpfs == ()
-    cached = with_launcher(
-        spec,
-        host_dir="/cache/l",
-        container_dir="/opt/rocmenv/launcher",
-        pythonpath="/opt/rocmenv/launcher",
-        pycache_dir="/opt/rocmenv/launcher/__pycache__",
+    cached = spec_for(
+        CPU,
+        None,
+        tmp_path,
+        launcher=replace(plain, pycache_dir="/opt/rocmenv/launcher/__pycache__"),
+        image_env={"PYTHONPATH": "/img"},
     )
+    assert cached.env_values["PYTHONPATH"] == "/opt/rocmenv/launcher:/img"  # the image's own
     assert cached.tmpfs == (("/opt/rocmenv/launcher/__pycache__", "rw,size=1m"),)
     assert "--tmpfs=/opt/rocmenv/launcher/__pycache__:rw,size=1m" in render_docker(cached)
 

@@ -14,18 +14,16 @@ from rocmenv import launcher
 from rocmenv.cli import main
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, EngineError
-from rocmenv.shim_probe import BindMount, check_image_versions, classify, parse_probe_output
-from rocmenv.shims import (
+from rocmenv.shims.bundle import (
     MANIFEST,
     bundle_digest,
     bundle_files,
-    catalogue_dir,
-    discover_shims,
     install_launcher,
     merge_pythonpath,
-    parse_shim_file,
     prepare_launcher,
 )
+from rocmenv.shims.catalogue import catalogue_dir, discover_shims, parse_shim_file
+from rocmenv.shims.probe import BindMount, check_image_versions, classify, parse_probe_output
 from tests.unit.test_launcher_support import (
     SYSTEM_PYTHON,
     make_bundle,
@@ -353,8 +351,8 @@ def test_shims_check_refuses_a_bad_reference(capsys):
 
 
 def test_unchanged_inputs_reuse_the_bundle_without_parsing_shims(tmp_path, monkeypatch):
-    from rocmenv import shims as shims_module
     from rocmenv.context import Context
+    from rocmenv.shims import bundle as shims_module
 
     ctx = Context(env={"HOME": str(tmp_path)})
     first = shims_module.prepare_launcher(ctx, cache_dir=tmp_path / "cache")

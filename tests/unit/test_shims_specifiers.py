@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import rocmenv.launcher._vendor.packaging.specifiers as vendored_specifiers
 import rocmenv.launcher._vendor.packaging.version as vendored_version
 from rocmenv.launcher import SOURCE_DIR
-from rocmenv.shims import launcher_specifier_problem
+from rocmenv.shims.catalogue import launcher_specifier_problem
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 from rocmenv.errors import EngineError
 
 if TYPE_CHECKING:
-    from rocmenv.shims import LauncherBundle
+    from rocmenv.shims.catalogue import LauncherBundle
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,10 +158,11 @@ class EngineCapture:
         env: Mapping[str, str],
         timeout: float,
     ) -> tuple[int, str, str]:
+        from rocmenv.engine.container import capture
         from rocmenv.runspec import BindMount as EngineBind
 
         binds = [EngineBind(source=m.source, target=m.target, readonly=m.read_only) for m in mounts]
-        out = self._engine.run_capture(image, argv, mounts=binds, env=dict(env), timeout=timeout)
+        out = capture(self._engine, image, argv, mounts=binds, env=dict(env), timeout=timeout)
         if getattr(out, "timed_out", False):
             raise EngineError(
                 f"the launcher probe in {image} did not finish within {timeout:.0f}s",

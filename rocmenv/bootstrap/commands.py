@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from rocmenv.errors import CheckFailed
 from rocmenv.redact import redact
 
 #: How much of each stream the report keeps (the end: that is where errors are).
@@ -74,16 +73,6 @@ class CommandResult:
 
 
 Runner = Callable[..., CommandResult]
-
-
-class StepFailed(CheckFailed):
-    """A bootstrap step ran and failed (exit code 1); ``details`` go into the report."""
-
-    def __init__(
-        self, what: str, *, hint: str | None = None, details: Mapping[str, Any] | None = None
-    ) -> None:
-        super().__init__(what, hint=hint)
-        self.details: dict[str, Any] = dict(details or {})
 
 
 def run_command(

@@ -4,11 +4,11 @@ Runs with the container's own Python, the standard library and rocmenv (plus ``p
 for reading the shim catalogue): no docker-py, no python-on-whales. Five steps, in order,
 each reported in one line and in the JSON report:
 
-1. ``gpu-wait``  — :mod:`rocmenv.bootstrap_gpuwait` (``--no-gpu-wait`` disables it)
-2. ``reap``      — :mod:`rocmenv.bootstrap_procs` (``--no-reap``)
+1. ``gpu-wait``  — :mod:`rocmenv.bootstrap.gpuwait` (``--no-gpu-wait`` disables it)
+2. ``reap``      — :mod:`rocmenv.bootstrap.procs` (``--no-reap``)
 3. ``shims``     — install the launcher bundle and export ``PYTHONPATH`` (``--no-shims``)
-4. ``overrides`` — :mod:`rocmenv.bootstrap_overrides` (only when overrides/patches are given)
-5. ``environment`` — :mod:`rocmenv.bootstrap_envreport`, always
+4. ``overrides`` — :mod:`rocmenv.bootstrap.overrides` (only when overrides/patches are given)
+5. ``environment`` — :mod:`rocmenv.bootstrap.envreport`, always
 
 A failing step (exit 1) stops the steps after it, except the environment report, which always
 runs: the report of a failed bootstrap is the diagnosis. Bad input (a ref git must not see,
@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from rocmenv.bootstrap_exec import Runner, StepFailed, run_command
-from rocmenv.bootstrap_gpuwait import GpuWaitDeps, GpuWaitOptions
-from rocmenv.bootstrap_overrides import OverridePlan
+from rocmenv.bootstrap.commands import Runner, run_command
+from rocmenv.bootstrap.gpuwait import GpuWaitDeps, GpuWaitOptions
+from rocmenv.bootstrap.refs import OverridePlan
 from rocmenv.context import Context
-from rocmenv.errors import ConfigError, RocmenvError
+from rocmenv.errors import ConfigError, RocmenvError, StepFailed
 
 REPORT_VERSION = 1
 ExportMethod = Literal["auto", "github-env", "shell", "none"]
@@ -200,7 +200,7 @@ def do_export(
 
 
 def _install_shims(ctx: Context, options: BootstrapOptions) -> tuple[Step, dict[str, str]]:
-    from rocmenv.shims import install_launcher, merge_pythonpath, prepare_launcher
+    from rocmenv.shims.bundle import install_launcher, merge_pythonpath, prepare_launcher
 
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="rocmenv-bundle-") as tmp:
@@ -271,7 +271,7 @@ def run_bootstrap(
     if not options.gpu_wait:
         steps.append(Step(name="gpu-wait", status="disabled", summary="--no-gpu-wait"))
     else:
-        from rocmenv.bootstrap_gpuwait import wait_for_gpus
+        from rocmenv.bootstrap.gpuwait import wait_for_gpus
 
         gpu_deps = deps.gpu or GpuWaitDeps(run=deps.run)
         try:
@@ -298,7 +298,7 @@ def run_bootstrap(
     elif not options.reap:
         steps.append(Step(name="reap", status="disabled", summary="--no-reap"))
     else:
-        from rocmenv.bootstrap_procs import reap_stale
+        from rocmenv.bootstrap.procs import reap_stale
 
         try:
             reaped = reap_stale(
@@ -340,7 +340,7 @@ def run_bootstrap(
     elif options.overrides.empty:
         steps.append(Step(name="overrides", status="disabled", summary="no overrides requested"))
     else:
-        from rocmenv.bootstrap_overrides import run_overrides
+        from rocmenv.bootstrap.overrides import run_overrides
 
         plan = options.overrides
         if not plan.python:
@@ -399,7 +399,7 @@ def _environment(
 ) -> tuple[Any, tuple[StepStatus, str, dict[str, Any]]]:
     import shutil
 
-    from rocmenv.bootstrap_envreport import collect
+    from rocmenv.bootstrap.envreport import collect
 
     installed = options.launcher_dir / "probe.py"
     rocminfo = shutil.which("rocminfo", path=ctx.env.get("PATH"))
@@ -408,7 +408,7 @@ def _environment(
         with tempfile.TemporaryDirectory(prefix="rocmenv-probe-") as tmp:
             probe = installed if installed.is_file() and exports else None
             if probe is None:
-                from rocmenv.shims import install_launcher, prepare_launcher
+                from rocmenv.shims.bundle import install_launcher, prepare_launcher
 
                 bundle = prepare_launcher(ctx, cache_dir=Path(tmp) / "cache")
                 probe = install_launcher(ctx, Path(tmp) / "launcher", bundle=bundle) / "probe.py"
@@ -457,7 +457,7 @@ def append_step_summary(ctx: Context, result: BootstrapResult) -> str | None:
     target = ctx.env.get("GITHUB_STEP_SUMMARY", "")
     if not target:
         return None
-    from rocmenv.bootstrap_envreport import markdown
+    from rocmenv.bootstrap.envreport import markdown
 
     try:
         with open(target, "a", encoding="utf-8") as f:

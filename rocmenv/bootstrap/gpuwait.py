@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmenv.bootstrap_exec import CommandResult, StepFailed, run_command
+from rocmenv.bootstrap.commands import CommandResult, run_command
+from rocmenv.errors import GpuNotReady
 
 DEFAULT_TOOLS = ("rocm-smi", "amd-smi", "rocminfo")
 TOOL_ARGV: dict[str, tuple[str, ...]] = {
@@ -43,10 +44,6 @@ _AMDSMI_GPU = re.compile(r"^\s*GPU:\s*(\d+)\s*$")
 _ROCMINFO_AGENT = re.compile(r"^\s*Agent\s+\d+\s*$")
 _ROCMINFO_FIELD = re.compile(r"^\s*(Name|Device Type):\s*(.*?)\s*$")
 _GFX = re.compile(r"^gfx[0-9a-f]+$")
-
-
-class GpuNotReady(StepFailed):
-    """No GPU became ready in time (or no tool to ask is installed)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from rocmenv.bootstrap_exec import CommandResult, Runner, run_command
+from rocmenv.bootstrap.commands import CommandResult, Runner, run_command
 
 #: Package keys of the report, in order, and the distribution names that answer for each.
 PACKAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -131,7 +131,7 @@ def collect(
 ) -> EnvironmentReport:
     """Run the probe with the container's Python and assemble the report (never raises for
     a failing probe: the error is part of the report)."""
-    from rocmenv.shim_probe import parse_probe_output
+    from rocmenv.shims.probe import parse_probe_output
 
     probe_env = dict(env)
     probe_env.update(ROCMENV_SHIMS="0", PYTHONDONTWRITEBYTECODE="1")
@@ -166,7 +166,7 @@ def collect(
     if not gfx and rocminfo:
         info = run([rocminfo], timeout=60, env=env)
         if info.ok:
-            from rocmenv.bootstrap_gpuwait import parse_rocminfo
+            from rocmenv.bootstrap.gpuwait import parse_rocminfo
 
             gfx, source = list(parse_rocminfo(info.stdout).gfx_targets), "rocminfo"
     if not gfx:

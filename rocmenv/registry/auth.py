@@ -16,7 +16,7 @@ from pathlib import Path
 from rocmenv.context import Context
 from rocmenv.errors import RegistryAuthError, RegistryProtocolError
 from rocmenv.redact import redact, register_secret
-from rocmenv.registry_http import Transport
+from rocmenv.registry.transport import Transport
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from rocmenv.bootstrap_exec import StepFailed
+from rocmenv.errors import ReapFailed
 
 RAY_DAEMONS = frozenset({"raylet", "gcs_server", "plasma_store"})
 PYTHON_MODULES = frozenset(
@@ -61,10 +61,6 @@ _PYTHON = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)*)?$")
 # Python options that take a value as the next argument (or attached: -Wignore).
 _PY_OPTS_WITH_VALUE = frozenset("WX")
 _PY_LONG_WITH_VALUE = frozenset({"--check-hash-based-pycs"})
-
-
-class ReapFailed(StepFailed):
-    """A stale process could not be ended."""
 
 
 @dataclass(frozen=True, kw_only=True)

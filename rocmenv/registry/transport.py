@@ -18,9 +18,9 @@ from typing import Any
 
 from rocmenv.config import RegistrySettings
 from rocmenv.errors import RegistryUnavailable
-from rocmenv.httpclient import Connection, StaleConnection, TransportError
 from rocmenv.redact import redact
 from rocmenv.reference import is_loopback_host
+from rocmenv.registry.connection import Connection, StaleConnection, TransportError
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 120.0

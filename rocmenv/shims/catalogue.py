@@ -1,13 +1,11 @@
-"""Host side of the shims: discover them, read and validate them without importing them.
+"""The shim catalogue, host side: the shim and bundle types, discovery, and validation.
 
 Shims come from the catalogue (``shims/`` in a checkout, ``rocmenv/_shims`` in the wheel)
 and from the entry-point group ``rocmenv.shims`` (value: a module path). They are read with
 :mod:`ast`, never imported: a shim is Python 3.8+ code meant for a container, not for us.
-
-A launcher *bundle* is a directory mounted read-only into containers (``rocmenv run``) or
-copied into one (``rocmenv bootstrap``); see :mod:`rocmenv.launcher` for its layout. Bundles
-are content-addressed and cached under ``$XDG_CACHE_HOME/rocmenv/launcher/<digest>/``.
-Probing images for which shims would apply lives in :mod:`rocmenv.shim_probe`.
+Building the launcher bundle from them is :mod:`rocmenv.shims.bundle`; probing images for
+which shims would apply is :mod:`rocmenv.shims.probe`. Both import this module, never the
+other way round.
 """
 
 from __future__ import annotations
@@ -15,48 +13,90 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # the slow path (parsing shims, building bundles) imports these lazily
     import ast
 
+from rocmenv import launcher
 from rocmenv.errors import ConfigError
-from rocmenv.launcher_bundle import (  # re-exported: the bundle API predates its module
-    BUNDLE_FORMAT,
-    MANIFEST,
-    LauncherBundle,
-    ShimInfo,
-    ShimSource,
-    build_bundle,
-    bundle_digest,
-    bundle_files,
-    catalogue_dir,
-    default_cache_dir,
-    install_launcher,
-    merge_pythonpath,
-    prepare_launcher,
-)
 
-__all__ = [
-    "BUNDLE_FORMAT",
-    "ENTRY_POINT_GROUP",
-    "MANIFEST",
-    "LauncherBundle",
-    "ShimInfo",
-    "ShimSource",
-    "build_bundle",
-    "bundle_digest",
-    "bundle_files",
-    "catalogue_dir",
-    "default_cache_dir",
-    "discover_shims",
-    "install_launcher",
-    "launcher_specifier_problem",
-    "merge_pythonpath",
-    "parse_shim_file",
-    "prepare_launcher",
-]
+ShimSource = Literal["catalogue", "entry-point"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShimInfo:
+    """What a shim file declares (read statically) and where it came from."""
+
+    name: str
+    module_id: str  # module name inside the bundle: _rocmenv_launcher.shims.<module_id>
+    target: str
+    distributions: tuple[str, ...]
+    specifier: str
+    summary: str
+    retire: str | None
+    missing: str | None
+    source: ShimSource
+    package: str | None  # the distribution that declared the entry point
+    entry_point: str | None  # "name = module.path" for entry-point shims
+    path: Path
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "target": self.target,
+            "distributions": list(self.distributions),
+            "specifier": self.specifier,
+            "summary": self.summary,
+            "retire": self.retire,
+            "source": self.source,
+            "package": self.package,
+            "entry_point": self.entry_point,
+            "path": str(self.path),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class LauncherBundle:
+    """A built launcher directory on the host and where it goes in the container."""
+
+    host_dir: Path
+    container_dir: str = launcher.CONTAINER_DIR
+    shims: tuple[ShimInfo, ...] = ()
+    digest: str = ""
+
+    @property
+    def probe_path(self) -> str:
+        return f"{self.container_dir}/probe.py"
+
+    @property
+    def pycache_dir(self) -> str:
+        """An empty directory of the bundle: mount a per-container tmpfs here.
+
+        The bundle is read-only, so every interpreter compiles sitecustomize.py, and CPython's
+        first ``compile()`` in a process also builds its AST types (~1.5 ms of the ~2.5 ms the
+        launcher costs). With a writable ``__pycache__`` the first process writes the .pyc and
+        the others load it (~0.5 ms); a tmpfs keeps it private to the container.
+        """
+        return f"{self.container_dir}/__pycache__"
+
+
+def catalogue_dir() -> Path:
+    """The shim catalogue: ``rocmenv/_shims`` in a wheel, ``<repo>/shims`` in a checkout."""
+    package_dir = Path(__file__).resolve().parent.parent
+    wheel = package_dir / "_shims"
+    if wheel.is_dir():
+        return wheel
+    checkout = package_dir.parent / "shims"
+    if checkout.is_dir() and (package_dir.parent / "pyproject.toml").is_file():
+        return checkout
+    raise ConfigError(
+        f"the shim catalogue is missing: neither {wheel} nor {checkout} exists",
+        hint="reinstall rocmenv (the wheel ships it as rocmenv/_shims)",
+    )
+
 
 ENTRY_POINT_GROUP = "rocmenv.shims"
 REQUIRED_CONSTANTS = ("NAME", "TARGET", "DISTRIBUTIONS", "SPECIFIER")

@@ -4,8 +4,10 @@ A bundle is a directory holding the launcher's ``sitecustomize.py``, its runtime
 vendored ``packaging``, the shim files and a generated index (see :mod:`rocmenv.launcher`
 for the layout). Bundles are content-addressed and cached under
 ``$XDG_CACHE_HOME/rocmenv/launcher/<digest>/``; a stat-only stamp of their inputs lets
-``rocmenv run`` reuse one without reading the shims again. Reading and validating shims is
-:mod:`rocmenv.shims`; probing images is :mod:`rocmenv.shim_probe`.
+``rocmenv run`` reuse one without reading the shims again. The types it builds
+(:class:`~rocmenv.shims.catalogue.LauncherBundle`, :class:`~rocmenv.shims.catalogue.ShimInfo`)
+and reading shims are :mod:`rocmenv.shims.catalogue`; probing images is
+:mod:`rocmenv.shims.probe`.
 """
 
 from __future__ import annotations
@@ -14,90 +16,21 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from rocmenv import launcher
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError
+from rocmenv.shims.catalogue import (
+    LauncherBundle,
+    ShimInfo,
+    catalogue_dir,
+    discover_shims,
+)
 
 BUNDLE_FORMAT = 1
 MANIFEST = "rocmenv-bundle.json"
-
-ShimSource = Literal["catalogue", "entry-point"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ShimInfo:
-    """What a shim file declares (read statically) and where it came from."""
-
-    name: str
-    module_id: str  # module name inside the bundle: _rocmenv_launcher.shims.<module_id>
-    target: str
-    distributions: tuple[str, ...]
-    specifier: str
-    summary: str
-    retire: str | None
-    missing: str | None
-    source: ShimSource
-    package: str | None  # the distribution that declared the entry point
-    entry_point: str | None  # "name = module.path" for entry-point shims
-    path: Path
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "target": self.target,
-            "distributions": list(self.distributions),
-            "specifier": self.specifier,
-            "summary": self.summary,
-            "retire": self.retire,
-            "source": self.source,
-            "package": self.package,
-            "entry_point": self.entry_point,
-            "path": str(self.path),
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class LauncherBundle:
-    """A built launcher directory on the host and where it goes in the container."""
-
-    host_dir: Path
-    container_dir: str = launcher.CONTAINER_DIR
-    shims: tuple[ShimInfo, ...] = ()
-    digest: str = ""
-
-    @property
-    def probe_path(self) -> str:
-        return f"{self.container_dir}/probe.py"
-
-    @property
-    def pycache_dir(self) -> str:
-        """An empty directory of the bundle: mount a per-container tmpfs here.
-
-        The bundle is read-only, so every interpreter compiles sitecustomize.py, and CPython's
-        first ``compile()`` in a process also builds its AST types (~1.5 ms of the ~2.5 ms the
-        launcher costs). With a writable ``__pycache__`` the first process writes the .pyc and
-        the others load it (~0.5 ms); a tmpfs keeps it private to the container.
-        """
-        return f"{self.container_dir}/__pycache__"
-
-
-def catalogue_dir() -> Path:
-    """The shim catalogue: ``rocmenv/_shims`` in a wheel, ``<repo>/shims`` in a checkout."""
-    package_dir = Path(__file__).resolve().parent
-    wheel = package_dir / "_shims"
-    if wheel.is_dir():
-        return wheel
-    checkout = package_dir.parent / "shims"
-    if checkout.is_dir() and (package_dir.parent / "pyproject.toml").is_file():
-        return checkout
-    raise ConfigError(
-        f"the shim catalogue is missing: neither {wheel} nor {checkout} exists",
-        hint="reinstall rocmenv (the wheel ships it as rocmenv/_shims)",
-    )
 
 
 def _template_files() -> dict[str, bytes]:
@@ -352,8 +285,6 @@ def prepare_launcher(
         if cached is not None:
             return cached
     if shims is None:
-        from rocmenv.shims import discover_shims
-
         shims = discover_shims()
     chosen = tuple(shims)
     host_dir, digest = build_bundle(chosen, root)

@@ -1,0 +1,151 @@
+"""Which engine a command uses, and opening it.
+
+Choice (one rule for every setting with several sources, README "Precedence"): ``--engine``
+> ``ROCMENV_ENGINE`` > the profile's ``engine`` > the project file's ``engine`` > auto
+(a socket that answers ``/_ping`` → docker-api; else a ``docker`` binary → docker-cli;
+else ``podman``). Adapters are imported only when an engine is made (``rocmenv --help``
+stays fast).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shutil
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
+
+from rocmenv.context import Context
+from rocmenv.engine import ENGINE_KINDS, ENGINE_NAMES, Engine, EngineKind, EngineName
+from rocmenv.errors import EngineUnavailable, UsageError
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+
+START_HINT = (
+    "start the engine: `sudo systemctl start docker` (or run `sudo dockerd &`); rootless: "
+    "`systemctl --user start docker`; or choose another with --engine docker-api|docker-cli|podman"
+)
+
+
+def _socket_path(env: Mapping[str, str]) -> str | None:
+    host = env.get("DOCKER_HOST", "")
+    if not host:
+        return DEFAULT_SOCKET
+    if host.startswith("unix://"):
+        return host[len("unix://") :]
+    return None  # tcp:// or ssh://: not a local socket
+
+
+def socket_answers(path: str, timeout: float = 1.0) -> bool:
+    """``GET /_ping`` on a unix socket, without importing docker-py."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(path)
+            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            head = sock.recv(64)
+        return head.startswith(b"HTTP/1.") and b" 200 " in head[:16]
+    except OSError:
+        return False
+
+
+def _uses_cli_context(env: Mapping[str, str]) -> bool:
+    if env.get("DOCKER_CONTEXT", "default") not in ("", "default"):
+        return True
+    config = Path(env.get("DOCKER_CONFIG") or Path(env.get("HOME", "/root")) / ".docker")
+    try:
+        text = (config / "config.json").read_text()
+    except OSError:
+        return False
+    match = re.search(r'"currentContext"\s*:\s*"([^"]*)"', text)
+    return bool(match and match.group(1) not in ("", "default"))
+
+
+def detect_engine(env: Mapping[str, str]) -> EngineKind:
+    """Auto-detection (see the module docstring)."""
+    path_env = env.get("PATH", os.defpath)
+    has_docker = shutil.which("docker", path=path_env) is not None
+    if has_docker and not env.get("DOCKER_HOST") and _uses_cli_context(env):
+        return "docker-cli"  # a CLI context points elsewhere; only the CLI knows where
+    sock = _socket_path(env)
+    if sock is None:
+        return "docker-api"  # DOCKER_HOST=tcp://… or ssh://…: docker-py speaks both
+    if socket_answers(sock):
+        return "docker-api"
+    if has_docker:
+        return "docker-cli"
+    if shutil.which("podman", path=path_env) is not None:
+        return "podman"
+    raise EngineUnavailable(
+        f"no container engine found: {sock} does not answer and neither docker nor podman "
+        "is on PATH",
+        hint=START_HINT,
+    )
+
+
+def engine_name(
+    ctx: Context,
+    *,
+    flag: EngineName | None = None,
+    profile: EngineName | None = None,
+    config: EngineName = "auto",
+) -> EngineName:
+    """The engine asked for: ``--engine`` > ``ROCMENV_ENGINE`` > the profile's ``engine`` >
+    the project file's ``engine`` > ``auto``; ``auto`` at any level defers to the next."""
+    env_value = ctx.env.get("ROCMENV_ENGINE", "").strip()
+    if env_value and env_value not in ENGINE_NAMES:
+        raise UsageError(
+            f"ROCMENV_ENGINE={env_value!r} is not an engine",
+            hint=f"use one of: {', '.join(ENGINE_NAMES)}",
+        )
+    for value in (flag, env_value, profile, config):
+        if value and value != "auto":
+            return cast(EngineName, value)
+    return "auto"
+
+
+def choose_engine_kind(ctx: Context, name: EngineName = "auto") -> EngineKind:
+    """A concrete engine for ``name`` (``auto``: detected)."""
+    if name == "auto":
+        return detect_engine(ctx.env)
+    if name not in ENGINE_KINDS:
+        raise UsageError(f"unknown engine {name!r}", hint=f"use one of: {', '.join(ENGINE_NAMES)}")
+    return name
+
+
+_MODULES: dict[str, str] = {
+    "docker-api": "rocmenv.engine.docker_api",
+    "docker-cli": "rocmenv.engine.whales",
+    "podman": "rocmenv.engine.whales",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineOptions:
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 60.0
+
+
+def make_engine(kind: EngineKind, ctx: Context) -> Engine:
+    module = importlib.import_module(_MODULES[kind])
+    factory = cast(Callable[[EngineKind, EngineOptions], Engine], module.make)
+    return factory(kind, EngineOptions(env=dict(ctx.env)))
+
+
+def open_engine(ctx: Context, name: EngineName = "auto") -> Engine:
+    return make_engine(choose_engine_kind(ctx, name), ctx)
+
+
+def in_container() -> bool:
+    """Are we inside a container (where bind sources are the engine host's paths)?"""
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+        return True
+    try:
+        text = Path("/proc/1/cgroup").read_text()
+    except OSError:
+        return False
+    return any(marker in text for marker in ("/docker/", "/kubepods", "/containerd/", "libpod"))

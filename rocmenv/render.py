@@ -1,0 +1,148 @@
+"""A :class:`~rocmenv.runspec.RunSpec` rendered for other tools.
+
+``docker run`` arguments (:func:`render_docker`; ``rocmenv options --format docker`` and the
+docker-cli adapter), a GitHub Actions ``container.options`` string (:func:`render_gha`) and
+a compose service (:func:`render_compose`, YAML emitted by :func:`to_yaml`).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from rocmenv.labels import LABEL_PREFIX
+from rocmenv.runspec import RunSpec
+
+
+def render_docker(
+    spec: RunSpec, *, with_checkout: bool = True, with_labels: bool = True
+) -> list[str]:
+    """``docker run``/``docker create`` arguments (without the image and command)."""
+    args: list[str] = []
+    args += [f"--device={d.render()}" for d in spec.devices]
+    args += [f"--group-add={g}" for g in spec.group_add]
+    args += [f"--cap-add={c}" for c in spec.cap_add]
+    args += [f"--cap-drop={c}" for c in spec.cap_drop]
+    args += [f"--security-opt={s}" for s in spec.security_opt]
+    if spec.privileged:
+        args.append("--privileged")
+    if spec.ipc:
+        args.append(f"--ipc={spec.ipc}")
+    if spec.network:
+        args.append(f"--network={spec.network}")
+    if spec.shm_size:
+        args.append(f"--shm-size={spec.shm_size}")
+    if spec.memory:
+        args.append(f"--memory={spec.memory}")
+    if spec.memory_swap:
+        args.append(f"--memory-swap={spec.memory_swap}")
+    args += [f"--ulimit={u.render()}" for u in spec.ulimits]
+    for m in spec.mounts:
+        if m.target == spec.checkout and not with_checkout:
+            continue
+        args.append(f"--mount={m.render_mount()}")
+    args += [f"--tmpfs={target}:{options}" for target, options in spec.tmpfs]
+    for e in spec.env:
+        args.append(f"--env={e.name}" if e.from_host else f"--env={e.name}={e.value}")
+    if spec.workdir and with_checkout:
+        args.append(f"--workdir={spec.workdir}")
+    if with_labels:
+        args += [f"--label={k}={v}" for k, v in spec.labels]
+    return args
+
+
+def render_gha(spec: RunSpec) -> str:
+    """A ``container.options`` string. The checkout and working directory are left out:
+    Actions mounts the workspace and sets the working directory itself."""
+    args = render_docker(spec, with_checkout=False, with_labels=False)
+    args += [f"--label={k}={v}" for k, v in spec.labels if not k.startswith(LABEL_PREFIX)]
+    return shlex.join(args)
+
+
+def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
+    """A compose file with one service for the spec (YAML, emitted by hand)."""
+    svc: dict[str, Any] = {"image": spec.image}
+    if spec.command:
+        svc["command"] = list(spec.command)
+    if spec.devices:
+        svc["devices"] = [
+            f"{d.host}:{d.container}" + ("" if d.permissions == "rwm" else f":{d.permissions}")
+            for d in spec.devices
+        ]
+    for key, values in (
+        ("group_add", spec.group_add),
+        ("cap_add", spec.cap_add),
+        ("cap_drop", spec.cap_drop),
+        ("security_opt", spec.security_opt),
+    ):
+        if values:
+            svc[key] = list(values)
+    if spec.privileged:
+        svc["privileged"] = True
+    if spec.ipc:
+        svc["ipc"] = spec.ipc
+    if spec.network:
+        svc["network_mode"] = spec.network
+    if spec.shm_size:
+        svc["shm_size"] = spec.shm_size
+    if spec.memory:
+        svc["mem_limit"] = spec.memory
+    if spec.memory_swap:
+        svc["memswap_limit"] = spec.memory_swap
+    if spec.ulimits:
+        svc["ulimits"] = {
+            u.name: u.soft if u.soft == u.hard else {"soft": u.soft, "hard": u.hard}
+            for u in spec.ulimits
+        }
+    if spec.mounts:
+        svc["volumes"] = [
+            {
+                "type": "bind",
+                "source": m.source,
+                "target": m.target,
+                **({"read_only": True} if m.readonly else {}),
+                "bind": {"create_host_path": False},
+            }
+            for m in spec.mounts
+        ]
+    if spec.tmpfs:
+        svc["tmpfs"] = [f"{target}:{options}" for target, options in spec.tmpfs]
+    if spec.env:
+        svc["environment"] = [e.name if e.from_host else f"{e.name}={e.value}" for e in spec.env]
+    if spec.workdir:
+        svc["working_dir"] = spec.workdir
+    user_labels = {k: v for k, v in spec.labels if not k.startswith(LABEL_PREFIX)}
+    if user_labels:
+        svc["labels"] = user_labels
+    return to_yaml({"services": {service or spec.profile or "rocmenv": svc}})
+
+
+def _yaml_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a YAML scalar
+
+
+def to_yaml(value: Any, indent: int = 0) -> str:
+    pad = "  " * indent
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, (dict, list)) and item:
+                lines.append(f"{pad}{key}:")
+                lines.append(to_yaml(item, indent + 1).rstrip("\n"))
+            else:
+                lines.append(f"{pad}{key}: {_yaml_scalar(item) if item != [] else '[]'}")
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict):
+                body = to_yaml(item, indent + 1).rstrip("\n")
+                lines.append(f"{pad}- {body.lstrip()}")
+            else:
+                lines.append(f"{pad}- {_yaml_scalar(item)}")
+    else:
+        lines.append(pad + _yaml_scalar(value))
+    return "\n".join(lines) + "\n"
