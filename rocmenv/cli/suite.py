@@ -255,7 +255,7 @@ def run_slurm_exec(args: argparse.Namespace, ctx: Context) -> int:
     """On the allocated node: the test's container with exactly Slurm's GPUs."""
     from pathlib import Path
 
-    from rocmenv.suite.slurm import exec_on_node
+    from rocmenv.suite.allocation import exec_on_node
 
     command = list(args.command)
     if command and command[0] == "--":

@@ -7,17 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.errors import SlurmError
 from rocmenv.gpu import discover
+from rocmenv.suite.allocation import allocated_indices, map_allocation, parse_gres_conf
 from rocmenv.suite.model import SlurmSettings
 from rocmenv.suite.packer import Job
-from rocmenv.suite.slurm import (
-    SlurmError,
-    allocated_indices,
-    gpu_args,
-    map_allocation,
-    parse_gres_conf,
-    time_limit,
-)
+from rocmenv.suite.slurm import gpu_args, time_limit
 from tests.support.fakegpu import build_fake_host
 
 
