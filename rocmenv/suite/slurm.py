@@ -94,25 +94,18 @@ class SlurmBackend:
                 )
 
     def argv(self, job: Job, name: str) -> list[str]:
-        s = self.settings
-        argv = ["srun", f"--job-name={name}", "--nodes=1", "--ntasks=1", "--quiet",
-                f"--time={time_limit(s, job.estimate)}", *gpu_args(s, job.gpus)]  # fmt: skip
-        if s.partition:
-            argv.append(f"--partition={s.partition}")
-        if s.account:
-            argv.append(f"--account={s.account}")
-        argv += list(s.extra_args)
-        argv += [sys.executable, "-m", "rocmenv"]
-        if self.ctx.config_path is not None:
-            argv += ["--config", str(self.ctx.config_path.resolve())]
-        argv += ["suite", "slurm-exec"]
+        node = ["suite", "slurm-exec"]
         if self.profile:
-            argv += ["--profile", self.profile]
+            node += ["--profile", self.profile]
         if self.engine:
-            argv += ["--engine", self.engine]
-        if s.gres_conf is not None:
-            argv += ["--gres-conf", str(s.gres_conf)]
-        return [*argv, "--", *self.commands[job.name]]
+            node += ["--engine", self.engine]
+        if self.settings.gres_conf is not None:
+            node += ["--gres-conf", str(self.settings.gres_conf)]
+        return [
+            "srun", f"--job-name={name}", "--quiet",
+            *job_args(self.settings, job.gpus, time_seconds=job.estimate),
+            *_node_command(self.ctx, [*node, "--", *self.commands[job.name]]),
+        ]  # fmt: skip
 
     def launch(self, job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
         from rocmenv.suite.local import log_name
@@ -173,3 +166,128 @@ def _markers(log_path: Path) -> tuple[tuple[int, ...] | None, float | None]:
                 with contextlib.suppress(ValueError):
                     runtime = float(fields["runtime"])
     return assigned, runtime
+
+
+# -- one command as a Slurm job (`rocmenv run --backend slurm`, `options --format sbatch`) ----
+
+
+def load_settings(ctx: Context) -> SlurmSettings:
+    """The project's top-level ``[slurm]`` table (defaults without one)."""
+    from rocmenv.config import find_config
+    from rocmenv.suite.model import parse_slurm
+
+    path, table = find_config(ctx)
+    if "slurm" not in table:
+        return SlurmSettings()
+    return parse_slurm(table["slurm"], f"[slurm] in {path}")
+
+
+def gpu_count(ctx: Context, selection: str | None, profile: str | None) -> int:
+    """How many GPUs a ``--gpus`` selection names (Slurm picks which): indices and ranges
+    count one per GPU, a UUID or PCI address one; ``all`` is a whole node."""
+    from rocmenv.gpu import parse_gpus
+
+    if selection is None:
+        from rocmenv.config import load_config
+
+        selection = load_config(ctx).profile(profile).gpus
+    request = parse_gpus(selection)
+    if request.kind == "none":
+        return 0
+    if request.kind == "all":
+        capacity = node_gpu_capacity(ctx.env)
+        if capacity is None:
+            raise UsageError(
+                "--gpus all with Slurm means a whole node, but sinfo reports no GPU nodes",
+                hint="name a count instead, e.g. --gpus 0-3 for 4 GPUs",
+            )
+        return capacity
+    return sum(len(item.indices) if item.kind == "index" else 1 for item in request.items)
+
+
+def _node_command(ctx: Context, node_args: Sequence[str]) -> list[str]:
+    argv = [sys.executable, "-m", "rocmenv"]
+    if ctx.config_path is not None:
+        argv += ["--config", str(ctx.config_path.resolve())]
+    return [*argv, *node_args]
+
+
+def job_args(settings: SlurmSettings, count: int, *, time_seconds: float | None) -> list[str]:
+    out = ["--nodes=1", "--ntasks=1", *gpu_args(settings, count)]
+    if time_seconds is not None:
+        out.append(f"--time={time_limit(settings, time_seconds)}")
+    if settings.partition:
+        out.append(f"--partition={settings.partition}")
+    if settings.account:
+        out.append(f"--account={settings.account}")
+    return out + list(settings.extra_args)
+
+
+def run_as_job(ctx: Context, *, count: int, node_args: Sequence[str]) -> int:
+    """``srun`` the node-side ``rocmenv run --gpus slurm …`` with this terminal's output;
+    SIGINT/SIGTERM ``scancel`` the job (the node-side rocmenv then removes its container)."""
+    import signal
+    import threading
+
+    if shutil.which("srun", path=ctx.env.get("PATH")) is None:
+        raise EngineUnavailable(
+            "srun is not on PATH: this is not a Slurm submit host",
+            hint="install the Slurm client, or run without --backend slurm",
+        )
+    name = f"rocmenv-run-{os.urandom(4).hex()}"
+    argv = ["srun", f"--job-name={name}", "--quiet",
+            *job_args(load_settings(ctx), count, time_seconds=None),
+            *_node_command(ctx, node_args)]  # fmt: skip
+    for stream in (ctx.stdout, ctx.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=_fd(ctx.stdout, 1), stderr=_fd(ctx.stderr, 2),
+        cwd=ctx.cwd, env=dict(ctx.env), start_new_session=True,
+    )  # fmt: skip
+    received: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        received.append(signum)
+        subprocess.run(["scancel", f"--name={name}"], env=dict(ctx.env), capture_output=True,
+                       timeout=30, check=False)  # fmt: skip
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, stop)
+    try:
+        code = proc.wait()
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    if received:
+        _wait_job_gone(name, ctx.env)
+        return 128 + received[0]
+    return code
+
+
+def _fd(stream: object, default: int) -> int:
+    try:
+        return int(stream.fileno())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return default
+
+
+def render_sbatch(ctx: Context, *, count: int, profile: str, node_args: Sequence[str]) -> str:
+    """A batch script for users who submit by hand: ``sbatch job.sh CMD…``."""
+    import shlex
+
+    settings = load_settings(ctx)
+    config = ["--config", str(ctx.config_path.resolve())] if ctx.config_path is not None else []
+    lines = [
+        "#!/bin/bash",
+        f"# rocmenv: profile {profile} with {count} GPU(s); submit with: sbatch THIS_FILE CMD…",
+        "# The job's container gets exactly the GPUs Slurm allocates (rocmenv run --gpus slurm).",
+        f"#SBATCH --job-name=rocmenv-{profile}",
+        *(f"#SBATCH {arg}" for arg in job_args(settings, count, time_seconds=None)),
+        "set -euo pipefail",
+        f"cd {shlex.quote(str(ctx.cwd))}",
+        "exec rocmenv " + shlex.join(config + list(node_args)) + ' "$@"',
+    ]
+    return "\n".join(lines) + "\n"

@@ -126,3 +126,54 @@ def _no_stray_jobs() -> object:
     stray = _jobs()
     if stray:
         subprocess.run(["scancel", "--name", ",".join(stray)], check=False, timeout=30)
+
+
+def _allocation(stderr: str) -> tuple[list[int], list[str]]:
+    """Slurm's indices and the gres.conf files they map to, from the node's note."""
+    match = re.search(r"Slurm allocation: slurm=(\S+) host=\S+ files=(\S+)", stderr)
+    assert match, stderr
+    return [int(i) for i in match.group(1).split(",")], match.group(2).split(",")
+
+
+def test_run_backend_slurm_passes_exactly_the_allocated_gpus(project: Project, slurm: Path) -> None:
+    write_suite(project, "none", [])  # the suite-test profile
+    done = project.run(
+        "run", "--backend", "slurm", "--profile", "suite-test", "--gpus", "0-2", "--",
+        "sh", "-c", "ls /dev/dri | grep renderD; exit 7",
+        env=_env(slurm), timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 7, done.stderr
+    indices, files = _allocation(done.stderr)
+    gres = parse_gres_conf(Path("/etc/slurm/gres.conf").read_text())
+    assert files == [gres[i].path for i in indices] and len(files) == 3
+    assert sorted(done.stdout.split()) == sorted(Path(f).name for f in files)
+    assert project.containers() == [] and _jobs() == []
+
+
+def test_sbatch_script_from_options_runs_on_the_allocated_gpus(
+    project: Project, slurm: Path, tmp_path: Path
+) -> None:
+    import os
+    import sys
+
+    write_suite(project, "none", [])
+    done = project.run("options", "--format", "sbatch", "-p", "suite-test", "--gpus", "0,1")
+    assert done.returncode == 0, done.stderr
+    script = done.stdout
+    assert "#SBATCH --gres=gpu:2" in script and "run --gpus slurm" in script
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    out = tmp_path / "job.out"
+    env = project.env(_env(slurm))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    submitted = subprocess.run(
+        ["sbatch", "--wait", f"--output={out}", str(path), "sh", "-c", "ls /dev/dri | grep renderD"],
+        cwd=project.cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    text = out.read_text() if out.exists() else ""
+    assert submitted.returncode == 0, (submitted.stderr, text)
+    _indices, files = _allocation(text)
+    assert len(files) == 2
+    seen = [line for line in text.splitlines() if line.startswith("renderD")]
+    assert sorted(seen) == sorted(Path(f).name for f in files)
+    assert project.containers() == []
