@@ -95,3 +95,17 @@ def test_sigint_stops_every_tests_container_and_leaves_none(project: Project) ->
     assert status == ["cancelled"] * 4 + ["skipped"] * 2
     assert report["interrupted"] is True
     assert project.containers() == []
+
+
+def test_a_partition_runs_only_its_share_of_the_plan(project: Project) -> None:
+    specs = [Spec(name=f"p{i}", gpus=1, est=100 - 10 * i, sleep=0.1) for i in range(5)]
+    out = write_suite(project, "parts", specs)
+    plan = project.run("suite", "plan", "parts", "--partitions", "2", "--json")
+    assert plan.returncode == 0, plan.stderr
+    second = [t["name"] for t in json.loads(plan.stdout)["partitions"][1]["tests"]]
+    assert second == ["p1", "p2"]
+    done = project.run("suite", "run", "parts", "--partition", "1/2", "--gpus", "0", "--json")
+    assert done.returncode == 0, done.stderr
+    assert sorted(records(out)) == second
+    report = json.loads(done.stdout)
+    assert [t["name"] for t in sorted(report["tests"], key=lambda t: t["started"])] == second

@@ -71,3 +71,41 @@ def test_request_arguments_and_time_limit() -> None:
     assert time_limit(s, 1600) == "40"
     assert time_limit(s, 10) == "5"
     assert Job(name="x", gpus=1, estimate=1).gpus == 1
+
+
+def test_gpu_count_of_a_selection_and_the_sbatch_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from rocmenv.cli.run import node_run_args
+    from rocmenv.context import Context
+    from rocmenv.errors import GpuSelectionError
+    from rocmenv.suite.slurm import gpu_count, render_sbatch
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "rocmenv.toml").write_text(
+        '[slurm]\npartition = "mi300x"\naccount = "ml"\ngres-type = "mi300x"\n'
+        'extra-args = ["--qos=ci"]\n'
+    )
+    ctx = Context(cwd=tmp_path, env={"PATH": "/nonexistent"})
+    assert gpu_count(ctx, "0-3", None) == 4
+    assert gpu_count(ctx, "1,5,GPU-0123456789abcdef", None) == 3
+    assert gpu_count(ctx, "none", None) == 0
+    with pytest.raises(GpuSelectionError):
+        gpu_count(ctx, "slurm", None)
+    args = argparse.Namespace(
+        profile=None, image=None, workdir=None, env=["A=1"], volume=[], untrusted=True,
+        gpus="0,1",
+    )  # fmt: skip
+    node = node_run_args(args)
+    assert node == ["run", "--gpus", "slurm", "--env", "A=1", "--untrusted"]
+    script = render_sbatch(ctx, count=2, profile="ci", node_args=[*node, "--profile", "ci", "--"])
+    lines = script.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    assert [x for x in lines if x.startswith("#SBATCH")] == [
+        "#SBATCH --job-name=rocmenv-ci", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
+        "#SBATCH --gres=gpu:mi300x:2", "#SBATCH --partition=mi300x", "#SBATCH --account=ml",
+        "#SBATCH --qos=ci",
+    ]  # fmt: skip
+    assert lines[-1] == ('exec rocmenv run --gpus slurm --env A=1 --untrusted --profile ci -- "$@"')
