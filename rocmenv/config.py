@@ -54,6 +54,8 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     engine = "docker-api"             # per-profile engine choice
     labels = { team = "ml-infra" }
 
+    [suites.NAME] / [slurm]           # test suites: see rocmenv/suite/model.py
+
 Precedence: CLI flag > ``ROCMENV_*`` environment > project file > built-in defaults.
 """
 

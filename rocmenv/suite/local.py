@@ -5,9 +5,9 @@ image choice (the lock's digest), shims, mounts and untrusted policy as ``rocmen
 with the test's GPUs as ``--gpus 0,3`` (exactly those render nodes + visible-device
 variables). The container's output and rocmenv's notes go to the test's log file.
 
-Stopping: the container id arrives through ``on_created``; a cancelled test has its
-container killed (the run pipeline then removes it), and a test cancelled before its
-container exists never starts one.
+Stopping: the container id arrives through ``on_created``; a cancelled test's container
+gets SIGTERM, then SIGKILL when the packer asks again a second later (the run pipeline then
+removes it), and a test cancelled before its container exists never starts one.
 """
 
 from __future__ import annotations
@@ -118,7 +118,13 @@ class LocalBackend:
         def created(container_id: str) -> None:
             if cancel.requested:
                 raise SuiteTestCancelled(f"{job.name} was stopped before it started")
-            cancel.on_cancel(lambda: self.kill_engine.kill(container_id, "SIGKILL"))
+            asked = [0]
+
+            def stop() -> None:  # SIGTERM first (a test may clean up), then SIGKILL
+                asked[0] += 1
+                self.kill_engine.kill(container_id, "SIGTERM" if asked[0] == 1 else "SIGKILL")
+
+            cancel.on_cancel(stop)
 
         with log_path.open("w", encoding="utf-8") as log:
             if cancel.requested:
