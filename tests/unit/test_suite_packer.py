@@ -119,7 +119,8 @@ def test_real_threads_start_the_next_test_as_soon_as_gpus_free() -> None:
             Job(name="c", gpus=1, estimate=0.3), Job(name="d", gpus=2, estimate=0.1)]  # fmt: skip
     results, events = _run(jobs, [5, 6, 7], launch)
     assert [e.name for e in events if e.kind == "start"][:2] == ["a", "c"]
-    assert seen["b"][0] - seen["c"][1] < 0.35  # b started when c's GPU + the free one allowed
+    # b (2 GPUs) cannot start when c frees one GPU, only when a frees two: right then
+    assert 0 <= seen["b"][0] - seen["a"][1] < 0.5
     for x, y in combinations(seen, 2):
         (s1, e1, g1), (s2, e2, g2) = seen[x], seen[y]
         if s1 < e2 and s2 < e1:
