@@ -54,7 +54,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_run)
 
-    p = suitesub.add_parser("slurm-exec", help=argparse.SUPPRESS)
+    p = suitesub.add_parser(
+        "slurm-exec",
+        help="(inside a Slurm job, as --backend slurm runs it) a test's container on exactly "
+        "the allocated GPUs",
+    )
     p.add_argument("--profile", metavar="NAME")
     p.add_argument("--engine", choices=ENGINE_NAMES)
     p.add_argument("--gres-conf", metavar="FILE")
