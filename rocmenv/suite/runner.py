@@ -105,6 +105,12 @@ def run_suite(
     if request.backend == "slurm":
         from rocmenv.suite.slurm import SlurmBackend, slurm_pool
 
+        if request.gpus is not None:
+            raise UsageError(
+                "--gpus names this host's GPUs; with --backend slurm, Slurm allocates them",
+                hint="drop --gpus (each test asks Slurm for its own count)",
+            )
+
         pool = slurm_pool(jobs)
         backend = SlurmBackend(
             ctx=ctx, suite=loaded.suite.name, profile=loaded.suite.profile,
