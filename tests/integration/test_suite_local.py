@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from tests.integration.suite_support import Spec, check_schedule, records, write_suite
 from tests.integration.test_run_support import (  # noqa: F401 - fixtures
     Project,
+    engine_fixture,
     project_fixture,
     wait_for,
 )
@@ -26,10 +27,10 @@ MIXED = [
 ]
 
 
-def test_mixed_suite_packs_disjoint_gpus_longest_first(project: Project) -> None:
+def test_mixed_suite_packs_disjoint_gpus_longest_first(project: Project, engine: str) -> None:
     out = write_suite(project, "mixed", MIXED)
     done = project.run(
-        "suite", "run", "mixed", "--json", "--junit", "junit.xml", "--engine", "docker-api",
+        "suite", "run", "mixed", "--json", "--junit", "junit.xml", "--engine", engine,
         timeout=300,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr  # f1 exits 3
@@ -109,3 +110,22 @@ def test_a_partition_runs_only_its_share_of_the_plan(project: Project) -> None:
     assert sorted(records(out)) == second
     report = json.loads(done.stdout)
     assert [t["name"] for t in sorted(report["tests"], key=lambda t: t["started"])] == second
+
+
+def test_fail_fast_stops_the_running_tests_and_skips_the_rest(
+    project: Project, engine: str
+) -> None:
+    specs = [
+        Spec(name="long", gpus=4, est=100, sleep=300),
+        Spec(name="bad", gpus=4, est=90, sleep=0.5, code=2),
+        Spec(name="later", gpus=8, est=10, sleep=0.1),
+    ]
+    out = write_suite(project, "ff", specs)
+    t0 = time.monotonic()
+    done = project.run("suite", "run", "ff", "--fail-fast", "--json", "--engine", engine)
+    assert time.monotonic() - t0 < 60
+    assert done.returncode == 1, done.stderr
+    status = {t["name"]: t["status"] for t in json.loads(done.stdout)["tests"]}
+    assert status == {"long": "cancelled", "bad": "failed", "later": "skipped"}
+    assert sorted(records(out)) == ["bad"]
+    assert project.containers() == []
