@@ -99,6 +99,16 @@ def run_suite(
     tests = planned(loaded, request.partition)
     jobs = [Job(name=t.name, gpus=t.gpus, estimate=t.seconds) for t in tests]
     commands = {t.name: t.test.command for t in tests}
+    if not jobs:
+        raise UsageError(
+            f"suite {loaded.suite.name!r} has no tests"
+            + (
+                f" in partition {request.partition[0]}/{request.partition[1]}"
+                if request.partition
+                else ""
+            ),
+            hint="check its tests/discover/labels (`rocmenv suite list NAME`)",
+        )
     log_dir = request.log_dir or ctx.cwd / "rocmenv-suite-logs" / loaded.suite.name
     log_dir = log_dir if log_dir.is_absolute() else ctx.cwd / log_dir
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -113,8 +123,7 @@ def run_suite(
 
         pool = slurm_pool(jobs)
         backend = SlurmBackend(
-            ctx=ctx, suite=loaded.suite.name, profile=loaded.suite.profile,
-            engine=request.engine, commands=commands, estimates={j.name: j.estimate for j in jobs},
+            ctx=ctx, profile=loaded.suite.profile, engine=request.engine, commands=commands,
             log_dir=log_dir, settings=loaded.suite.slurm,
         )  # fmt: skip
         backend.check(jobs)
@@ -130,16 +139,6 @@ def run_suite(
             log_dir=log_dir, kill_engine=kill_engine,
         )  # fmt: skip
         launch = local.launch
-    if not jobs:
-        raise UsageError(
-            f"suite {loaded.suite.name!r} has no tests"
-            + (
-                f" in partition {request.partition[0]}/{request.partition[1]}"
-                if request.partition
-                else ""
-            ),
-            hint="check its tests/discover/labels (`rocmenv suite list NAME`)",
-        )
     t0 = time.monotonic()
     results = run_packed(
         jobs, pool, launch, stop,

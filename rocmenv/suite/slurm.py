@@ -69,11 +69,9 @@ def node_gpu_capacity(env: Mapping[str, str]) -> int | None:
 @dataclass(frozen=True, kw_only=True)
 class SlurmBackend:
     ctx: Context
-    suite: str
     profile: str | None
     engine: EngineName | None
     commands: dict[str, tuple[str, ...]]
-    estimates: dict[str, float]
     log_dir: Path
     settings: SlurmSettings
     session: str = field(default_factory=lambda: os.urandom(4).hex())
