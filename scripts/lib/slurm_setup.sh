@@ -142,7 +142,8 @@ ensure_slurm() {
   fi
   chown munge:munge /etc/munge /etc/munge/munge.key /run/munge /var/lib/munge /var/log/munge 2>/dev/null || true
   chmod 0700 /etc/munge && chmod 0400 /etc/munge/munge.key
-  slurm_start munged /run/munge/munged.pid 0 runuser -u munge -- /usr/sbin/munged
+  # --force: a killed munged leaves its socket behind, which it would otherwise refuse
+  slurm_start munged /run/munge/munged.pid 0 runuser -u munge -- /usr/sbin/munged --force
   wait_until 10 sh -c 'munge -n | unmunge' || die "munged does not answer (munge -n | unmunge)"
   slurm_start slurmctld /run/slurmctld.pid $changed /usr/sbin/slurmctld
   slurm_start slurmd /run/slurmd.pid $changed /usr/sbin/slurmd
