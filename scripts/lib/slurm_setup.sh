@@ -112,7 +112,10 @@ EOF
 slurm_start() { # NAME PIDFILE CMD...: start unless running with the current config
   local name=$1 pidfile=$2 restart=$3
   shift 3
-  if [ "$restart" = 0 ] && pid_alive "$(read_pid "$pidfile")"; then
+  local pid
+  pid=$(read_pid "$pidfile")
+  # running, and really that daemon (a stale pid file may name a reused pid)
+  if [ "$restart" = 0 ] && pid_alive "$pid" && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]; then
     return 0
   fi
   stop_pid "$pidfile"
