@@ -115,10 +115,12 @@ slurm_start() { # NAME PIDFILE CMD...: start unless running with the current con
   local pid
   pid=$(read_pid "$pidfile")
   # running, and really that daemon (a stale pid file may name a reused pid)
-  if [ "$restart" = 0 ] && pid_alive "$pid" && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]; then
-    return 0
+  if pid_alive "$pid" && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]; then
+    [ "$restart" = 0 ] && return 0
+    stop_pid "$pidfile"
+  else
+    rm -f "$pidfile"
   fi
-  stop_pid "$pidfile"
   log "  $name: starting"
   "$@" >>"$STATE/logs/$name.start.log" 2>&1 </dev/null 9>&- || {
     tail -n 20 "$STATE/logs/$name.start.log" "$STATE/logs/$name.log" >&2 2>/dev/null || true
