@@ -21,6 +21,8 @@ from rocmenv.context import Context
 from rocmenv.engine import ENGINE_NAMES
 from rocmenv.errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
+DECLARED_HELP = "plan from declared estimates only, not learned ones (same plan in every job)"
+
 
 def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser = sub.add_parser(name, help=help_text, description=help_text)
@@ -34,6 +36,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p = suitesub.add_parser("plan", help="split a suite into N partitions balanced by estimate")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--partitions", type=int, default=1, metavar="N", help="how many (default 1)")
+    p.add_argument("--declared", action="store_true", help=DECLARED_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_plan)
 
@@ -51,6 +54,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--backend", choices=("local", "slurm"), default="local", help="where tests run")
     p.add_argument("--engine", choices=ENGINE_NAMES, help="container engine (default: auto)")
     p.add_argument("--no-learn", action="store_true", help="don't record the measured times")
+    p.add_argument("--declared", action="store_true", help=DECLARED_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_run)
 
@@ -111,7 +115,7 @@ def run_plan(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.suite.runner import load, planned
 
     loaded = load(ctx, args.name)
-    parts = partitions(planned(loaded), args.partitions)
+    parts = partitions(planned(loaded, declared=args.declared), args.partitions)
     if args.json:
         emit_json(ctx, {"suite": args.name, "partitions": plan_json(parts)})
         return EXIT_OK
@@ -149,6 +153,7 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
         engine=None if args.engine in (None, "auto") else args.engine,
         log_dir=Path(args.log_dir) if args.log_dir else None,
         learn=not args.no_learn,
+        declared=args.declared,
     )
     stop = threading.Event()
     printer = _EventPrinter(ctx)

@@ -55,8 +55,13 @@ def list_names(ctx: Context) -> list[str]:
     return suite_names(table)
 
 
-def planned(loaded: Loaded, partition: tuple[int, int] | None = None) -> list[PlannedTest]:
-    tests = estimates(loaded.suite, loaded.history, loaded.profile)
+def planned(
+    loaded: Loaded, partition: tuple[int, int] | None = None, *, declared: bool = False
+) -> list[PlannedTest]:
+    """The tests with their estimates, longest first; ``declared``: ignore the history (every
+    job of a CI matrix must plan from the same numbers)."""
+    history = History(path=loaded.history.path) if declared else loaded.history
+    tests = estimates(loaded.suite, history, loaded.profile)
     if partition is not None:
         index, count = partition
         return list(partitions(tests, count)[index].tests)
@@ -87,6 +92,7 @@ class SuiteRunRequest:
     engine: EngineName | None = None
     log_dir: Path | None = None
     learn: bool = True
+    declared: bool = False  # plan from declared estimates only
 
 
 def run_suite(
@@ -96,7 +102,7 @@ def run_suite(
     on_event: Callable[[SuiteEvent], None],
 ) -> SuiteReport:
     loaded = load(ctx, request.name)
-    tests = planned(loaded, request.partition)
+    tests = planned(loaded, request.partition, declared=request.declared)
     jobs = [Job(name=t.name, gpus=t.gpus, estimate=t.seconds) for t in tests]
     commands = {t.name: t.test.command for t in tests}
     if not jobs:

@@ -145,4 +145,8 @@ def test_suite_plan_cli_shows_declared_and_learned(
     assert [t["name"] for t in doc["partitions"][1]["tests"]] == ["a.py", "b.py"]
     assert main(["suite", "plan", "s", "--partitions", "2"]) == 0
     assert "declared 40s, 1 runs" in capsys.readouterr().out
+    assert main(["suite", "plan", "s", "--partitions", "2", "--declared", "--json"]) == 0
+    declared = json.loads(capsys.readouterr().out)["partitions"]
+    assert [t["name"] for t in declared[0]["tests"]] == ["a.py"]
+    assert {t["source"] for p in declared for t in p["tests"]} == {"declared"}
     assert os.path.exists(tmp_path / "rocmenv.suite-history.json")
