@@ -47,6 +47,11 @@ def registrations(source: str, call: str, *, filename: str = "<file>") -> list[d
             f"{filename}:{err.lineno}: cannot parse the test file to read {call}(...): {err.msg}",
             hint="fix the syntax, or narrow the suite's discover.glob",
         ) from None
+    except (MemoryError, RecursionError):  # the parser's own limits (e.g. 100,000 nested `-`)
+        raise ConfigError(
+            f"{filename}: cannot parse the test file to read {call}(...): it nests too deeply",
+            hint="narrow the suite's discover.glob to the test files",
+        ) from None
     found: list[dict[str, Any]] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or _call_name(node) != call:
@@ -57,10 +62,13 @@ def registrations(source: str, call: str, *, filename: str = "<file>") -> list[d
                 continue
             try:
                 values[kw.arg] = ast.literal_eval(kw.value)
-            except ValueError:
+            except (ValueError, RecursionError, MemoryError):
+                try:
+                    shown = ast.unparse(kw.value)
+                except (RecursionError, MemoryError):
+                    shown = "an expression nested too deeply"
                 raise ConfigError(
-                    f"{filename}:{node.lineno}: {call}({kw.arg}=…) is not a literal "
-                    f"({ast.unparse(kw.value)})",
+                    f"{filename}:{node.lineno}: {call}({kw.arg}=…) is not a literal ({shown[:80]})",
                     hint="write the value itself (a number, string or list) so rocmenv can "
                     "read it without importing the file",
                 ) from None
@@ -71,7 +79,9 @@ def registrations(source: str, call: str, *, filename: str = "<file>") -> list[d
 
 def _check(values: dict[str, Any], where: str, call: str) -> None:
     est = values.get("est_time")
-    if est is not None and (not isinstance(est, (int, float)) or isinstance(est, bool) or est <= 0):
+    if est is not None and (
+        not isinstance(est, (int, float)) or isinstance(est, bool) or not 0 < est < float("inf")
+    ):
         raise ConfigError(f"{where}: {call}(est_time={est!r}) must be a positive number")
     for key in ("num_gpus", "gpus"):
         n = values.get(key)

@@ -84,10 +84,14 @@ def read_history(path: Path) -> History:
         return History(path=path)
     except OSError as err:
         raise _fail(path, f"cannot read: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise _fail(path, "not UTF-8 text, so not a history file") from None
     try:
         doc = json.loads(text)
     except ValueError as err:
         raise _fail(path, f"not JSON ({err})") from None
+    except RecursionError:
+        raise _fail(path, "not a history file (JSON nested too deeply)") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("history_version"), int):
         raise _fail(path, "no history_version")
     if doc["history_version"] > HISTORY_VERSION:
@@ -103,7 +107,7 @@ def read_history(path: Path) -> History:
     for name, entry in tests.items():
         times = entry.get("times") if isinstance(entry, dict) else None
         if not isinstance(times, list) or not all(
-            isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in times
+            isinstance(t, (int, float)) and not isinstance(t, bool) and 0 <= t < 1e9 for t in times
         ):
             raise _fail(path, f"entry {name!r} has no list of times")
         entries[name] = tuple(float(t) for t in times)

@@ -108,7 +108,7 @@ def _int(value: Any, where: str, *, lo: int = 0, hi: int = MAX_GPUS) -> int:
 
 
 def _seconds(value: Any, where: str) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1e9:
         raise ConfigError(f"{where} must be a positive number of seconds, got {value!r}")
     return float(value)
 

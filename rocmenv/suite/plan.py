@@ -64,9 +64,13 @@ def estimates(suite: Suite, history: History, profile: str) -> list[PlannedTest]
     return longest_first(out)
 
 
+#: More partitions than any CI matrix has jobs (GitHub allows 256 per matrix).
+MAX_PARTITIONS = 1000
+
+
 def partitions(tests: Sequence[PlannedTest], count: int) -> list[Partition]:
-    if count < 1:
-        raise UsageError(f"--partitions {count}: must be at least 1")
+    if not 1 <= count <= MAX_PARTITIONS:
+        raise UsageError(f"--partitions {count}: must be from 1 to {MAX_PARTITIONS}")
     loads = [0.0] * count
     parts: list[list[PlannedTest]] = [[] for _ in range(count)]
     for test in longest_first(tests):
@@ -76,13 +80,17 @@ def partitions(tests: Sequence[PlannedTest], count: int) -> list[Partition]:
     return [Partition(index=i, tests=tuple(p)) for i, p in enumerate(parts)]
 
 
-_PART_RE = re.compile(r"([0-9]+)/([0-9]+)")
+_PART_RE = re.compile(r"([0-9]+)/([0-9]+)", re.ASCII)
 
 
 def parse_partition(text: str) -> tuple[int, int]:
     """``I/N`` with 0 <= I < N (GitHub matrices count from 0)."""
-    match = _PART_RE.fullmatch(text.strip())
-    if not match or int(match.group(2)) < 1 or int(match.group(1)) >= int(match.group(2)):
+    match = _PART_RE.fullmatch(text.strip()) if len(text) < 40 else None
+    if (
+        not match
+        or not 1 <= int(match.group(2)) <= MAX_PARTITIONS
+        or int(match.group(1)) >= int(match.group(2))
+    ):
         raise UsageError(
             f"--partition {text!r} is not I/N with 0 <= I < N",
             hint="e.g. --partition 0/2 and --partition 1/2 for a two-job matrix",

@@ -418,3 +418,82 @@ def test_bootstrap_argument_checks(
         project,
         _env(world, env),
     )  # fmt: skip
+
+
+# ------------------------------------------------------------------ suites (list and plan)
+
+SUITE = st.dictionaries(
+    st.sampled_from(["profile", "gpus", "est-time", "cmd", "labels", "exclude-labels", "tests",
+                     "discover", "slurm", "tset"]),
+    st.one_of(
+        VALUE,
+        st.lists(st.dictionaries(st.sampled_from(["path", "name", "gpus", "est-time", "cmd",
+                                                  "labels"]), VALUE, max_size=4), max_size=3),
+        st.just({"glob": "t/*.py", "call": "register_rocm_ci", "suite": "s"}),
+    ),
+    max_size=4,
+)  # fmt: skip
+CALL_ARG = st.one_of(
+    st.sampled_from(["1", "-1", "0", "1e999", "nan", "'s'", "[]", "['a']", "[[1]]", "None",
+                     "10**100", "-" * 5000 + "1", "x", "(" * 300 + "1" + ")" * 300]),
+    st.integers(-(2**70), 2**70).map(str),
+)  # fmt: skip
+TEST_FILE = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={k: CALL_ARG for k in ("est_time", "suite", "num_gpus", "gpus", "labels", "x")},
+    )
+    .map(lambda kw: "register_rocm_ci(" + ", ".join(f"{k}={v}" for k, v in kw.items()) + ")\n")
+    .map(str.encode),
+    st.binary(max_size=40),
+)
+HISTORY = st.one_of(
+    st.builds(
+        lambda v, tests: json.dumps({"history_version": v, "tests": tests}).encode(),
+        st.one_of(st.sampled_from([1, 0, 99]), SCALAR),
+        st.one_of(st.dictionaries(TEXT, st.fixed_dictionaries({"times": VALUE}), max_size=2),
+                  VALUE),
+    ),
+    st.binary(max_size=30),
+)  # fmt: skip
+
+
+@FUZZ
+@given(
+    suite=SUITE,
+    test_file=st.one_of(st.none(), TEST_FILE),
+    history=st.one_of(st.none(), HISTORY),
+    argv=st.sampled_from([["suite", "list"], ["suite", "list", "--json", "s"],
+                          ["suite", "plan", "s", "--partitions", "2"],
+                          ["suite", "plan", "s", "--partitions", "0"],
+                          ["suite", "plan", "s", "--json", "--partitions", "99999999999"]]),
+)  # fmt: skip
+@example(
+    suite={"discover": {"glob": "t/*.py", "call": "register_rocm_ci", "suite": "s"}},
+    test_file=b"register_rocm_ci(est_time=" + b"-" * 100_000 + b"1)\n",
+    history=None, argv=["suite", "list"],
+)  # fmt: skip
+@example(suite={"tests": [{"path": "t/a.py", "est-time": float("inf")}]}, test_file=None,
+         history=None, argv=["suite", "plan", "s"])  # fmt: skip
+def test_suite_list_and_plan(
+    world: dict[str, Path],
+    suite: dict[str, Any],
+    test_file: bytes | None,
+    history: bytes | None,
+    argv: list[str],
+) -> None:
+    config = (
+        render_config({})
+        + "[suites.s]\n"
+        + "".join(f"{_toml_key(k)} = {_toml_value(v)}\n" for k, v in suite.items())
+    )
+    project = _write(world, config.encode(), None)
+    tests_dir = project / "t"
+    tests_dir.mkdir(exist_ok=True)
+    for path, data in ((tests_dir / "a.py", test_file),
+                       (project / "rocmenv.suite-history.json", history)):  # fmt: skip
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_bytes(data)
+    check(argv, project, _env(world, {}))
