@@ -89,17 +89,24 @@ class AttachStream:
             while data := self._recv():
                 ok[STDOUT] = ok[STDOUT] and _write_all(self._out, data)
             return
-        pending = b""
+        pending = bytearray()  # += on bytes would copy: quadratic on a large frame
         while data := self._recv():
             pending += data
             while len(pending) >= 8:
                 stream, size = pending[0], struct.unpack(">I", pending[4:8])[0]
                 if len(pending) < 8 + size:
                     break
-                chunk, pending = pending[8 : 8 + size], pending[8 + size :]
+                chunk = bytes(pending[8 : 8 + size])
+                del pending[: 8 + size]
                 target = STDERR if stream == STDERR else STDOUT
                 fd = self._err if target == STDERR else self._out
                 ok[target] = ok[target] and _write_all(fd, chunk)
+        if pending:  # never silently short: the stream ended inside a frame
+            _write_all(
+                self._err,
+                f"rocmenv: the engine's output stream ended inside a frame "
+                f"({len(pending)} bytes of the container's output lost)\n".encode(),
+            )
 
     def _copy_in(self, fd: int) -> None:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -324,3 +325,26 @@ def test_the_adapter_turns_a_non_json_answer_into_an_engine_error(
     assert code == 4, err.getvalue()
     assert "Traceback" not in err.getvalue()
     assert "docker-api: listing containers" in err.getvalue()
+
+
+def test_an_attach_stream_ending_inside_a_frame_is_reported_not_dropped(tmp_path: Path) -> None:
+    from rocmenv.engine.attach import AttachStream
+
+    ours, theirs = socket.socketpair()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    whole = b"\x01\x00\x00\x00\x00\x00\x00\x03hi\n"
+    cut = b"\x02\x00\x00\x00\x00\x00\x01\x00" + b"x" * 10  # announces 256 bytes, sends 10
+    stream = AttachStream(
+        ours, whole, stdout_fd=out_w, stderr_fd=err_w, tty=False, resize=lambda h, w: None
+    )
+    stream.begin(None)
+    theirs.sendall(cut)
+    theirs.close()
+    stream.join(5)
+    stream.close()
+    os.close(out_w)
+    os.close(err_w)
+    with os.fdopen(out_r, "rb") as out, os.fdopen(err_r, "rb") as err:
+        assert out.read() == b"hi\n"
+        assert b"ended inside a frame (18 bytes" in err.read()
