@@ -148,7 +148,13 @@ def _load_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
             data: dict[str, Any] = tomllib.load(fh)
-            return data
+        nul = find_nul(data)
+        if nul is not None:
+            raise ConfigError(
+                f"{path}: {nul} contains a NUL character (\\u0000)",
+                hint="no path, name or value rocmenv passes on can hold one; remove it",
+            )
+        return data
     except OSError as err:
         raise ConfigError(f"cannot read {path}: {err.strerror}") from err
     except tomllib.TOMLDecodeError as err:
@@ -165,6 +171,26 @@ def _load_toml(path: Path) -> dict[str, Any]:
             f"{path} nests arrays or tables too deeply to read",
             hint="flatten the structure; rocmenv's keys nest at most three levels",
         ) from None
+
+
+def find_nul(value: Any, where: str = "") -> str | None:
+    """The key path of the first string (or key) holding a NUL character, else ``None``.
+    Iterative: a document nested as deep as the parser allows is walked without recursion."""
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        here, item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return here or "a value"
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                name = f"{here}.{key}" if here else str(key)
+                if "\x00" in str(key):
+                    return name.replace("\x00", "\\u0000")
+                stack.append((name, sub))
+        elif isinstance(item, list):
+            stack.extend((f"{here}[{i}]", sub) for i, sub in enumerate(item))
+    return None
 
 
 def find_config(ctx: Context) -> tuple[Path | None, dict[str, Any]]:

@@ -191,6 +191,11 @@ def parse_lock(path: Path, text: str) -> Lock:
         raise _fail(path, "not a lockfile (JSON nested too deeply to read)") from None
     if not isinstance(data, dict):
         raise _fail(path, "not a JSON object")
+    from rocmenv.config import find_nul
+
+    nul = find_nul(data)
+    if nul is not None:
+        raise _fail(path, f"{nul} contains a NUL character")
     version = data.get("lock_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise _fail(path, "has no integer lock_version")

@@ -299,6 +299,8 @@ OPTION_FLAGS = st.lists(
     config=b'[profiles.p]\nextends = "cpu"\nmounts = ["~nouser/x:/x"]\n',
 )  # fmt: skip
 @example(base=["--gpus", "none"], flags=[], config=None, lock=b"\xff", env={})
+@example(base=["--gpus", "none"], flags=[], config=b'[host]\nsysfs-root = "\\u0000"\n',
+         lock=None, env={})  # fmt: skip
 @example(base=["--gpus", "none"], flags=[], config=None, lock=None,
          env={"ROCMENV_MIRRORS": "docker.io=127.0.0.1:abc"})  # fmt: skip
 def test_options(
@@ -365,6 +367,7 @@ def test_gpus_with_a_fake_sysfs(
 @example(argv=["validate", "rocm/sgl-dev:x"], config=None, lock=None,
          env={"ROCMENV_INSECURE_REGISTRIES": "a" * 64 + ".example"})  # fmt: skip
 @example(argv=["validate"], config=None, lock=None, env={"ROCMENV_CONFIG": "a" * 300})
+@example(argv=["validate"], config=b'lockfile = "a\\u0000b"\n', lock=None, env={})
 def test_registry_commands_up_to_the_registry(
     world: dict[str, Path],
     argv: list[str],

@@ -238,3 +238,25 @@ def test_a_huge_pr_body_line_does_not_hang_the_parser(line: str) -> None:
     worker.start()
     worker.join(timeout=60)
     assert result == [{}], "parse_pr_body did not finish within 60 s"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "argv", "where"),
+    [
+        ("rocmenv.toml", 'lockfile = "a\\u0000b"\n', ["validate"], "lockfile"),
+        ("rocmenv.toml", '[host]\nsysfs-root = "a\\u0000b"\n', ["gpus"], "host.sysfs-root"),
+        ("rocmenv.toml", '[profiles.p]\nextends = "cpu"\nworkdir = "/\\u0000"\n',
+         ["options", "-p", "p"], "profiles.p.workdir"),
+        ("rocmenv.toml", '[profiles.p]\nextends = "cpu"\nlabels = {"a\\u0000" = "b"}\n',
+         ["options", "-p", "p", "--format", "compose"], "profiles.p.labels.a"),
+        ("rocmenv.lock", '{"lock_version": 1, "profiles": {"p\\u0000": {}}}', ["validate"],
+         "profiles.p"),
+    ],
+)  # fmt: skip
+def test_a_nul_character_in_a_project_file_is_a_config_error(
+    project: Path, name: str, content: str, argv: list[str], where: str
+) -> None:
+    (project / name).write_text(content)
+    code, _, err = run_cli(argv, project)
+    assert code == 2, err
+    assert where in err and "NUL character" in err
