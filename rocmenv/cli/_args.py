@@ -8,6 +8,20 @@ from typing import Any
 FAMILY_CHOICES = ("nightly", "release", "floating", "date-only")
 
 
+def seconds_arg(text: str) -> float:
+    """An argparse type for durations: a finite number of seconds from 0 to a day (nan would
+    never time out, inf never end)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    if not value <= 86400:  # also false for nan
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds up to 86400")
+    return value
+
+
 def add_constraint_args(parser: Any) -> None:
     group = parser.add_argument_group("tag constraints")
     group.add_argument(

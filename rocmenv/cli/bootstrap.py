@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rocmenv.cli._args import seconds_arg
 from rocmenv.context import Context
 
 DESCRIPTION = (
@@ -26,16 +27,6 @@ EPILOG = (
 )
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative")
-    return value
-
-
 def add_parser(sub: Any, name: str, help_text: str) -> None:
     p = sub.add_parser(name, help=help_text, description=DESCRIPTION, epilog=EPILOG)
     out = p.add_argument_group("output")
@@ -49,7 +40,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     gpu = p.add_argument_group("GPU wait")
     gpu.add_argument("--no-gpu-wait", action="store_true", help="don't wait for the GPUs")
     gpu.add_argument(
-        "--gpu-timeout", type=_positive, default=120.0, metavar="S",
+        "--gpu-timeout", type=seconds_arg, default=120.0, metavar="S",
         help="give up after S seconds (default 120)",
     )  # fmt: skip
     gpu.add_argument(
@@ -65,7 +56,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "--no-reap", action="store_true", help="don't end stale Ray/SGLang processes"
     )
     procs.add_argument(
-        "--reap-grace", type=_positive, default=5.0, metavar="S",
+        "--reap-grace", type=seconds_arg, default=5.0, metavar="S",
         help="seconds between SIGTERM and SIGKILL (default 5)",
     )  # fmt: skip
     procs.add_argument("--proc-root", metavar="DIR", default="/proc", help=argparse.SUPPRESS)
@@ -97,8 +88,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "--pip-arg", action="append", default=[], metavar="ARG",
         help="extra argument for pip install (e.g. --pip-arg=--no-build-isolation)",
     )  # fmt: skip
-    ov.add_argument("--git-timeout", type=_positive, default=600.0, help=argparse.SUPPRESS)
-    ov.add_argument("--install-timeout", type=_positive, default=1800.0, help=argparse.SUPPRESS)
+    ov.add_argument("--git-timeout", type=seconds_arg, default=600.0, help=argparse.SUPPRESS)
+    ov.add_argument("--install-timeout", type=seconds_arg, default=1800.0, help=argparse.SUPPRESS)
     p.add_argument("--sysfs-root", default="/sys", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rocmenv.cli._args import seconds_arg
 from rocmenv.cli._common import emit, emit_json
 from rocmenv.context import Context
 from rocmenv.engine import ENGINE_NAMES
@@ -56,7 +57,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--python", default="python3", help="interpreter in the image (python3)")
     p.add_argument("--engine", choices=ENGINE_NAMES, help="container engine (default: auto)")
     p.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds for the probe (default 300)"
+        "--timeout", type=seconds_arg, default=300.0, help="seconds for the probe (default 300)"
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_check)

@@ -214,6 +214,9 @@ def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
         ["--expect-gpus", "0"],
         ["--remote=-x", "--sglang-pr", "#1"],
         ["--gpu-timeout", "-1"],
+        ["--gpu-timeout", "nan"],
+        ["--gpu-timeout", "inf"],
+        ["--reap-grace", "1e400"],
     ],
 )
 def test_bad_input_is_a_usage_error_before_anything_runs(
