@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from rocmenv.errors import InvalidReference, ReferenceSyntaxError
+from rocmenv.errors import ConfigError, InvalidReference, ReferenceSyntaxError
 
 DEFAULT_DOMAIN = "docker.io"
 LEGACY_DEFAULT_DOMAIN = "index.docker.io"
@@ -364,3 +364,63 @@ def host_of(domain: str) -> str:
     if domain.startswith("["):
         return domain[1 : domain.index("]")]
     return domain.rsplit(":", 1)[0] if ":" in domain else domain
+
+
+# -- registry hosts (mirrors, insecure registries) ---------------------------------------
+
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+
+
+def host_problem(text: str) -> str | None:
+    """Why ``text`` is not a registry ``HOST[:PORT]`` (a DNS name of labels of at most 63
+    characters, an IPv4 address, or ``[IPv6]``; port 1-65535), or ``None``."""
+    import ipaddress
+
+    if not text:
+        return "it is empty"
+    if "@" in text:
+        return "it carries credentials ('@'): mirrors get none; put them in the Docker config"
+    if "/" in text:
+        return "it has a scheme or a path ('/'): give the host and port only"
+    if len(text) > 261:
+        return "it is longer than 261 characters"
+    if text.startswith("["):
+        addr, bracket, rest = text[1:].partition("]")
+        if not bracket:
+            return "'[' without a closing ']'"
+        try:
+            ipaddress.IPv6Address(addr)
+        except ValueError:
+            return f"{addr!r} is not an IPv6 address"
+        if rest and not rest.startswith(":"):
+            return f"{rest!r} after the address is not :PORT"
+        port = rest[1:] if rest else None
+    else:
+        name, colon, port_text = text.partition(":")
+        port = port_text if colon else None
+        if len(name) > 253:
+            return "the host name is longer than 253 characters"
+        for label in name.split("."):
+            if len(label) > 63:
+                return f"the label {label[:20]!r}... is longer than 63 characters"
+            if not _HOST_LABEL.fullmatch(label):
+                return f"{label!r} is not a host name label (letters, digits, inner '-')"
+    if port is not None and not (
+        port.isascii() and port.isdigit() and len(port) <= 5 and 1 <= int(port) <= 65535
+    ):
+        return f"port {port!r} is not a number from 1 to 65535"
+    return None
+
+
+def check_host(text: str, where: str) -> str:
+    problem = host_problem(text)
+    if problem is not None:
+        shown = text.rpartition("@")[2]  # never echo what came before an '@'
+        shown = ("***@" if "@" in text else "") + (
+            shown if len(shown) <= 80 else shown[:77] + "..."
+        )
+        raise ConfigError(
+            f"{where}: {shown!r} is not a registry HOST[:PORT]: {problem}",
+            hint="write e.g. mirror.example.com, 127.0.0.1:5000 or [::1]:5000 (no scheme, no path)",
+        )
+    return text

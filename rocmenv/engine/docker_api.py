@@ -38,6 +38,7 @@ from rocmenv.engine.wire import (
     WireStatus,
     WireTimeout,
     WireUnavailable,
+    decode_json,
     quote_ref,
 )
 from rocmenv.errors import EngineError, EngineProtocolError, EngineStartError, EngineUnavailable
@@ -198,7 +199,7 @@ class DockerApiEngine:
             ) from None
         if not data and kind is None:
             return None
-        return _decode(data, action, self.wire.where, kind)
+        return decode_json(data, action, self.wire.where, kind)
 
     # -- images --------------------------------------------------------------------------
     def ping(self) -> EngineInfo:
@@ -223,7 +224,7 @@ class DockerApiEngine:
             raise EngineError(
                 f"docker-api: inspecting image {image} failed: {redact(err.message)}"
             ) from None
-        doc = _decode(data, "inspecting the image", self.wire.where, dict)
+        doc = decode_json(data, "inspecting the image", self.wire.where, dict)
         return ImageInfo(
             id=str(doc.get("Id", "")),
             repo_digests=tuple(doc.get("RepoDigests") or ()),
@@ -299,7 +300,7 @@ class DockerApiEngine:
             raise EngineError(
                 f"docker-api: creating the container failed: {failure.message}"
             ) from None
-        doc = _decode(data, "creating the container", self.wire.where, dict)
+        doc = decode_json(data, "creating the container", self.wire.where, dict)
         if not isinstance(doc.get("Id"), str) or not doc["Id"]:
             raise EngineProtocolError(
                 f"docker-api: creating the container at {self.wire.where}: the answer has no Id"
@@ -362,7 +363,7 @@ class DockerApiEngine:
                     f"docker-api: container {container_id[:12]} still running after {timeout} s"
                 ) from None
             raise
-        code = _decode(data, "waiting", self.wire.where, dict).get("StatusCode", -1)
+        code = decode_json(data, "waiting", self.wire.where, dict).get("StatusCode", -1)
         if not isinstance(code, int) or isinstance(code, bool):
             raise EngineProtocolError(
                 f"docker-api: waiting for {container_id[:12]}: StatusCode {code!r} is not a number"
@@ -455,23 +456,6 @@ class DockerApiEngine:
             kind=dict,
         )
         return dict(doc)
-
-
-def _decode(data: bytes, action: str, where: str, kind: type | None = None) -> Any:
-    """The JSON document of an answer; anything else is an :class:`EngineProtocolError`."""
-    try:
-        doc = json.loads(data)
-    except ValueError:  # UnicodeDecodeError included
-        raise EngineProtocolError(
-            f"docker-api: {action} at {where}: the engine's answer is not JSON ({data[:60]!r})",
-            hint="check DOCKER_HOST points at a Docker Engine API",
-        ) from None
-    if kind is not None and not isinstance(doc, kind):
-        raise EngineProtocolError(
-            f"docker-api: {action} at {where}: expected a JSON {kind.__name__}, got "
-            f"{type(doc).__name__}"
-        )
-    return doc
 
 
 class _StatusError(Exception):

@@ -241,6 +241,23 @@ def _message(body: bytes) -> str:
     return str(doc.get("message", doc)) if isinstance(doc, dict) else str(doc)
 
 
+def decode_json(data: bytes, action: str, where: str, kind: type | None = None) -> Any:
+    """The JSON document of an answer; anything else is an :class:`EngineProtocolError`."""
+    try:
+        doc = json.loads(data)
+    except ValueError:  # UnicodeDecodeError included
+        raise EngineProtocolError(
+            f"docker-api: {action} at {where}: the engine's answer is not JSON ({data[:60]!r})",
+            hint="check DOCKER_HOST points at a Docker Engine API",
+        ) from None
+    if kind is not None and not isinstance(doc, kind):
+        raise EngineProtocolError(
+            f"docker-api: {action} at {where}: expected a JSON {kind.__name__}, got "
+            f"{type(doc).__name__}"
+        )
+    return doc
+
+
 class _Reader:
     """Reads one HTTP/1.1 answer strictly: anything malformed or short is an
     :class:`EngineProtocolError` naming the request (``what``)."""

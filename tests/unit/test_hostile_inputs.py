@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from rocmenv.bootstrap.refs import parse_pr_body
 from rocmenv.cli import main
-from rocmenv.config import host_problem
 from rocmenv.context import Context
+from rocmenv.reference import host_problem
 from tests.support.fakegpu import build_fake_host
 
 
