@@ -21,12 +21,17 @@ import pytest
 
 from rocmenv.cli import main
 from rocmenv.context import Context
+from tests.support import testenv
 
 TOKEN = "ghp_S3cretTok3nForRedactionTest"
 USER_TOKEN_URL = f"https://x-access-token:{TOKEN}@github.invalid/sgl-project/sglang.git"
 BARE_TOKEN_URL = f"https://{TOKEN}@github.invalid/sgl-project/sglang.git"
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+@pytest.fixture(autouse=True)
+def _git_installed() -> None:
+    if shutil.which("git") is None:
+        testenv.missing_environment("git is not installed")
 
 
 def _git(*args: str, cwd: Path) -> str:
