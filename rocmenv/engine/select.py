@@ -58,8 +58,8 @@ def _uses_cli_context(env: Mapping[str, str]) -> bool:
         return True
     config = Path(env.get("DOCKER_CONFIG") or Path(env.get("HOME", "/root")) / ".docker")
     try:
-        text = (config / "config.json").read_text()
-    except OSError:
+        text = (config / "config.json").read_text(encoding="utf-8", errors="replace")
+    except (OSError, ValueError):  # unreadable, or a path the OS refuses
         return False
     match = re.search(r'"currentContext"\s*:\s*"([^"]*)"', text)
     return bool(match and match.group(1) not in ("", "default"))

@@ -371,9 +371,10 @@ class DockerPyWire:
         import docker.errors
         import requests
 
-        kwargs = docker.utils.kwargs_from_env(environment=dict(env))
-        self.where = str(kwargs.get("base_url") or "unix:///var/run/docker.sock")
+        self.where = env.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
         try:
+            kwargs = docker.utils.kwargs_from_env(environment=dict(env))  # TLS files checked here
+            self.where = str(kwargs.get("base_url") or self.where)
             self.api = docker.APIClient(version=API_MAX, timeout=int(timeout), **kwargs)
             offered = str(self.api.version(api_version=False).get("ApiVersion", ""))
         except docker.errors.DockerException as err:

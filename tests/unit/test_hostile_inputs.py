@@ -260,3 +260,26 @@ def test_a_nul_character_in_a_project_file_is_a_config_error(
     code, _, err = run_cli(argv, project)
     assert code == 2, err
     assert where in err and "NUL character" in err
+
+
+# ------------------------------------------------------------------ engine settings
+
+
+def test_a_non_utf8_docker_config_does_not_break_engine_detection(tmp_path: Path) -> None:
+    from rocmenv.engine.select import _uses_cli_context
+
+    (tmp_path / "config.json").write_bytes(b'\xff{"currentContext": "remote"}')
+    assert _uses_cli_context({"DOCKER_CONFIG": str(tmp_path)}) is True
+    (tmp_path / "config.json").write_bytes(b"\xff\xfe")
+    assert _uses_cli_context({"DOCKER_CONFIG": str(tmp_path)}) is False
+
+
+def test_tls_settings_pointing_nowhere_are_an_engine_error(tmp_path: Path) -> None:
+    code, _, err = run_cli(
+        ["gc", "--engine", "docker-api", "--dry-run"],
+        tmp_path,
+        {"DOCKER_HOST": "tcp://127.0.0.1:1", "DOCKER_TLS_VERIFY": "1",
+         "DOCKER_CERT_PATH": str(tmp_path / "absent")},
+    )  # fmt: skip
+    assert code == 4, err
+    assert "certificate" in err and "internal error" not in err
