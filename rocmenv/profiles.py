@@ -349,18 +349,12 @@ def parse_image(
             updates[key] = as_str(table[key], f"{where}.{key}")
     if "family" in table:
         updates["family"] = as_choice(table["family"], FAMILIES, f"{where}.family")
-    if "sglang" in updates:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from rocmenv.tags import constraint_problem
 
-        try:
-            SpecifierSet(updates["sglang"])
-        except InvalidSpecifier:
-            raise ConfigError(
-                f"{where}.sglang = {updates['sglang']!r} is not a PEP 440 specifier",
-                hint='e.g. ">=0.5.8,<0.6"',
-            ) from None
-    if "before" in updates and not re.fullmatch(r"[0-9]{8}", updates["before"]):
-        raise ConfigError(f"{where}.before = {updates['before']!r} must be YYYYMMDD")
+    for key in ("sglang", "rocm", "gpu", "before"):
+        problem = constraint_problem(key, updates[key]) if key in updates else None
+        if problem is not None:
+            raise ConfigError(f"{where}.{key} = {updates[key][:80]!r} {problem}")
     spec = replace(spec, **updates)
     if spec.tag and spec.has_constraints:
         raise ConfigError(

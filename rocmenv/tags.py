@@ -224,22 +224,53 @@ class Constraints:
         ]
 
 
-def sglang_specifier(text: str) -> object:
-    """A bare version means ``==``; otherwise a PEP 440 specifier set."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+#: Tag constraints as rocmenv can compare them (bounded: a 5000-digit version broke int()).
+ROCM_CONSTRAINT = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){0,2}", re.ASCII)
+GPU_CONSTRAINT = re.compile(r"mi[0-9]{2,3}x|gfx[0-9]{3,4}[a-z]?", re.ASCII)
 
-    from rocmenv.errors import UsageError
+
+def _specifier_set(text: str) -> object | None:
+    """The SpecifierSet ``text`` means (a bare version: ``==``), or ``None`` if it is not one
+    (checked by comparing once: a version too long for int() only fails there)."""
+    from packaging.specifiers import SpecifierSet
 
     spec_text = text.strip()
     if spec_text and spec_text[0].isdigit():
         spec_text = "==" + spec_text
+    if len(spec_text) > 256:
+        return None
     try:
-        return SpecifierSet(spec_text)
-    except InvalidSpecifier:
+        spec = SpecifierSet(spec_text)
+        spec.contains("0", prereleases=True)
+    except ValueError:  # InvalidSpecifier, and int() limits
+        return None
+    return spec
+
+
+def sglang_specifier(text: str) -> object:
+    """A bare version means ``==``; otherwise a PEP 440 specifier set."""
+    from rocmenv.errors import UsageError
+
+    spec = _specifier_set(text)
+    if spec is None:
         raise UsageError(
-            f"--sglang {text!r} is not a PEP 440 version or specifier",
+            f"--sglang {text[:80]!r} is not a PEP 440 version or specifier",
             hint='e.g. --sglang 0.5.8.post1 or --sglang ">=0.5.8,<0.6"',
         ) from None
+    return spec
+
+
+def constraint_problem(key: str, value: str) -> str | None:
+    """Why ``value`` is not a valid ``key`` constraint (sglang, rocm, gpu, before), or None."""
+    if key == "sglang" and _specifier_set(value) is None:
+        return "is not a PEP 440 specifier or version (e.g. '>=0.5.8,<0.6')"
+    if key == "rocm" and not ROCM_CONSTRAINT.fullmatch(value):
+        return "is not a ROCm version (X.Y or X.Y.Z, e.g. 7.2)"
+    if key == "gpu" and not GPU_CONSTRAINT.fullmatch(value.lower()):
+        return "is not a GPU family (mi30x, mi35x, ... or a gfx target such as gfx942)"
+    if key == "before" and not re.fullmatch(r"20[0-9]{6}", value, re.ASCII):
+        return "is not a date (YYYYMMDD, e.g. 20260301)"
+    return None
 
 
 def failed_constraints(info: TagInfo, c: Constraints) -> list[str]:

@@ -51,21 +51,20 @@ def constraints_from(args: argparse.Namespace) -> Any:
     import re
 
     from rocmenv.errors import UsageError
-    from rocmenv.tags import Constraints, sglang_specifier
+    from rocmenv.tags import GPU_CONSTRAINT, ROCM_CONSTRAINT, Constraints, sglang_specifier
 
     if args.before is not None and not re.fullmatch(r"20[0-9]{6}", args.before):
         raise UsageError(
             f"--before {args.before!r} is not a date", hint="use YYYYMMDD, e.g. --before 20260301"
         )
-    if args.rocm is not None and not re.fullmatch(r"[0-9]+(\.[0-9]+){0,2}", args.rocm):
+    if args.rocm is not None and not ROCM_CONSTRAINT.fullmatch(args.rocm):
         raise UsageError(
-            f"--rocm {args.rocm!r} is not a ROCm version", hint="use X.Y or X.Y.Z, e.g. --rocm 7.2"
+            f"--rocm {args.rocm[:80]!r} is not a ROCm version",
+            hint="use X.Y or X.Y.Z, e.g. --rocm 7.2",
         )
-    if args.gpu is not None and not re.fullmatch(
-        r"(mi[0-9]{2,3}x|gfx[0-9]{3,4}[a-z]?)", args.gpu.lower()
-    ):
+    if args.gpu is not None and not GPU_CONSTRAINT.fullmatch(args.gpu.lower()):
         raise UsageError(
-            f"--gpu {args.gpu!r} is not a GPU family",
+            f"--gpu {args.gpu[:80]!r} is not a GPU family",
             hint="use mi30x, mi35x, … or a gfx target such as gfx942",
         )
     if args.sglang is not None:

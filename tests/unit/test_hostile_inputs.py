@@ -283,3 +283,42 @@ def test_tls_settings_pointing_nowhere_are_an_engine_error(tmp_path: Path) -> No
     )  # fmt: skip
     assert code == 4, err
     assert "certificate" in err and "internal error" not in err
+
+
+# ------------------------------------------------------------------ tag constraints
+
+HUGE = "9" * 5000  # past int()'s 4300-digit limit: packaging and int() raised ValueError
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--sglang", ">=" + HUGE), ("--sglang", HUGE), ("--sglang", "==1." + HUGE),
+     ("--rocm", HUGE), ("--rocm", "7.²"), ("--gpu", "gfx" + HUGE)],
+)  # fmt: skip
+def test_constraints_too_large_to_compare_are_usage_errors(flag: str, value: str) -> None:
+    from rocmenv.errors import UsageError
+    from rocmenv.tags import constraint_problem, sglang_specifier
+
+    key = flag[2:]
+    assert constraint_problem(key, value) is not None
+    if key == "sglang":
+        with pytest.raises(UsageError):
+            sglang_specifier(value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("sglang", ">=" + HUGE), ("rocm", HUGE), ("rocm", "7.²"), ("rocm", "seven"),
+     ("gpu", "gfx" + HUGE), ("before", "2026-01-01")],
+)  # fmt: skip
+def test_profile_constraints_are_checked_when_the_config_is_read(
+    project: Path, key: str, value: str
+) -> None:
+    (project / "rocmenv.toml").write_text(
+        f'[profiles.p]\nimage = "127.0.0.1:1/x/y"\n{key} = "{value}"\n'
+    )
+    code, _, err = run_cli(
+        ["resolve", "--profile", "p"], project, {"ROCMENV_REGISTRY_RETRIES": "0"}
+    )
+    assert code == 2, err[-500:]
+    assert f".{key} = " in err and "internal error" not in err
