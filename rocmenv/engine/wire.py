@@ -144,7 +144,7 @@ class UnixWire:
             status, _, body = self._raw("GET", "/version", None, None, 10.0)
             try:
                 doc = json.loads(body) if status == 200 else {}
-            except ValueError:
+            except (ValueError, RecursionError):
                 doc = {}
             offered = str(doc.get("ApiVersion", "")) if isinstance(doc, dict) else ""
         return negotiate_version(offered, where=self.where) if offered else API_MIN
@@ -245,7 +245,7 @@ def decode_json(data: bytes, action: str, where: str, kind: type | None = None) 
     """The JSON document of an answer; anything else is an :class:`EngineProtocolError`."""
     try:
         doc = json.loads(data)
-    except ValueError:  # UnicodeDecodeError included
+    except (ValueError, RecursionError):  # UnicodeDecodeError included; nested too deeply
         raise EngineProtocolError(
             f"docker-api: {action} at {where}: the engine's answer is not JSON ({data[:60]!r})",
             hint="check DOCKER_HOST points at a Docker Engine API",

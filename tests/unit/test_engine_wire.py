@@ -302,7 +302,7 @@ def test_a_too_old_or_malformed_api_version_is_refused(tmp_path: Path, offered: 
 
 @pytest.mark.parametrize(
     "body",
-    [b"not json", b"[1, 2]", b'"x"', b"\xff\xfe"],
+    [b"not json", b"[1, 2]", b'"x"', b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000],
 )
 def test_the_adapter_turns_a_non_json_answer_into_an_engine_error(
     tmp_path: Path, body: bytes
