@@ -18,10 +18,12 @@ _lock = threading.Lock()
 _secrets: set[str] = set()
 
 _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
-    (r"(?i)(authorization\s*[:=]\s*)(bearer|basic)?\s*[^\s,;'\"]+", r"\1\2 " + MASK),
+    # (no two adjacent \s* runs: they backtrack quadratically over a run of spaces)
+    (r"(?i)(authorization\s*[:=])(\s*(?:bearer|basic))?\s*[^\s,;'\"]+", r"\1\2 " + MASK),
     (r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}", r"\1 " + MASK),
     # URL userinfo, ``user:password@`` or a bare ``token@`` (git over https takes both)
-    (r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s\"'<>]+(?:@[^/?#@\s\"'<>]+)*@", r"\1" + MASK + "@"),
+    # (the scheme is bounded: an unbounded one rescans from every '.', quadratic on "a.a.a…")
+    (r"(?i)([a-z][a-z0-9+.-]{0,31}://)[^/?#@\s\"'<>]+(?:@[^/?#@\s\"'<>]+)*@", r"\1" + MASK + "@"),
     (
         r"(?i)((?:access_?token|refresh_?token|token|password|passwd|secret|api_?key|auth)"
         r"[\"']?\s*[:=]\s*[\"']?)[^\s,;&'\"}]+",

@@ -35,3 +35,21 @@ def test_url_userinfo_is_masked_with_or_without_a_password() -> None:
     ]  # fmt: skip
     doc = redact_json({"argv": ["https://tok3n@h"], "n": 1, "k": {"https://u:tok3n@h": None}})
     assert "tok3n" not in repr(doc) and doc["n"] == 1
+
+
+def test_redaction_does_not_hang_on_long_hostile_text() -> None:
+    """Only catches a hang: an unbounded URL scheme and adjacent \\s* runs were quadratic
+    (4 s for 50,000 characters of "a.a.a…"; these would take minutes). Timing:
+    benchmarks/bench_hostile.py."""
+    import threading
+
+    from rocmenv.redact import redact
+
+    texts = ["a." * 200_000, "a-" * 200_000, "authorization:" + " " * 400_000,
+             "a" * 400_000 + "://u:tok3n@h"]  # fmt: skip
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.extend(redact(t) for t in texts), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert len(done) == len(texts), "redact() did not finish within 60 s"
+    assert "tok3n" not in done[-1]
