@@ -140,6 +140,11 @@ class Config:
 # -- loading --------------------------------------------------------------------------------
 
 
+#: The largest project file (rocmenv.toml, pyproject.toml) or lockfile read (a real one is
+#: kilobytes; a checkout may carry anything).
+MAX_FILE_BYTES = 16 << 20
+
+
 def _load_toml(path: Path) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
@@ -147,7 +152,13 @@ def _load_toml(path: Path) -> dict[str, Any]:
         import tomli as tomllib
     try:
         with path.open("rb") as fh:
-            data: dict[str, Any] = tomllib.load(fh)
+            raw = fh.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise ConfigError(
+                f"{path} is larger than {MAX_FILE_BYTES >> 20} MiB: not a rocmenv configuration",
+                hint="point --config/ROCMENV_CONFIG at the project's rocmenv.toml",
+            )
+        data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
         nul = find_nul(data)
         if nul is not None:
             raise ConfigError(

@@ -221,8 +221,14 @@ def parse_lock(path: Path, text: str) -> Lock:
 
 def read_lock(path: Path) -> Lock:
     """The lock at ``path``; an empty one when the file does not exist."""
+    from rocmenv.config import MAX_FILE_BYTES
+
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise _fail(path, f"larger than {MAX_FILE_BYTES >> 20} MiB, so not a lockfile")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         return Lock()
     except OSError as err:

@@ -322,3 +322,13 @@ def test_profile_constraints_are_checked_when_the_config_is_read(
     )
     assert code == 2, err[-500:]
     assert f".{key} = " in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("name", ["rocmenv.toml", "rocmenv.lock"])
+def test_a_huge_project_file_is_refused_without_reading_it_whole(project: Path, name: str) -> None:
+    with (project / name).open("wb") as fh:  # 17 MiB of one comment / one JSON string
+        fh.write(b"# " if name.endswith(".toml") else b'"')
+        fh.truncate(17 << 20)
+    code, _, err = run_cli(["validate"], project)
+    assert code == 2, err
+    assert "larger than 16 MiB" in err and name in err
