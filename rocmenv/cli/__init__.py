@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rocmenv import __version__
-from rocmenv.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, RocmenvError
+from rocmenv.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, RocmenvError
 
 if TYPE_CHECKING:
     from rocmenv.context import Context
@@ -119,6 +119,13 @@ def main(argv: Sequence[str] | None = None, *, ctx: Context | None = None) -> in
     except KeyboardInterrupt:
         ctx.stderr.write("rocmenv: interrupted\n")
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader closed stdout (`| head`): it has what it wanted
+        import contextlib
+        import os
+
+        with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as err:  # a bug: one redacted paragraph, the traceback only with --debug
         from rocmenv.cli._common import report_internal_error
 

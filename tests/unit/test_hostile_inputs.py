@@ -332,3 +332,19 @@ def test_a_huge_project_file_is_refused_without_reading_it_whole(project: Path, 
     code, _, err = run_cli(["validate"], project)
     assert code == 2, err
     assert "larger than 16 MiB" in err and name in err
+
+
+def test_output_cut_short_by_its_reader_ends_quietly(tmp_path: Path) -> None:
+    import subprocess
+
+    tags = ["v0.5.8-rocm700-mi30x-20260215"] * 20_000
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocmenv", "tags", "parse", *tags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"v0.5.8-rocm700-mi30x-20260215\t")
+    proc.stdout.close()  # as `| head -1` does
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0, err
+    assert b"Traceback" not in err and b"internal error" not in err and b"Broken pipe" not in err
