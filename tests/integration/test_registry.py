@@ -24,6 +24,7 @@ from rocmenv.errors import (
 from rocmenv.reference import parse
 from rocmenv.registry.client import RegistryClient
 from rocmenv.registry.manifest import INDEX_TYPES
+from tests.support import testenv
 from tests.support.faultproxy import (
     FaultProxy,
     Match,
@@ -139,8 +140,22 @@ def test_head_digest_matches_skopeo_and_the_bytes(registry: Any, family: Any) ->
     ref = parse(image.ref)
     _, head = c.head_manifest(ref)
     assert head.digest == skopeo_digest(image.ref)
-    c.resolve_platform(ref)  # GET verifies the bytes against the digest
+    resolved = c.resolve_platform(ref)  # GET verifies the bytes against the digest
     assert c.stats.by_kind["manifest-head"] == 1
+    # what resolve_platform found, checked by the test-support client (not rocmenv)
+    with testenv.registry_client(registry.host) as raw:
+        top = raw.get_manifest(image.repository, image.tag)
+        platform = top
+        if top.is_index:
+            (child,) = [m for m in top.json()["manifests"]
+                        if m.get("platform") == {"architecture": "amd64", "os": "linux"}]  # fmt: skip
+            platform = raw.get_manifest(image.repository, child["digest"])
+    assert resolved.digest == head.digest == top.digest
+    assert resolved.media_type == top.media_type
+    assert resolved.platform == "linux/amd64"
+    assert resolved.platform_digest == platform.digest
+    assert resolved.platform_media_type == platform.media_type
+    assert resolved.config_digest == platform.json()["config"]["digest"]
 
 
 def test_release_tag_index_resolves_to_linux_amd64(registry: Any, tagset: Any) -> None:
