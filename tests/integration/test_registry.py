@@ -230,13 +230,17 @@ def test_transient_failures_are_retried_with_backoff(
 def test_hanging_registry_times_out_per_request(registry: Any) -> None:
     c, _ = client(timeout=0.5, retries=1)
     with FaultProxy(upstream=registry.host) as proxy:
-        proxy.add_rule(Match(path=TAGS), hang(5))
+        proxy.add_rule(Match(path=TAGS), hang(30))
         start = time.monotonic()
         with pytest.raises(RegistryUnavailable) as info:
             c.list_tags(parse(f"{proxy.host}/rocm/sgl-dev"))
         elapsed = time.monotonic() - start
+        attempts = proxy.count("GET", TAGS)
     assert "within 0.5 s" in str(info.value)
-    assert elapsed < 4.5, "each attempt must be cut off by the timeout"
+    assert attempts == 2  # the first attempt and one retry, each cut off
+    # a ceiling that only catches a hang: one attempt without its timeout takes 30 s
+    # (the cut-off's real figure is measured in benchmarks/bench_timings.py)
+    assert elapsed < 25, "an attempt was not cut off by the timeout"
 
 
 def test_truncated_body_is_retried_then_reported(registry: Any, family: Any) -> None:
