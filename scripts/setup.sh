@@ -377,6 +377,10 @@ step "tag set"
 "$PY" "$REPO/scripts/lib/testenv_setup.py" auth-seed
 "$PY" "$REPO/scripts/lib/testenv_setup.py" prune
 
+step "podman"
+# shellcheck source=scripts/lib/podman.sh disable=SC2086
+. "$REPO/scripts/lib/podman.sh" && ensure_podman "$TE_OPEN_REGISTRY" $TE_FAMILY_REFS
+
 step_end
 log "== summary"
 "$PY" "$REPO/scripts/lib/testenv_setup.py" summary

@@ -18,12 +18,14 @@ from rocmenv.runspec import BindMount, RunSpec
 from tests.support import hostfacts, testenv
 
 # docker-api twice: over its standard-library transport and over docker-py's
-ENGINES = ("docker-api", "docker-api+docker-py", "docker-cli")
+ENGINES = ("docker-api", "docker-api+docker-py", "docker-cli", "podman")
 
 
 @pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> Engine:
     kind, _, transport = str(request.param).partition("+")
+    if kind == "podman":
+        testenv.need("podman")
     env = dict(os.environ)
     if transport:
         env["ROCMENV_DOCKER_API_TRANSPORT"] = transport

@@ -37,7 +37,7 @@ def _limit_text(value: int, unit: int = 1) -> str:
     return "unlimited" if value == hostfacts.UNLIMITED else str(value // unit)
 
 
-@pytest.mark.parametrize("engine", ["docker-api", "docker-cli"], indirect=True)
+@pytest.mark.parametrize("engine", ["docker-api", "docker-cli", "podman"], indirect=True)
 def test_a_profile_derived_from_rocm_runs_with_every_reference_option(
     project: Project, engine: str
 ) -> None:
