@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from rocmenv.lock import read_lock, update_lock
+from tests.support import testenv
 from tests.support.faultproxy import FaultProxy, Match, status
 
 pytestmark = pytest.mark.integration
@@ -114,10 +115,12 @@ def test_moved_floating_tag_is_drift_and_fail_on_decides_the_exit_code(
     assert rocmenv("drift", cwd=project).returncode == 0
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", [*ENGINES, "podman"])
 def test_inspect_shows_the_package_diff_and_that_the_shim_can_be_retired(
     engine: str, moved: dict[str, str], scratch_repo: str, project: Path
 ) -> None:
+    if engine == "podman":
+        testenv.need("podman")
     code, data = drift_json("--inspect", "--engine", engine, cwd=project)
     assert code == 1, data
     inspect = data["images"][0]["inspect"]
