@@ -377,9 +377,9 @@ step "tag set"
 "$PY" "$REPO/scripts/lib/testenv_setup.py" auth-seed
 "$PY" "$REPO/scripts/lib/testenv_setup.py" prune
 
-step "podman"
-# shellcheck source=scripts/lib/podman.sh disable=SC2086
-. "$REPO/scripts/lib/podman.sh" && ensure_podman "$TE_OPEN_REGISTRY" $TE_FAMILY_REFS
+step "test tools + podman"
+# shellcheck source=scripts/lib/test_tools.sh disable=SC2086
+. "$REPO/scripts/lib/test_tools.sh" && ensure_test_tools "$TE_OPEN_REGISTRY" $TE_FAMILY_REFS
 
 step_end
 log "== summary"

