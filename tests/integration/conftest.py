@@ -36,7 +36,7 @@ def auth_registry() -> testenv.AuthRegistry:
     reg = testenv.AuthRegistry()
     problem = reg.problem()
     if problem:
-        testenv.missing_environment(problem)
+        testenv.missing_environment(problem, kind="auth-registry")
     return reg
 
 

@@ -354,7 +354,7 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Upstream:
     """An sglang look-alike upstream: python/ is a project named 'sglang' whose version and
     VALUE differ per commit; refs/pull/7/head exists only in the upstream."""
     if shutil.which("git") is None:
-        testenv.missing_environment("git is not installed on this host")
+        testenv.missing_environment("git is not installed on this host", kind="git")
     root = tmp_path_factory.mktemp("upstream")
     work = root / "work"
     (work / "python" / "sglang").mkdir(parents=True)

