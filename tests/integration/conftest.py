@@ -48,7 +48,7 @@ def slurm() -> Path:
     """The Slurm test bed (one node, 8 stand-in GPUs): the stand-in host's root."""
     problem = testenv.slurm_problem()
     if problem:
-        testenv.missing_environment(problem)
+        testenv.missing_environment(problem, kind="slurm")
     return testenv.slurm_gpu_root()
 
 

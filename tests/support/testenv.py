@@ -210,7 +210,7 @@ ENVIRONMENT_PROBES: dict[EnvironmentKind, typing.Callable[[], str | None]] = {
     "git": lambda: _tool_problem("git", "git"),
     "system-python": _system_python_problem,
     "debian-sitecustomize": _debian_sitecustomize_problem,
-    "slurm": lambda: _tool_problem("sbatch", "Slurm"),
+    "slurm": lambda: slurm_problem(),
     "proxy": lambda: None,  # the fault proxy is in-process (tests/support/faultproxy.py)
     "podman": lambda: _tool_problem("podman", "podman"),
     "tool": lambda: None,  # external tools: call need_tool(name)

@@ -137,8 +137,7 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.parametrize(("kind", "program"), [("git", "git"), ("slurm", "sbatch"),
-                                               ("podman", "podman")])  # fmt: skip
+@pytest.mark.parametrize(("kind", "program"), [("git", "git"), ("podman", "podman")])
 def test_tool_probes_see_a_program_missing_from_path(
     kind: testenv.EnvironmentKind, program: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -148,6 +147,13 @@ def test_tool_probes_see_a_program_missing_from_path(
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
     assert testenv.environment_problem_of(kind) is None
+
+
+def test_the_slurm_probe_sees_slurm_missing_from_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert "Slurm is not installed" in (testenv.environment_problem_of("slurm") or "")
 
 
 def test_system_python_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
