@@ -29,7 +29,6 @@ from rocmenv.errors import (
     RegistryError,
     RegistryNotFound,
     RegistryProtocolError,
-    RegistryUnavailable,
 )
 from rocmenv.reference import Reference, validate_digest
 from rocmenv.registry.manifest import (
@@ -51,6 +50,9 @@ if TYPE_CHECKING:  # imported on the first 401: open registries never pay for it
     from rocmenv.registry.auth import RegistryAuth
 
 
+MAX_PAGE_SIZE = 1000
+
+
 class RegistryClient:
     """One client per command; thread-safe (``drift`` checks images concurrently)."""
 
@@ -60,11 +62,14 @@ class RegistryClient:
         settings: RegistrySettings | None = None,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        token_cache: bool = False,
     ) -> None:
         self.ctx = ctx
         self.settings = settings or RegistrySettings()
         self.transport = Transport(self.settings, ctx.env, sleep)
         self.stats = self.transport.stats
+        self.token_cache = token_cache
+        self.mirror_failures: list[str] = []  # "mirror: why", for the user
         self._auth: RegistryAuth | None = None
         self._cache: dict[tuple[str, ...], Any] = {}
 
@@ -73,8 +78,30 @@ class RegistryClient:
         if self._auth is None:
             from rocmenv.registry.auth import RegistryAuth
 
-            self._auth = RegistryAuth(self.ctx, self.transport)
+            cache = None
+            if self.token_cache:
+                from rocmenv.registry.token_cache import TokenCache, cache_path
+
+                path = cache_path(self.ctx.env)
+                cache = TokenCache(path) if path is not None else None
+            self._auth = RegistryAuth(self.ctx, self.transport, cache)
         return self._auth
+
+    def ratelimits(self) -> list[dict[str, Any]]:
+        """The last ``ratelimit-*`` values seen, per registry host (Docker Hub sends them)."""
+        return [v.as_json() for _, v in sorted(self.transport.ratelimits.items())]
+
+    def ratelimit_warnings(self) -> list[str]:
+        """One line per host whose ``ratelimit-remaining`` is under the configured threshold."""
+        out = []
+        for host, limit in sorted(self.transport.ratelimits.items()):
+            if limit.remaining is not None and limit.remaining < self.settings.ratelimit_warning:
+                window = f" per {limit.window // 3600} h" if limit.window else ""
+                out.append(
+                    f"{host}: only {limit.remaining} pulls left of {limit.limit}{window} "
+                    "(ratelimit-remaining); `docker login` raises the limit, a mirror spares it"
+                )
+        return out
 
     def _auth_header(self, host: str, scope: str) -> dict[str, str]:
         return self._auth.header(host, scope) if self._auth is not None else {}
@@ -114,10 +141,11 @@ class RegistryClient:
     ) -> Response:
         """A request to ``host`` for repository ``ref``, authenticating when challenged."""
         scope = f"repository:{ref.path}:{scope_action}"
-        url = f"{self.scheme_for(host)}://{host}{path}"
+        scheme = self.scheme_for(host)
+        url = f"{scheme}://{host}{path}"
         headers = {"Accept": accept} if accept else {}
         resp = self.transport.send_with_retries(
-            method, url, {**headers, **self._auth_header(host, scope)}, kind
+            method, url, {**headers, **self._auth_header(host, scope)}, kind, registry_host=host
         )
         if resp.status == 401:
             challenge = resp.header("www-authenticate")
@@ -127,15 +155,23 @@ class RegistryClient:
                 )
             if self._auth_header(host, scope):
                 self.auth.forget(host, scope)  # expired or revoked: ask for a new one
-            self.auth.authenticate(host, ref.domain, scope, challenge)
+            self.auth.authenticate(host, scope, challenge, self.scheme_for(host))
+            url = f"{self.scheme_for(host)}://{host}{path}"
             resp = self.transport.send_with_retries(
-                method, url, {**headers, **self._auth_header(host, scope)}, kind
+                method, url, {**headers, **self._auth_header(host, scope)}, kind, registry_host=host
             )
             if resp.status == 401:
                 user = self.auth.user_for(host)
+                if user is None:
+                    # Docker Hub grants an anonymous token for any name, then refuses it.
+                    raise RegistryNotFound(
+                        f"{host}: repository {ref.path} not found, or private: check the name, "
+                        "or log in",
+                        hint=f"check the spelling of {ref.familiar_name}; if it is private, run "
+                        f"`docker login {host}`",
+                    )
                 raise RegistryAuthError(
-                    f"{host} refused access to {ref.name} (HTTP 401)"
-                    + (f" for user {user!r}" if user else " without credentials"),
+                    f"{host} refused access to {ref.name} (HTTP 401) for user {user!r}",
                     hint=f"check `docker login {host}` and that the account can pull {ref.path}",
                 )
         if resp.status == 403:
@@ -146,25 +182,26 @@ class RegistryClient:
         return resp
 
     def _on_hosts(self, ref: Reference, call: Callable[[str], Any]) -> Any:
-        """Run ``call(host)`` on the mirrors then the registry; first success wins."""
-        errors: list[str] = []
-        last: RegistryError | None = None
+        """Run ``call(host)`` on the mirrors then the registry; first success wins.
+
+        As Docker does: any error from a mirror falls through to the next mirror and then the
+        registry itself, and :attr:`mirror_failures` says which mirror failed and why.
+        """
         hosts = self.hosts_for(ref)
-        for host in hosts:
+        upstream = hosts[-1]
+        for host in hosts[:-1]:
             try:
                 return call(host)
-            except (RegistryUnavailable, RegistryNotFound) as err:
-                if len(hosts) == 1:
-                    raise
-                errors.append(f"{host}: {err.what}")
-                last = err
-        assert last is not None
-        summary = "; ".join(errors)
-        if isinstance(last, RegistryNotFound) and all(" not found" in e for e in errors):
-            raise RegistryNotFound(
-                f"{ref.name}: not found on any of {', '.join(hosts)} ({summary})", hint=last.hint
-            )
-        raise RegistryUnavailable(f"{ref.name}: no registry answered ({summary})", hint=last.hint)
+            except RegistryError as err:
+                why = err.what + (f" — {err.hint}" if err.hint else "")
+                self.mirror_failures.append(f"mirror {host} failed for {ref.name}: {why}")
+        try:
+            return call(upstream)
+        except RegistryError as err:
+            if len(hosts) > 1:
+                tried = "; ".join(self.mirror_failures[-(len(hosts) - 1) :])
+                err.what = f"{err.what} (after the mirrors: {tried})"
+            raise
 
     # -- API --------------------------------------------------------------------------------
 
@@ -186,7 +223,20 @@ class RegistryClient:
         )
 
     def iter_tag_pages(self, ref: Reference, page_size: int | None = None) -> Iterator[list[str]]:
-        """Pages of tags as the registry sends them (``n=`` when ``page_size`` is given)."""
+        """Pages of tags as the registry sends them (``n=`` when ``page_size`` is given).
+
+        ``Link: <…>; rel="next"`` is followed whether relative or absolute, on the same host
+        only, at most ``[registry] max-pages`` times; a full page without ``Link`` ends the
+        list (Docker Hub has been seen to ignore ``n`` and send everything at once).
+        """
+        if page_size is not None and not 1 <= page_size <= MAX_PAGE_SIZE:
+            from rocmenv.errors import UsageError
+
+            raise UsageError(
+                f"page size {page_size} is out of range: registries accept 1 to {MAX_PAGE_SIZE} "
+                "tags per page (Distribution answers 400 PAGINATION_NUMBER_INVALID above it)",
+                hint=f"use --page-size {MAX_PAGE_SIZE} or less",
+            )
 
         def first(host: str) -> tuple[str, Response]:
             path = f"/v2/{ref.path}/tags/list"
@@ -196,14 +246,22 @@ class RegistryClient:
 
         host, resp = self._on_hosts(ref, first)
         seen: set[str] = set()
+        pages = 1
         while True:
             tags = self._tags_of(ref, host, resp)
             yield tags
             link = resp.header("link")
-            next_path = _next_link(link) if link else None
+            next_path = _next_link(link, resp.url, host) if link else None
             if not next_path or next_path in seen:
                 return
+            if pages >= self.settings.max_pages:
+                raise RegistryProtocolError(
+                    f"{host}: the tag list of {ref.name} goes on past {pages} pages; stopped",
+                    hint="a broken or hostile registry keeps sending rel=next links; raise "
+                    "[registry] max-pages if the repository really has that many tags",
+                )
             seen.add(next_path)
+            pages += 1
             resp = self._fetch_tag_page(ref, host, next_path)
 
     def _fetch_tag_page(self, ref: Reference, host: str, path: str) -> Response:
@@ -270,7 +328,7 @@ class RegistryClient:
                 return host, ManifestHead(
                     digest=manifest.digest, media_type=manifest.media_type, size=len(manifest.raw)
                 )
-            validate_digest(digest)
+            _registry_digest(digest, f"{host}: the digest of {ref.name}:{target}")
             return host, ManifestHead(
                 digest=digest,
                 media_type=media_type,
@@ -316,7 +374,7 @@ class RegistryClient:
             verify_digest(resp.body, target, what)
             digest = target
         elif claimed:
-            validate_digest(claimed)
+            _registry_digest(claimed, f"{what}: Docker-Content-Digest")
             verify_digest(resp.body, claimed, what)
             digest = claimed
         else:
@@ -391,6 +449,7 @@ class RegistryClient:
                     f"{ref} has no {os_name}/{arch} image (platforms: {', '.join(available) or 'none'})",
                     hint="pick a tag built for linux/amd64",
                 )
+            _registry_digest(entry["digest"], f"{ref}: the {os_name}/{arch} entry of the index")
             platform_ref = Reference(domain=ref.domain, path=ref.path, digest=entry["digest"])
             _, platform = self.get_manifest(platform_ref, host)
         else:
@@ -404,6 +463,7 @@ class RegistryClient:
             config_digest = config.get("digest") if isinstance(config, dict) else None
             if not isinstance(config_digest, str):
                 raise RegistryProtocolError(f"{ref}: image manifest has no config digest")
+            _registry_digest(config_digest, f"{ref}: the config digest of the image manifest")
             if top.is_index:
                 os_found, arch_found = os_name, arch  # the index said so
             else:
@@ -442,15 +502,38 @@ class RegistryClient:
         return data if isinstance(data, dict) else {}
 
 
-def _next_link(link: str) -> str | None:
-    """The path of ``Link: </v2/…?last=x&n=100>; rel="next"``."""
+def _next_link(link: str, base_url: str = "", host: str | None = None) -> str | None:
+    """The path and query of ``Link: <…>; rel="next"``, relative or absolute.
+
+    An absolute URL must stay on ``host`` (a registry never sends its pages elsewhere).
+    """
     for part in link.split(","):
         url, _, params = part.partition(";")
         if 'rel="next"' in params.replace(" ", "") or "rel=next" in params.replace(" ", ""):
             url = url.strip().strip("<>")
-            split = urllib.parse.urlsplit(url)
+            absolute = urllib.parse.urljoin(base_url, url) if base_url else url
+            split = urllib.parse.urlsplit(absolute)
+            if host is not None and split.netloc and split.netloc != host:
+                raise RegistryProtocolError(
+                    f"{host}: the next page of tags is on another host ({split.netloc})",
+                    hint="rocmenv follows tag-list pages on the registry's own host only",
+                )
             return split.path + (f"?{split.query}" if split.query else "")
     return None
+
+
+def _registry_digest(value: str, what: str) -> str:
+    """A digest the registry sent: sha256/384/512 in canonical form, else a protocol error."""
+    from rocmenv.reference import digest_problem
+
+    problem = digest_problem(value)
+    if problem is not None:
+        raise RegistryProtocolError(
+            f"{what} is not a valid digest: {problem.detail}",
+            hint="the registry or a mirror sent a malformed or unsupported digest "
+            "(only sha256, sha384 and sha512 are accepted); nothing was written",
+        )
+    return value
 
 
 def _snippet(body: bytes) -> str:
