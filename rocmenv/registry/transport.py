@@ -388,13 +388,7 @@ class Transport:
                 left = deadline - self._clock()
                 if left <= 0:
                     raw.close()
-                    raise RegistryUnavailable(
-                        f"{host}: the answer to {redact(url)} was still arriving after "
-                        f"{min(self.settings.request_deadline, self.settings.command_deadline):g} s "
-                        f"({len(buf)} bytes so far); gave up",
-                        hint="the registry or a proxy on the way is stalling; raise [registry] "
-                        "request-deadline if it is only slow",
-                    )
+                    raise self._stalled(host, url, len(buf))
                 if sock is not None:
                     sock.settimeout(max(0.01, min(self.settings.timeout, left)))
                 chunk = raw.read1(CHUNK)
@@ -406,6 +400,8 @@ class Transport:
                     raise _too_large(host, url, cap_kind, cap, "sent more")
         except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as err:
             raw.close()
+            if deadline - self._clock() <= 0.05:
+                raise self._stalled(host, url, len(buf)) from err
             raise _Transient(f"{host}: the answer stalled ({len(buf)} bytes received)") from err
         except (urllib3.exceptions.ProtocolError, urllib3.exceptions.DecodeError, OSError) as err:
             raw.close()
@@ -416,6 +412,15 @@ class Transport:
                 ) from err
             raise _Transient(f"{host}: the answer broke off: {_short(str(err))}") from err
         return bytes(buf)
+
+    def _stalled(self, host: str, url: str, received: int) -> RegistryUnavailable:
+        return RegistryUnavailable(
+            f"{host}: the answer to {redact(url)} was still arriving after "
+            f"{min(self.settings.request_deadline, self.settings.command_deadline):g} s "
+            f"({received} bytes so far); gave up",
+            hint="the registry or a proxy on the way is stalling; raise [registry] "
+            "request-deadline or command-deadline (ROCMENV_REGISTRY_DEADLINE) if it is only slow",
+        )
 
     # -- policy -----------------------------------------------------------------------------
 
