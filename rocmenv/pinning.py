@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # imported by the functions that need them: `run` of a pinned
 def make_client(ctx: Context, config: Config) -> RegistryClient:
     from rocmenv.registry.client import RegistryClient
 
-    return RegistryClient(ctx, config.registry)
+    return RegistryClient(ctx, config.registry, token_cache=True)
 
 
 def now_utc() -> str:

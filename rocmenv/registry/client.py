@@ -413,7 +413,7 @@ class RegistryClient:
                 break
             url = urllib.parse.urljoin(resp.url, location)
             # Storage back-ends get no registry credentials.
-            resp = self.transport.send_with_retries("GET", url, {}, "blob")
+            resp = self.transport.send_with_retries("GET", url, {}, "blob", registry_host=host)
             redirects += 1
         if resp.status == 404:
             raise self._not_found(ref, host, resp, f"blob {digest}")

@@ -35,8 +35,14 @@ def has_certs_dir(host: str, env: Mapping[str, str]) -> bool:
     return bool(certs_dirs(host, env))
 
 
-def context_for(host: str, env: Mapping[str, str], *, verify: bool = True) -> ssl.SSLContext:
-    """The SSL context for connections to ``host`` (``verify=False``: insecure registry)."""
+def context_for(
+    host: str, env: Mapping[str, str], *, verify: bool = True, registry: str | None = None
+) -> ssl.SSLContext:
+    """The SSL context for connections to ``host`` (``verify=False``: insecure registry).
+
+    ``registry``: the registry the connection is made for (its token realm or blob storage
+    is ``host``); its certs.d applies too, as in Docker, where one transport serves both.
+    """
     ctx = ssl.create_default_context()
     if not verify:
         ctx.check_hostname = False
@@ -48,7 +54,8 @@ def context_for(host: str, env: Mapping[str, str], *, verify: bool = True) -> ss
                 ctx.load_verify_locations(cafile=bundle)
         if env.get("SSL_CERT_DIR"):
             ctx.load_verify_locations(capath=env["SSL_CERT_DIR"])
-        for directory in certs_dirs(host, env):
+        hosts = dict.fromkeys((host, registry or host))
+        for directory in [d for h in hosts for d in certs_dirs(h, env)]:
             for ca in sorted(directory.glob("*.crt")):
                 ctx.load_verify_locations(cafile=str(ca))
             for cert in sorted(directory.glob("*.cert")):

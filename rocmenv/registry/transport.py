@@ -168,7 +168,7 @@ class Transport:
             )
         self._lock = threading.Lock()
         self._managers: dict[str | None, urllib3.PoolManager] = {}
-        self._contexts: dict[tuple[str, bool], ssl.SSLContext] = {}
+        self._contexts: dict[tuple[str, str, bool], ssl.SSLContext] = {}
         self._plain: set[str] = set()  # insecure hosts that answered only plain HTTP
         self._tls_ok: set[str] = set()  # insecure hosts that answered over HTTPS
 
@@ -227,15 +227,16 @@ class Transport:
                 self._managers[proxy] = manager
             return manager
 
-    def _ssl_context(self, host: str, verify: bool) -> ssl.SSLContext:
+    def _ssl_context(self, host: str, registry: str, verify: bool) -> ssl.SSLContext:
+        key = (host, registry, verify)
         with self._lock:
-            ctx = self._contexts.get((host, verify))
+            ctx = self._contexts.get(key)
         if ctx is None:
             from rocmenv.registry.tls import context_for
 
-            ctx = context_for(host, self.env, verify=verify)
+            ctx = context_for(host, self.env, verify=verify, registry=registry)
             with self._lock:
-                self._contexts[(host, verify)] = ctx
+                self._contexts[key] = ctx
         return ctx
 
     # -- one round trip ---------------------------------------------------------------------
@@ -284,7 +285,9 @@ class Transport:
         try:
             if parts.scheme == "https":
                 verify = not insecure
-                pool_kwargs: dict[str, Any] = {"ssl_context": self._ssl_context(host, verify)}
+                pool_kwargs: dict[str, Any] = {
+                    "ssl_context": self._ssl_context(host, registry_host or host, verify)
+                }
                 if not verify:
                     pool_kwargs.update(cert_reqs="CERT_NONE", assert_hostname=False)
                 pool = manager.connection_from_url(url, pool_kwargs=pool_kwargs)

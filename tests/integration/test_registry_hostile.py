@@ -97,7 +97,7 @@ def test_hostile_registry_is_bounded_in_memory_time_and_pages(
 
 def test_index_with_md5_digest_is_refused_and_no_lock_is_written(tmp_path: Path) -> None:
     with HostileRegistry("md5-index") as reg:
-        code, out, err, _ = run_measured(
+        code, _out, err, _ = run_measured(
             ["pin", f"{reg.host}/x/y:v1"], base_env(tmp_path), tmp_path
         )
     assert code == 3, err
