@@ -40,12 +40,13 @@ ensure_tls_certs() {
     local san h
     san="subjectAltName=IP:127.0.0.1"
     for h in "${TLS_HOSTS[@]}"; do san="$san,DNS:$h"; done
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=registry.rocmenv.test" \
-      -keyout "$dir/server.key" -out "$dir/server.csr" >>"$STATE/logs/tls.log" 2>&1 &&
+    if ! { openssl req -newkey rsa:2048 -nodes -subj "/CN=registry.rocmenv.test" \
+      -keyout "$dir/server.key" -out "$dir/server.csr" &&
       openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
-        -CAcreateserial -days 3650 -extfile <(printf '%s\n' "$san") -out "$dir/server.crt" \
-        >>"$STATE/logs/tls.log" 2>&1 ||
+        -CAcreateserial -days 3650 -extfile <(printf '%s\n' "$san") -out "$dir/server.crt"; } \
+      >>"$STATE/logs/tls.log" 2>&1; then
       die "openssl could not sign the test server certificate (log: $STATE/logs/tls.log)"
+    fi
   fi
   mkdir -p "/etc/docker/certs.d/registry.rocmenv.test:5443"
   cmp -s "$dir/ca.crt" "/etc/docker/certs.d/registry.rocmenv.test:5443/ca.crt" ||

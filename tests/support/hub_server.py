@@ -157,7 +157,7 @@ class Handler(BaseHTTPRequestHandler):
                 403, b"<Error><Code>AccessDenied</Code></Error>", {"Content-Type": "text/xml"}
             )
             return
-        status, headers, data = self._upstream("GET", f"/v2/{repo}/blobs/{digest}")
+        status, _, data = self._upstream("GET", f"/v2/{repo}/blobs/{digest}")
         self._send(status, data, {"Content-Type": "application/octet-stream"})
 
     # -- registry ---------------------------------------------------------------------------
@@ -210,14 +210,10 @@ class Handler(BaseHTTPRequestHandler):
         extra: dict[str, str] = {}
         if "/manifests/" in rest:
             with self.state.lock:
+                limited = False
                 if mode == "limited":
                     self.state.limited_counter += 1
-                    if self.state.limited_counter % 2 == 1:
-                        limited = True
-                    else:
-                        limited = False
-                else:
-                    limited = False
+                    limited = self.state.limited_counter % 2 == 1
                 if not limited and self.command == "GET":
                     self.state.remaining = max(0, self.state.remaining - 1)
                 remaining = self.state.remaining
