@@ -100,7 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args, ctx))
     except RocmenvError as err:
-        return report_error(ctx, err, command=args.rocmenv_command)
+        return report_error(
+            ctx, err, command=args.rocmenv_command, as_json=bool(getattr(args, "json", False))
+        )
     except KeyboardInterrupt:
         ctx.stderr.write("rocmenv: interrupted\n")
         return EXIT_INTERRUPTED

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from rocmenv.cli._args import add_constraint_args, constraints_from, has_constraints
-from rocmenv.cli._common import emit, emit_json
+from rocmenv.cli._common import emit, emit_json, registry_json
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_OK, EXIT_USAGE
 
@@ -109,7 +109,7 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
     config = load_config(ctx)
     with make_client(ctx, config) as client:
         tags = client.list_tags(repo, page_size=args.page_size)
-        round_trips = client.stats.requests
+        extra = registry_json(ctx, client)
     infos = [parse_tag(t) for t in tags]
     unknown = [i for i in infos if i.family == "unknown"]
     if has_constraints(args):
@@ -127,7 +127,7 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
                 "matching": len(shown),
                 "tags": [i.to_json() for i in shown],
                 "unparsed": [{"tag": i.tag, "problem": i.problem} for i in unknown],
-                "round_trips": round_trips,
+                **extra,
             },
         )
         return EXIT_OK

@@ -327,3 +327,108 @@ def test_realm_on_another_host_is_not_the_credentials_own() -> None:
     assert not _same_owner(testenv.HUB_REGISTRY, "auth.rocmenv.test")
     assert not _same_owner("mirror.example", "auth.docker.io")
     assert _same_owner("127.0.0.1:5001", "127.0.0.1")
+
+
+# -- rate limits: spared and shown --------------------------------------------------------------
+
+NIGHTLY = "v0.5.8-rocm700-mi30x-20260215"
+
+
+def _manifest_gets(hub: testenv.HubTLS, seq: int) -> list[dict[str, Any]]:
+    return since(hub, seq, method="GET", path=lambda p: "/manifests/" in p)
+
+
+def test_validate_pin_and_drift_do_no_manifest_get_when_head_matches_the_lock(
+    hub: testenv.HubTLS, tmp_path: Path
+) -> None:
+    (tmp_path / "rocmenv.toml").write_text(
+        f'default-profile = "ci"\n[profiles.ci]\nextends = "rocm"\n'
+        f'image = "{hub.registry}/{REPO}:{NIGHTLY}"\n'
+    )
+    seq = hub.last_seq()
+    pinned = rocmenv(tmp_path, "pin")
+    assert pinned.returncode == 0, pinned.stderr
+    assert _manifest_gets(hub, seq)  # pinning reads and verifies the manifests once
+    for args in (("validate",), ("pin", "--update"), ("drift",)):
+        seq = hub.last_seq()
+        out = (
+            rocmenv(tmp_path, *args, "--json")
+            if args[0] != "drift"
+            else rocmenv(tmp_path, "drift", "--format", "json")
+        )
+        # drift exits 1 here: newer tags exist (that is not what this test is about)
+        assert out.returncode in ((0, 1) if args[0] == "drift" else (0,)), (args, out.stderr)
+        assert _manifest_gets(hub, seq) == [], args  # zero pulls counted
+        assert since(hub, seq, method="HEAD", path=lambda p: "/manifests/" in p), args
+        data = json.loads(out.stdout)
+        (limit,) = data["ratelimit"]
+        assert limit["host"] == hub.registry and limit["limit"] == 100
+        assert "round_trips" not in data and "round_trips" in data["stats"]
+
+
+def test_drift_and_doctor_show_ratelimit_remaining_and_warn_when_low(
+    hub: testenv.HubTLS, tmp_path: Path
+) -> None:
+    (tmp_path / "rocmenv.toml").write_text(
+        f'default-profile = "ci"\n[registry]\nratelimit-warning = 1000\n'
+        f'[profiles.ci]\nextends = "rocm"\nimage = "{hub.registry}/{REPO}:{NIGHTLY}"\n'
+    )
+    assert rocmenv(tmp_path, "pin").returncode == 0
+    drift = rocmenv(tmp_path, "drift")
+    assert "pulls left (ratelimit-remaining)" in drift.stdout, drift.stdout
+    assert "warning" in drift.stderr and "ratelimit-remaining" in drift.stderr
+    doctor = rocmenv(tmp_path, "doctor")
+    assert f"pull limit {hub.registry}" in doctor.stdout, doctor.stdout
+    assert "ratelimit-remaining" in doctor.stdout
+
+
+def test_errors_under_json_are_one_json_object_on_stdout(
+    hub: testenv.HubTLS, tmp_path: Path
+) -> None:
+    out = rocmenv(tmp_path, "tags", "list", f"{hub.registry}/rocm/sgl-devv", "--json")
+    assert out.returncode == 3
+    error = json.loads(out.stdout)["error"]
+    assert error["code"] == 3 and "not found, or private" in error["what"]
+    assert "docker login" in error["hint"]
+    assert "not found, or private" in out.stderr  # the text stays on stderr
+
+
+# -- mirrors ------------------------------------------------------------------------------------
+
+
+def test_any_mirror_error_falls_through_to_the_registry_naming_the_mirror(
+    hub: testenv.HubTLS, registry: Any, tmp_path: Path
+) -> None:
+    # the first mirror answers 401 for every repository (a hostile/misconfigured mirror), the
+    # second serves; Docker falls through on any error, and so does rocmenv
+    from tests.support.hostile_registry import HostileRegistry
+
+    with HostileRegistry("capture") as bad:
+        out = rocmenv(
+            tmp_path,
+            "resolve",
+            f"{hub.registry}/{REPO}:{NIGHTLY}",
+            "--json",
+            ROCMENV_MIRRORS=f"{hub.registry}={bad.host},{hub.registry}={registry.host}",
+        )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["registry"] == registry.host
+    assert f"mirror {bad.host} failed" in out.stderr
+
+
+def test_a_lock_pinned_through_a_mirror_records_the_canonical_reference(
+    hub: testenv.HubTLS, registry: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "rocmenv.toml").write_text(
+        f'default-profile = "ci"\n[registry]\nmirrors = {{ "{hub.registry}" = ["{registry.host}"] }}\n'
+        f'[profiles.ci]\nextends = "rocm"\nimage = "{hub.registry}/{REPO}:{NIGHTLY}"\n'
+    )
+    out = rocmenv(tmp_path, "pin")
+    assert out.returncode == 0, out.stderr
+    entry = json.loads((tmp_path / "rocmenv.lock").read_text())["profiles"]["ci"]
+    assert entry["repository"] == f"{hub.registry}/{REPO}"
+    assert entry["registry"] == registry.host  # where it was resolved from: information
+    options = rocmenv(tmp_path, "options", "--json", "--no-host-check")
+    assert options.returncode == 0, options.stderr
+    assert f"{hub.registry}/{REPO}@{entry['digest']}" in options.stdout
+    assert f"{registry.host}/{REPO}@" not in options.stdout
