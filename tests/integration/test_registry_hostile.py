@@ -163,3 +163,41 @@ def test_a_mirror_with_its_own_entry_gets_its_own_credentials(tmp_path: Path) ->
         captured = list(mirror.authorizations)
     expected = "Basic " + base64.b64encode(b"mirroruser:mirror-secret").decode()
     assert captured and set(captured) == {expected}
+
+
+def test_token_service_429_is_not_retried_with_the_same_credentials(tmp_path: Path) -> None:
+    with HostileRegistry("token-429") as reg:
+        config = _docker_config(tmp_path / "docker", {reg.host: ("someone", "secret")})
+        env = base_env(tmp_path, DOCKER_CONFIG=str(config), ROCMENV_REGISTRY_RETRIES="3")
+        code, _, err, _ = run_measured(["tags", "list", f"{reg.host}/x/y"], env, tmp_path)
+        with_credentials = reg.token_requests
+    assert code == 3
+    assert "too many attempts" in err and "not retried" in err
+    assert with_credentials == 1
+    with HostileRegistry("token-429") as reg:
+        env = base_env(tmp_path, ROCMENV_REGISTRY_RETRIES="3")
+        code, _, err, _ = run_measured(["tags", "list", f"{reg.host}/x/y"], env, tmp_path)
+        anonymous = reg.token_requests
+    assert code == 3
+    assert anonymous == 4  # anonymous: the ordinary backoff and retries apply
+
+
+def test_identity_token_is_an_oauth2_refresh_grant_to_the_realm(tmp_path: Path) -> None:
+    with HostileRegistry("oauth") as reg:
+        directory = tmp_path / "docker"
+        directory.mkdir()
+        (directory / "config.json").write_text(
+            json.dumps({"auths": {reg.host: {"auth": "", "identitytoken": "refresh-me"}}})
+        )
+        code, out, err, _ = run_measured(
+            ["tags", "list", f"{reg.host}/x/y", "--json", "--all"],
+            base_env(tmp_path, DOCKER_CONFIG=str(directory)),
+            tmp_path,
+        )
+        forms = list(reg.forms)
+    assert code == 0, err
+    assert json.loads(out)["total"] == 1
+    (form,) = forms
+    assert form["grant_type"] == ["refresh_token"] and form["refresh_token"] == ["refresh-me"]
+    assert form["service"] == ["hostile"] and form["scope"] == ["repository:x/y:pull"]
+    assert "refresh-me" not in out + err

@@ -16,6 +16,10 @@ Modes (every path gets the same treatment):
   answers with the index's real digest, GET with the index);
 * ``capture`` — answers 401 with a Basic challenge and records every ``Authorization`` header
   it was sent (:attr:`HostileRegistry.authorizations`).
+* ``token-429`` — a bearer challenge whose realm (``/token`` on the same server) always
+  answers 429 without ``Retry-After`` ("too many failed login attempts");
+* ``oauth`` — a bearer challenge whose realm accepts only an OAuth2 ``refresh_token`` POST
+  (recorded in :attr:`HostileRegistry.forms`) and then serves an empty tag list.
 
 Standard library only; the server counts requests (:attr:`HostileRegistry.requests`).
 """
@@ -29,7 +33,16 @@ import threading
 import time
 from types import TracebackType
 
-MODES = ("huge-length", "chunked-400mb", "drip", "endless-links", "md5-index", "capture")
+MODES = (
+    "huge-length",
+    "chunked-400mb",
+    "drip",
+    "endless-links",
+    "md5-index",
+    "capture",
+    "token-429",
+    "oauth",
+)
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
 
@@ -40,6 +53,8 @@ class HostileRegistry:
         self.mode = mode
         self.requests = 0
         self.authorizations: list[str] = []
+        self.forms: list[dict[str, list[str]]] = []
+        self.token_requests = 0
         self._lock = threading.Lock()
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -86,15 +101,66 @@ class HostileRegistry:
                         break
                     k, _, v = h.decode("latin-1").partition(":")
                     headers[k.strip().lower()] = v.strip()
+                length = int(headers.get("content-length") or 0)
+                body = reader.read(length) if length else b""
                 with self._lock:
                     self.requests += 1
                     if "authorization" in headers:
                         self.authorizations.append(headers["authorization"])
+                if self.mode in ("token-429", "oauth"):
+                    self._bearer(conn, method, target, headers, body)
+                    continue
                 self._answer(conn, method, target, headers)
         except (OSError, ValueError):
             pass
         finally:
             conn.close()
+
+    def _bearer(
+        self, conn: socket.socket, method: str, target: str, headers: dict[str, str], body: bytes
+    ) -> None:
+        import urllib.parse
+
+        if target.startswith("/token"):
+            with self._lock:
+                self.token_requests += 1
+            if self.mode == "token-429":
+                data = b'{"details":"too many failed login attempts"}'
+                conn.sendall(
+                    self._head("429 Too Many Requests", {"Content-Length": str(len(data))}) + data
+                )
+                return
+            form = urllib.parse.parse_qs(body.decode())
+            with self._lock:
+                self.forms.append(form)
+            if method != "POST" or form.get("grant_type") != ["refresh_token"]:
+                data = b'{"details":"refresh token grant required"}'
+                conn.sendall(
+                    self._head("401 Unauthorized", {"Content-Length": str(len(data))}) + data
+                )
+                return
+            data = json.dumps({"access_token": "granted-access", "expires_in": 60}).encode()
+            conn.sendall(self._head("200 OK", {"Content-Length": str(len(data))}) + data)
+            return
+        if headers.get("authorization") == "Bearer granted-access":
+            data = json.dumps({"name": "x/y", "tags": ["v1"]}).encode()
+            conn.sendall(
+                self._head(
+                    "200 OK", {"Content-Type": "application/json", "Content-Length": str(len(data))}
+                )
+                + data
+            )
+            return
+        realm = f"http://{self.host}/token"
+        challenge = f'Bearer realm="{realm}",service="hostile",scope="repository:x/y:pull"'
+        data = b'{"errors":[{"code":"UNAUTHORIZED"}]}'
+        conn.sendall(
+            self._head(
+                "401 Unauthorized",
+                {"WWW-Authenticate": challenge, "Content-Length": str(len(data))},
+            )
+            + data
+        )
 
     @staticmethod
     def _head(status: str, headers: dict[str, str]) -> bytes:
