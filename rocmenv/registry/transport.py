@@ -16,7 +16,8 @@ tunnels, TLS, chunked and gzip bodies. rocmenv keeps its policy above it:
 * **schemes** — HTTPS everywhere; plain HTTP for loopback registries (``ipaddress`` loopback or
   exactly ``localhost``) unless a certs.d directory exists for them; ``insecure`` registries
   as Docker treats them: HTTPS without verification, then HTTP;
-* proxies from :mod:`rocmenv.registry.proxy`, trust from :mod:`rocmenv.registry.tls`;
+* proxies from :mod:`rocmenv.registry.proxy`, trust from :mod:`rocmenv.registry.tls`,
+  connections raced across addresses by :mod:`rocmenv.registry.connect` (happy eyeballs);
 * every round trip counted by kind (:class:`RegistryStats`), ``ratelimit-*`` headers kept
   per host (:attr:`Transport.ratelimits`).
 """
@@ -194,9 +195,10 @@ class Transport:
             return "https" if has_certs_dir(host, self.env) else "http"
         return "https"
 
-    def _manager(self, proxy: str | None) -> urllib3.PoolManager:
+    def _manager(self, key: str | None) -> urllib3.PoolManager:
+        proxy = key
         with self._lock:
-            manager = self._managers.get(proxy)
+            manager = self._managers.get(key)
             if manager is None:
                 import urllib3
 
@@ -224,7 +226,10 @@ class Transport:
                     manager = urllib3.ProxyManager(
                         proxy, proxy_headers=headers, num_pools=32, maxsize=4, retries=False
                     )
-                self._managers[proxy] = manager
+                from rocmenv.registry.connect import pool_classes
+
+                manager.pool_classes_by_scheme = pool_classes()
+                self._managers[key] = manager
             return manager
 
     def _ssl_context(self, host: str, registry: str, verify: bool) -> ssl.SSLContext:
