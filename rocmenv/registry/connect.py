@@ -12,6 +12,7 @@ the others are closed. The connect timeout bounds the whole race, not each addre
 from __future__ import annotations
 
 import errno
+import os
 import functools
 import selectors
 import socket
@@ -91,7 +92,7 @@ def race(
                     return sock
                 if code not in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
                     sock.close()
-                    errors.append(OSError(code, f"{addr}: connect failed"))
+                    errors.append(OSError(code, f"{os.strerror(code)} ({addr[0]} port {addr[1]})"))
                     continue
                 pending[sock] = addr
                 selector.register(sock, selectors.EVENT_WRITE)
@@ -110,7 +111,7 @@ def race(
                     sock.settimeout(timeout)
                     return sock
                 sock.close()
-                errors.append(OSError(code, f"{addr}: connect failed"))
+                errors.append(OSError(code, f"{os.strerror(code)} ({addr[0]} port {addr[1]})"))
         raise errors[-1] if errors else OSError(f"cannot connect to {name}")
     finally:
         for sock in pending:

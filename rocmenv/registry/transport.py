@@ -341,7 +341,11 @@ class Transport:
         ) as err:
             if insecure and parts.scheme == "https" and host not in self._tls_ok:
                 raise _FallBackToHttp() from err
-            raise _Transient(f"{host}: cannot connect: {_short(str(err))}") from err
+            reason = str(err).rsplit("Failed to establish a new connection: ", 1)[-1]
+            reason = reason.rsplit("timed out. ", 1)[0] + (
+                " timed out" if "timed out" in reason else ""
+            )
+            raise _Transient(f"{host}: cannot connect: {_short(reason)}") from err
         except urllib3.exceptions.ReadTimeoutError as err:
             raise _Transient(f"{host}: no answer within {timeout.read_timeout} s") from err
         except urllib3.exceptions.ProtocolError as err:
