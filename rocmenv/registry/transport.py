@@ -169,7 +169,7 @@ class Transport:
             )
         self._lock = threading.Lock()
         self._managers: dict[str | None, urllib3.PoolManager] = {}
-        self._contexts: dict[tuple[str, str, bool], ssl.SSLContext] = {}
+        self._contexts: dict[tuple[Any, ...], ssl.SSLContext] = {}
         self._plain: set[str] = set()  # insecure hosts that answered only plain HTTP
         self._tls_ok: set[str] = set()  # insecure hosts that answered over HTTPS
 
@@ -233,15 +233,17 @@ class Transport:
             return manager
 
     def _ssl_context(self, host: str, registry: str, verify: bool) -> ssl.SSLContext:
-        key = (host, registry, verify)
+        """One context per distinct set of trust inputs, shared by every host it applies to."""
+        from rocmenv.registry.tls import build_context, trust_inputs
+
+        cas, pairs = trust_inputs(host, self.env, registry)
+        key = (cas, pairs, verify)
         with self._lock:
             ctx = self._contexts.get(key)
         if ctx is None:
-            from rocmenv.registry.tls import context_for
-
-            ctx = context_for(host, self.env, verify=verify, registry=registry)
+            ctx = build_context(self.env, cas, pairs, verify=verify)
             with self._lock:
-                self._contexts[key] = ctx
+                ctx = self._contexts.setdefault(key, ctx)
         return ctx
 
     # -- one round trip ---------------------------------------------------------------------

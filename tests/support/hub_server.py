@@ -300,10 +300,15 @@ def main() -> None:
     parser.add_argument("--upstream", default="127.0.0.1:5000")
     parser.add_argument("--cert", required=True)
     parser.add_argument("--key", required=True)
+    parser.add_argument(
+        "--public-port",
+        type=int,
+        help="the port clients reach it on, in realm and CDN URLs (behind a TCP proxy)",
+    )
     args = parser.parse_args()
     host, _, port = args.listen.rpartition(":")
     server = HubServer((host, int(port)), Handler)
-    server.state = HubState(args.upstream, int(port))
+    server.state = HubState(args.upstream, args.public_port or int(port))
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(args.cert, args.key)
     server.socket = ctx.wrap_socket(server.socket, server_side=True)
