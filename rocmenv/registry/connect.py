@@ -12,8 +12,8 @@ the others are closed. The connect timeout bounds the whole race, not each addre
 from __future__ import annotations
 
 import errno
-import os
 import functools
+import os
 import selectors
 import socket
 import sys
