@@ -11,16 +11,21 @@ the others are closed. The connect timeout bounds the whole race, not each addre
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
 import selectors
 import socket
 import sys
+import threading
 import time
 from typing import Any
 
 ATTEMPT_DELAY = 0.25  # RFC 8305's recommended "Connection Attempt Delay"
+#: a request header the transport sets and the connection removes before sending: the
+#: monotonic time by which the response head must have arrived
+DEADLINE_HEADER = "X-Rocmenv-Deadline"
 
 
 def interleave(infos: list[Any]) -> list[Any]:
@@ -146,11 +151,46 @@ def pool_classes() -> dict[str, Any]:
         sys.audit("http.client.connect", self, self.host, self.port)
         return sock
 
+    def request(
+        self: Any, method: str, url: str, body: Any = None, headers: Any = None, **kw: Any
+    ) -> None:
+        headers = dict(headers or {})
+        deadline = headers.pop(DEADLINE_HEADER, None)
+        self._rocmenv_deadline = float(deadline) if deadline else None
+        super(type(self), self).request(method, url, body=body, headers=headers, **kw)
+
+    def getresponse(self: Any) -> Any:
+        # The status line and headers are read by http.client with a per-read timeout: a
+        # server dripping header bytes would never time out. A timer shuts the socket down
+        # at the request's deadline; what was read by then is all there is.
+        deadline = getattr(self, "_rocmenv_deadline", None)
+        sock = self.sock
+        timer = None
+        if deadline is not None and sock is not None:
+            left = deadline - time.monotonic()
+
+            def stop() -> None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+            timer = threading.Timer(max(0.0, left), stop)
+            timer.daemon = True
+            timer.start()
+        try:
+            return super(type(self), self).getresponse()
+        finally:
+            if timer is not None:
+                timer.cancel()
+
     class Http(HTTPConnection):
         _new_conn = new_conn
 
     class Https(HTTPSConnection):
         _new_conn = new_conn
+
+    for cls in (Http, Https):
+        cls.request = request  # type: ignore[method-assign]
+        cls.getresponse = getresponse  # type: ignore[method-assign]
 
     class HttpPool(urllib3.HTTPConnectionPool):
         ConnectionCls = Http

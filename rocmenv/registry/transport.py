@@ -287,7 +287,14 @@ class Transport:
 
         proxy = proxy_for(url, self.env, self.settings.proxy, self.settings.no_proxy)
         manager = self._manager(proxy)
-        full = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip", **headers}
+        from rocmenv.registry.connect import DEADLINE_HEADER
+
+        full = {
+            "User-Agent": USER_AGENT,
+            "Accept-Encoding": "gzip",
+            **headers,
+            DEADLINE_HEADER: repr(deadline),  # removed by the connection before sending
+        }
         self.stats.add(kind)
         try:
             if parts.scheme == "https":
@@ -349,8 +356,12 @@ class Transport:
             )
             raise _Transient(f"{host}: cannot connect: {_short(reason)}") from err
         except urllib3.exceptions.ReadTimeoutError as err:
+            if self._clock() >= deadline - 0.05:
+                raise self._stalled(host, url, 0) from err
             raise _Transient(f"{host}: no answer within {timeout.read_timeout} s") from err
         except urllib3.exceptions.ProtocolError as err:
+            if self._clock() >= deadline - 0.05:
+                raise self._stalled(host, url, 0) from err
             text = str(err)
             if insecure and parts.scheme == "https" and host not in self._tls_ok:
                 raise _FallBackToHttp() from err

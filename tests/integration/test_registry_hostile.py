@@ -74,6 +74,7 @@ def base_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         ("huge-length", "announces 99999999999999 bytes, over its limit"),
         ("chunked-400mb", "sent more than its limit of 16777216 bytes"),
         ("drip", "was still arriving after"),
+        ("drip-headers", "was still arriving after"),
         ("endless-links", "goes on past 1000 pages"),
     ],
 )

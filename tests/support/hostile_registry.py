@@ -11,6 +11,7 @@ Modes (every path gets the same treatment):
 * ``huge-length`` — ``200`` with ``Content-Length: 99999999999999`` and a few bytes;
 * ``chunked-400mb`` — a chunked body of 400 MB of ``[`` (never valid JSON);
 * ``drip`` — a ``Content-Length: 1000`` body sent one byte every 0.5 s;
+* ``drip-headers`` — an endless response head (``X-Pad`` header lines), one byte every 0.5 s;
 * ``endless-links`` — every tag page valid, with a ``Link`` to a distinct next page;
 * ``md5-index`` — an image index whose ``linux/amd64`` entry has an ``md5:`` digest (HEAD
   answers with the index's real digest, GET with the index);
@@ -42,6 +43,7 @@ MODES = (
     "capture",
     "token-429",
     "oauth",
+    "drip-headers",
 )
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
@@ -200,6 +202,14 @@ class HostileRegistry:
             for _ in range(400):
                 conn.sendall(framed)
             conn.sendall(b"0\r\n\r\n")
+            return
+        if self.mode == "drip-headers":
+            conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            for _ in range(100000):
+                if self._stop.is_set():
+                    return
+                conn.sendall(b"X")
+                time.sleep(0.5)
             return
         if self.mode == "drip":
             conn.sendall(self._head("200 OK", {**json_type, "Content-Length": "1000"}))

@@ -77,3 +77,38 @@ def test_families_are_interleaved_in_resolver_order() -> None:
         (socket.AF_INET, 1, 6, "", ("2.2.2.2", 1)),
     )
     assert interleave([v6a, v6b, v4a, v4b]) == [v6a, v4a, v6b, v4b]
+
+
+def test_the_private_deadline_header_is_never_sent() -> None:
+    import threading
+
+    from rocmenv.config import RegistrySettings
+    from rocmenv.registry.connect import DEADLINE_HEADER
+    from rocmenv.registry.transport import Transport
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(4096)
+        seen.append(data)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        port = server.getsockname()[1]
+        resp = Transport(RegistrySettings(), {}).send(
+            "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+        )
+    finally:
+        thread.join(5)
+        server.close()
+    assert resp.status == 200 and resp.body == b"{}"
+    assert seen and DEADLINE_HEADER.lower().encode() not in seen[0].lower()
