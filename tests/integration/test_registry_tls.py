@@ -432,3 +432,26 @@ def test_a_lock_pinned_through_a_mirror_records_the_canonical_reference(
     assert options.returncode == 0, options.stderr
     assert f"{hub.registry}/{REPO}@{entry['digest']}" in options.stdout
     assert f"{registry.host}/{REPO}@" not in options.stdout
+
+
+def test_credentials_never_travel_in_cleartext_off_loopback(
+    auth_registry: Any, tmp_path: Path
+) -> None:
+    # the token-auth registry, reached by a non-loopback name over plain HTTP (insecure)
+    plain = "registry.rocmenv.test:" + auth_registry.host.rsplit(":", 1)[1]
+    config = tmp_path / "docker"
+    config.mkdir()
+    (config / "config.json").write_text(
+        testenv.docker_config_json({plain: (auth_registry.username, auth_registry.password)})
+    )
+    out = rocmenv(
+        tmp_path,
+        "tags",
+        "list",
+        f"{plain}/{REPO}",
+        DOCKER_CONFIG=str(config),
+        ROCMENV_INSECURE_REGISTRIES=plain,
+    )
+    assert out.returncode == 3
+    assert "refusing to send them in cleartext" in out.stderr
+    assert auth_registry.password not in out.stderr
