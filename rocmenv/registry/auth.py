@@ -75,6 +75,7 @@ class RegistryAuth:
         self.ctx = ctx
         self.transport = transport
         self.cache = cache  # anonymous tokens only
+        self._skip_cache: set[tuple[str, str]] = set()
         self._tokens: dict[tuple[str, str], str] = {}
         self._basic: dict[str, str] = {}  # host -> "Basic …" for registries that asked for it
         self._creds: dict[str, tuple[str, str] | None] = {}
@@ -85,8 +86,10 @@ class RegistryAuth:
         return creds[0] if creds else None
 
     def forget(self, host: str, scope: str) -> None:
+        """The token for ``(host, scope)`` was refused: ask the realm, not the cache, next."""
         with self._lock:
             self._tokens.pop((host, scope), None)
+            self._skip_cache.add((host, scope))
 
     def _credentials(self, host: str) -> tuple[str, str] | None:
         """Username and password (or ``("<token>", identity token)``) for the host contacted.
@@ -144,6 +147,14 @@ class RegistryAuth:
         with self._lock:
             token = self._tokens.get((host, scope))
             basic = self._basic.get(host)
+            fresh = (host, scope) in self._skip_cache
+        if token is None and basic is None and self.cache is not None and not fresh:
+            # an anonymous token cached for this host's realm: sent with the first request,
+            # sparing the 401 round trip (a refused one is forgotten and asked for anew)
+            token = self.cache.for_host(host, scope)
+            if token is not None:
+                with self._lock:
+                    self._tokens[(host, scope)] = token
         if token:
             return {"Authorization": f"Bearer {token}"}
         if basic:
@@ -203,7 +214,9 @@ class RegistryAuth:
         service = challenge.params.get("service", host)
         want_scope = challenge.params.get("scope") or scope
         key = (realm, service, want_scope)
-        if creds is None:
+        with self._lock:
+            fresh = (host, scope) in self._skip_cache
+        if creds is None and not fresh:
             cached = self.cache.get(key) if self.cache is not None else None
             if cached is not None:
                 with self._lock:
@@ -267,7 +280,7 @@ class RegistryAuth:
             self._tokens[(host, scope)] = token
         if creds is None and self.cache is not None:
             lifetime = expires_in if isinstance(expires_in, int) and expires_in > 0 else 60
-            self.cache.put(key, token, lifetime)
+            self.cache.put(key, token, lifetime, host=host)
 
     def _refresh_token_grant(
         self, realm: str, service: str, scope: str, refresh_token: str, host: str

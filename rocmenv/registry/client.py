@@ -104,7 +104,9 @@ class RegistryClient:
         return out
 
     def _auth_header(self, host: str, scope: str) -> dict[str, str]:
-        return self._auth.header(host, scope) if self._auth is not None else {}
+        if self._auth is None and not self.token_cache:
+            return {}  # open registries never load the auth module
+        return self.auth.header(host, scope)
 
     def close(self) -> None:
         self.transport.close()

@@ -37,6 +37,7 @@ class TokenCache:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[str, float]] | None = None
+        self._hosts: dict[str, tuple[str, str]] = {}  # registry host -> (realm, service)
         self.hits = 0
 
     @staticmethod
@@ -60,6 +61,13 @@ class TokenCache:
                     ):
                         entries[k] = (v["token"], float(v["expires"]))
                         register_secret(v["token"])
+                for host, pair in (data.get("hosts") or {}).items():
+                    if (
+                        isinstance(pair, list)
+                        and len(pair) == 2
+                        and all(isinstance(x, str) for x in pair)
+                    ):
+                        self._hosts[host] = (pair[0], pair[1])
         except (OSError, ValueError, UnicodeDecodeError):
             pass
         self._entries = entries
@@ -73,9 +81,20 @@ class TokenCache:
             self.hits += 1
             return hit[0]
 
-    def put(self, key: tuple[str, str, str], token: str, expires_in: float) -> None:
+    def for_host(self, host: str, scope: str) -> str | None:
+        """A live token for ``scope`` from the realm ``host`` sent us to last time."""
+        with self._lock:
+            self._load()
+            pair = self._hosts.get(host)
+        return self.get((pair[0], pair[1], scope)) if pair else None
+
+    def put(
+        self, key: tuple[str, str, str], token: str, expires_in: float, *, host: str = ""
+    ) -> None:
         with self._lock:
             entries = self._load()
+            if host:
+                self._hosts[host] = (key[0], key[1])
             now = self._clock()
             entries[self._key(key)] = (token, now + expires_in)
             live = {k: v for k, v in entries.items() if v[1] > now}
@@ -84,6 +103,7 @@ class TokenCache:
             payload = {
                 "version": VERSION,
                 "tokens": {k: {"token": t, "expires": e} for k, (t, e) in sorted(keep.items())},
+                "hosts": {h: list(p) for h, p in sorted(self._hosts.items())[:MAX_ENTRIES]},
             }
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -294,6 +294,39 @@ def test_anonymous_token_cache_skips_the_token_round_trip(
     second = rocmenv(tmp_path, "tags", "list", f"{hub.registry}/{REPO}", **env)
     assert second.returncode == 0, second.stderr
     assert since(hub, seq, host="auth.rocmenv.test") == []
+    # the cached token goes with the first request: no 401 round trip either
+    (listing,) = since(hub, seq, path=lambda p: "/tags/list" in p)
+    assert listing["authorization"]
+
+
+def test_a_refused_cached_token_is_replaced_not_reused(hub: testenv.HubTLS, tmp_path: Path) -> None:
+    cache = tmp_path / "cache" / "rocmenv"
+    cache.mkdir(parents=True)
+    realm = f"https://auth.rocmenv.test:{hub.registry.rsplit(':', 1)[1]}/token"
+    key = "\x1f".join((realm, "hub.rocmenv.test", f"repository:{REPO}:pull"))
+    (cache / "registry-tokens.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "tokens": {key: {"token": "revoked-token", "expires": time.time() + 3600}},
+                "hosts": {hub.registry: [realm, "hub.rocmenv.test"]},
+            }
+        )
+    )
+    seq = hub.last_seq()
+    out = rocmenv(
+        tmp_path,
+        "tags",
+        "list",
+        f"{hub.registry}/{REPO}",
+        ROCMENV_TOKEN_CACHE="1",
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
+    assert out.returncode == 0, out.stderr
+    # the cached token was sent first (refused: 401), then one fresh token, then success
+    listings = since(hub, seq, path=lambda p: "/tags/list" in p)
+    assert [e["authorization"] for e in listings] == [True, True]
+    assert len(since(hub, seq, host="auth.rocmenv.test")) == 1
 
 
 def test_tokens_obtained_with_credentials_are_never_cached(
