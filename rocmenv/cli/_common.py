@@ -45,8 +45,11 @@ def registry_json(ctx: Context, client: RegistryClient) -> dict[str, Any]:
     and why, a ``ratelimit-remaining`` under ``[registry] ratelimit-warning``), and for
     ``--json`` the stable ``ratelimit`` list plus the ``stats`` object (round trips by kind:
     for benchmarks and debugging, documented as unstable)."""
-    for line in client.mirror_failures:
+    failures = list(dict.fromkeys(client.mirror_failures))
+    for line in failures[:5]:
         warn(ctx, line)
+    if len(failures) > 5:
+        warn(ctx, f"… and {len(failures) - 5} more mirror failures")
     for line in client.ratelimit_warnings():
         warn(ctx, line)
     return {

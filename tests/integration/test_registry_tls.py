@@ -488,3 +488,16 @@ def test_credentials_never_travel_in_cleartext_off_loopback(
     assert out.returncode == 3
     assert "refusing to send them in cleartext" in out.stderr
     assert auth_registry.password not in out.stderr
+
+
+def test_connections_are_reused_within_a_command(hub: testenv.HubTLS, tmp_path: Path) -> None:
+    (tmp_path / "rocmenv.toml").write_text(
+        f'default-profile = "ci"\n[profiles.ci]\nextends = "rocm"\n'
+        f'image = "{hub.registry}/{REPO}:{NIGHTLY}"\n'
+    )
+    seq = hub.last_seq()
+    out = rocmenv(tmp_path, "pin")  # 401, token, HEAD/GETs of the index and the image
+    assert out.returncode == 0, out.stderr
+    registry_side = since(hub, seq, host="registry.rocmenv.test")
+    assert len(registry_side) >= 3
+    assert len({e["peer"] for e in registry_side}) == 1  # one kept-alive connection

@@ -25,7 +25,8 @@ certificate, signed by the test CA, names them all), told apart by ``Host``:
 * ``cdn.rocmenv.test`` — blob storage: serves a blob for a valid signature only.
 
 Every request is logged (``GET /_hub/log?since=N`` → JSON entries with ``seq``, ``host``,
-``method``, ``path``, ``authorization`` (present or not, never the value)) so tests count
+``method``, ``path``, ``authorization`` (present or not, never the value), ``peer`` (the
+client's port, one per connection)) so tests count
 manifest GETs and prove that credentials never reached the CDN or the token service.
 Standard library only.
 """
@@ -125,6 +126,7 @@ class Handler(BaseHTTPRequestHandler):
             method=self.command,
             path=self.path,
             authorization="authorization" in {k.lower() for k in self.headers},
+            peer=self.client_address[1],  # the client's port: one per TCP connection
         )
         if host == "auth.rocmenv.test":
             self._token(parts, body)
