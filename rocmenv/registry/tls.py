@@ -78,15 +78,11 @@ def build_context(
 ) -> ssl.SSLContext:
     """A context trusting the system store, the CA bundle variables and ``cas``, presenting the
     client certificates ``pairs`` (loading the system store costs ~30 ms: share the result)."""
-    ctx = ssl.create_default_context()
+    ctx, loaded = _system_context()
     if not verify:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     where = ", ".join(cas) or "the CA bundle variables"
-    # The default paths already loaded (OpenSSL reads SSL_CERT_FILE/SSL_CERT_DIR of this
-    # process) are not loaded again: a full system bundle costs ~25 ms each time.
-    defaults = ssl.get_default_verify_paths()
-    loaded = {os.path.realpath(p) for p in (defaults.cafile, defaults.capath) if p}
     try:
         for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "SSL_CERT_DIR"):
             bundle = env.get(name)
@@ -111,3 +107,27 @@ def build_context(
             "(PEM files, readable)",
         ) from err
     return ctx
+
+
+def _system_context() -> tuple[ssl.SSLContext, set[str]]:
+    """A verifying client context with the system store, and the trust paths it covers.
+
+    Where the system store is a hashed certificate directory (Debian's ``/etc/ssl/certs``),
+    it is used as one: OpenSSL then reads only the issuer certificates a handshake needs
+    (~0.3 ms) instead of parsing the whole bundle file (~20 ms), which on such systems is
+    the same certificates concatenated — so ``SSL_CERT_FILE`` pointing at that bundle adds
+    nothing and is skipped. Elsewhere: :meth:`ssl.SSLContext.load_default_certs`.
+    """
+    paths = ssl.get_default_verify_paths()
+    system_bundle = os.path.realpath(paths.openssl_cafile) if paths.openssl_cafile else ""
+    capath = paths.capath
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies certificates and host names
+    if capath and os.path.isdir(capath) and any(Path(capath).glob("*.0")):
+        ctx.load_verify_locations(capath=capath)
+        loaded = {os.path.realpath(capath), system_bundle}
+        if paths.cafile and os.path.realpath(paths.cafile) not in loaded:
+            ctx.load_verify_locations(cafile=paths.cafile)
+            loaded.add(os.path.realpath(paths.cafile))
+        return ctx, loaded
+    ctx.load_default_certs()
+    return ctx, {os.path.realpath(p) for p in (paths.cafile, paths.capath) if p}
