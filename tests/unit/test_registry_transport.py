@@ -76,3 +76,11 @@ def test_408_is_retried() -> None:
             "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
         )
         assert resp.status == 200
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "-1", "1e9"])
+def test_a_bad_backoff_is_a_config_error_not_a_traceback(value: str) -> None:
+    from rocmenv.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="ROCMENV_REGISTRY_BACKOFF"):
+        Transport(RegistrySettings(), {"ROCMENV_REGISTRY_BACKOFF": value})
