@@ -1,8 +1,13 @@
 """Registry authentication: challenges, bearer tokens, Basic auth, Docker config credentials.
 
 Credentials are read through docker-py's ``docker.auth`` (config file and credential
-helpers), imported only when a registry actually challenges us. Every secret handled is
-registered with :mod:`rocmenv.redact`, so it never appears in a message.
+helpers), imported only when a registry actually challenges us, and looked up by the host
+actually contacted (a mirror never gets Docker Hub's). They are sent only over HTTPS or to
+loopback, follow a token realm only on the registry's own host name (or ``auth.docker.io``
+for Docker Hub), and an ``IdentityToken`` is used as an OAuth2 refresh-token grant. A token
+service's 401/429 is not retried with the same credentials. Anonymous tokens may come from,
+and go to, :mod:`rocmenv.registry.token_cache`. Every secret handled is registered with
+:mod:`rocmenv.redact`, so it never appears in a message.
 """
 
 from __future__ import annotations

@@ -1,17 +1,21 @@
 """OCI Distribution API v2 client: tags, manifest digests, platform manifests, blobs.
 
-- HTTPS, except for loopback registries and those configured as insecure (plain HTTP).
-- Auth: anonymous bearer tokens from the ``WWW-Authenticate`` challenge; credentials from the
-  Docker config and credential helpers through docker-py's ``docker.auth`` (imported only when
-  a registry actually asks for authentication), Basic auth where a registry asks for it.
-- Tag listing follows ``Link: <…>; rel="next"`` pages; ``page_size`` sets ``n=``.
-- ``HEAD`` for digests, with every manifest and index media type in ``Accept``.
-- Retries with exponential backoff on 429/5xx and connection failures, honouring
-  ``Retry-After``; a timeout on every request; manifest and blob bytes are hashed and compared
-  with the digest claimed.
-- Mirrors: hosts tried in order before the registry itself.
-- Every HTTP round trip is counted (:attr:`RegistryClient.stats`); what was fetched once in a
-  client's life is not fetched again.
+- Transport (urllib3, TLS trust, proxies, size caps, deadlines, retries):
+  :mod:`rocmenv.registry.transport`; schemes: HTTPS, plain HTTP only for loopback registries
+  without certs.d, ``insecure`` as Docker has it (unverified HTTPS, then HTTP).
+- Auth (:mod:`rocmenv.registry.auth`): bearer tokens from the ``WWW-Authenticate`` challenge,
+  credentials per host contacted, anonymous tokens cached between commands (CLI clients).
+  A 401 after an anonymous token is Docker Hub's "not found, or private".
+- Tag listing follows relative or absolute ``Link: <…>; rel="next"`` pages on the same host,
+  at most ``max-pages``; ``page_size`` (1 to 1000) sets ``n=``.
+- ``HEAD`` for digests (no Docker Hub pull counted), with every manifest and index media type
+  in ``Accept``; manifest and blob bytes are hashed and compared with the digest claimed;
+  digests from the registry must be sha256/384/512.
+- Mirrors: tried in order before the registry itself; any error falls through to the next
+  (:attr:`RegistryClient.mirror_failures` says which and why).
+- Every HTTP round trip is counted (:attr:`RegistryClient.stats`), ``ratelimit-*`` headers
+  kept (:meth:`RegistryClient.ratelimits`); what was fetched once in a client's life is not
+  fetched again.
 """
 
 from __future__ import annotations
