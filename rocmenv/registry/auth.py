@@ -25,7 +25,8 @@ from rocmenv.errors import RegistryAuthError, RegistryProtocolError
 from rocmenv.redact import redact, register_secret
 from rocmenv.reference import is_loopback_host
 from rocmenv.registry.manifest import DOCKER_HUB, DOCKER_HUB_API
-from rocmenv.registry.transport import Response, Transport
+from rocmenv.registry.response import Response
+from rocmenv.registry.transport import Transport
 
 if TYPE_CHECKING:
     from rocmenv.registry.token_cache import TokenCache

@@ -48,7 +48,8 @@ from rocmenv.registry.manifest import (
     sha256_digest,
     verify_digest,
 )
-from rocmenv.registry.transport import Response, Transport
+from rocmenv.registry.response import Response
+from rocmenv.registry.transport import Transport
 
 if TYPE_CHECKING:  # imported on the first 401: open registries never pay for it
     from rocmenv.registry.auth import RegistryAuth

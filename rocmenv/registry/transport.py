@@ -28,15 +28,20 @@ import random
 import threading
 import time
 import urllib.parse
-from collections import Counter
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rocmenv.config import RegistrySettings
 from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
 from rocmenv.redact import redact
 from rocmenv.reference import is_loopback_host
+from rocmenv.registry.response import (
+    RateLimit,
+    RegistryStats,
+    Response,
+    parse_ratelimit,
+    retry_after,
+)
 
 if TYPE_CHECKING:
     import ssl
@@ -53,85 +58,6 @@ INDEX_MEDIA_TYPES = (
 )
 #: request kind → response size cap kind (``manifest-get`` picks manifest or index by type)
 CAP_KIND = {"tags": "tags", "manifest-get": "manifest", "blob": "config", "token": "token"}
-
-
-@dataclass(frozen=True, kw_only=True)
-class Response:
-    status: int
-    headers: Mapping[str, str]  # lower-case names
-    body: bytes
-    url: str
-
-    def header(self, name: str) -> str | None:
-        return self.headers.get(name.lower())
-
-
-@dataclass(frozen=True, kw_only=True)
-class RateLimit:
-    """Docker Hub's ``ratelimit-limit``/``ratelimit-remaining`` (``100;w=21600``)."""
-
-    host: str
-    limit: int | None
-    remaining: int | None
-    window: int | None  # seconds
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "limit": self.limit,
-            "remaining": self.remaining,
-            "window": self.window,
-        }
-
-
-def parse_ratelimit(host: str, headers: Mapping[str, str]) -> RateLimit | None:
-    def number(value: str | None) -> tuple[int | None, int | None]:
-        if not value:
-            return None, None
-        head, _, rest = value.partition(";")
-        window = None
-        if rest.strip().startswith("w="):
-            w = rest.strip()[2:]
-            window = int(w) if w.isdigit() else None
-        head = head.strip()
-        return (int(head) if head.isdigit() else None), window
-
-    limit, window = number(headers.get("ratelimit-limit"))
-    remaining, window2 = number(headers.get("ratelimit-remaining"))
-    if limit is None and remaining is None:
-        return None
-    return RateLimit(host=host, limit=limit, remaining=remaining, window=window or window2)
-
-
-@dataclass
-class RegistryStats:
-    """HTTP round trips made, by kind (``tags``, ``manifest-head``, ``token``, …)."""
-
-    by_kind: Counter[str] = field(default_factory=Counter)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, kind: str) -> None:
-        with self._lock:
-            self.by_kind[kind] += 1
-
-    @property
-    def requests(self) -> int:
-        return sum(self.by_kind.values())
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    import email.utils  # only for the rare HTTP-date form
-
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class _Transient(Exception):
@@ -479,7 +405,7 @@ class Transport:
                 if resp.status not in RETRY_STATUSES or resp.status in no_retry:
                     return resp
                 last = f"HTTP {resp.status} from {urllib.parse.urlsplit(url).netloc}"
-                wait = _retry_after(resp.header("retry-after"))
+                wait = retry_after(resp.header("retry-after"))
                 if wait is not None and wait > MAX_RETRY_AFTER:
                     raise RegistryUnavailable(
                         f"{redact(url)}: rate limited (HTTP {resp.status}); the registry asks to "

@@ -13,7 +13,7 @@ from rocmenv.registry.auth import parse_challenge
 from rocmenv.registry.client import _next_link
 from rocmenv.registry.manifest import pick_platform
 from rocmenv.registry.proxy import proxy_for
-from rocmenv.registry.transport import _retry_after
+from rocmenv.registry.response import retry_after as _retry_after
 
 
 def test_bearer_challenge_parameters() -> None:
