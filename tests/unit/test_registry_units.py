@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import time
+from pathlib import Path
 
 import pytest
 
@@ -161,3 +162,29 @@ def test_next_link_absolute_same_host_and_other_host_refused() -> None:
     assert _next_link(link, base, "r.example") == "/v2/x/tags/list?last=b&n=2"
     with pytest.raises(RegistryProtocolError, match="another host"):
         _next_link('<https://evil.example/v2/x/tags/list?last=b>; rel="next"', base, "r.example")
+
+
+def test_credentials_are_looked_up_by_the_host_contacted(tmp_path: Path) -> None:
+    import base64
+    import json
+
+    from rocmenv.context import Context
+    from rocmenv.registry.auth import RegistryAuth
+
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "auths": {
+                    "https://index.docker.io/v1/": {"auth": b64("hub:hub-secret")},
+                    "mirror.example:5000": {"auth": b64("m:mirror-secret")},
+                }
+            }
+        )
+    )
+    auth = RegistryAuth(Context(env={"DOCKER_CONFIG": str(tmp_path)}), transport=None)  # type: ignore[arg-type]
+    assert auth._credentials("registry-1.docker.io") == ("hub", "hub-secret")
+    assert auth._credentials("mirror.example:5000") == ("m", "mirror-secret")
+    assert auth._credentials("other-mirror.example:5000") is None  # never the Hub's
