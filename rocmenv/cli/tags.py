@@ -24,7 +24,10 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     )
     add_constraint_args(p)
     p.add_argument(
-        "--page-size", type=int, metavar="N", help="ask the registry for pages of N tags (n=N)"
+        "--page-size",
+        type=int,
+        metavar="N",
+        help="ask the registry for pages of N tags (n=N, 1 to 1000)",
     )
     p.add_argument("--all", action="store_true", help="also list floating and unparsed tags")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -102,10 +105,14 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
 
     repo = parse_repository(args.repository)
     constraints = constraints_from(args)
-    if args.page_size is not None and not 1 <= args.page_size <= 100000:
+    if args.page_size is not None and not 1 <= args.page_size <= 1000:
         from rocmenv.errors import UsageError
 
-        raise UsageError(f"--page-size {args.page_size} is out of range", hint="use 1 to 100000")
+        raise UsageError(
+            f"--page-size {args.page_size} is out of range: registries accept 1 to 1000 tags "
+            "per page (Distribution answers 400 PAGINATION_NUMBER_INVALID above it)",
+            hint="use --page-size 1000 or less",
+        )
     config = load_config(ctx)
     with make_client(ctx, config) as client:
         tags = client.list_tags(repo, page_size=args.page_size)
