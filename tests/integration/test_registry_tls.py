@@ -257,9 +257,13 @@ def test_https_proxy_from_the_environment_is_used(hub: testenv.HubTLS, tmp_path:
 
 
 def test_a_dead_proxy_fails_and_no_proxy_bypasses_it(hub: testenv.HubTLS, tmp_path: Path) -> None:
-    dead = {"HTTPS_PROXY": "http://127.0.0.1:9", "ROCMENV_REGISTRY_RETRIES": "0"}
+    dead = {
+        "HTTPS_PROXY": "http://someone:proxy-secret@127.0.0.1:9",
+        "ROCMENV_REGISTRY_RETRIES": "0",
+    }
     out = rocmenv(tmp_path, "tags", "list", f"{hub.registry}/{REPO}", **dead)
     assert out.returncode == 3 and "proxy" in out.stderr
+    assert "proxy-secret" not in out.stderr
     for no_proxy in (".rocmenv.test", "registry.rocmenv.test:5443,auth.rocmenv.test", "*"):
         ok = rocmenv(tmp_path, "tags", "list", f"{hub.registry}/{REPO}", NO_PROXY=no_proxy, **dead)
         assert ok.returncode == 0, (no_proxy, ok.stderr)
