@@ -74,6 +74,13 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def setup(self) -> None:
+        # the TLS handshake happens here, in the connection's thread: a client that connects
+        # and says nothing cannot hold up the accept loop
+        self.request.settimeout(30)
+        self.request.do_handshake()
+        super().setup()
+
     # -- plumbing ---------------------------------------------------------------------------
 
     @property
@@ -313,7 +320,7 @@ def main() -> None:
     server.state = HubState(args.upstream, args.public_port or int(port))
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(args.cert, args.key)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     server.serve_forever()
 
 
