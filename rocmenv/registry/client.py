@@ -6,8 +6,8 @@
 - Auth (:mod:`rocmenv.registry.auth`): bearer tokens from the ``WWW-Authenticate`` challenge,
   credentials per host contacted, anonymous tokens cached between commands (CLI clients).
   A 401 after an anonymous token is Docker Hub's "not found, or private".
-- Tag listing follows relative or absolute ``Link: <…>; rel="next"`` pages on the same host,
-  at most ``max-pages``; ``page_size`` (1 to 1000) sets ``n=``.
+- Tag listing (:mod:`rocmenv.registry.tag_list`): relative or absolute ``Link`` pages on the
+  same host, at most ``max-pages``; ``page_size`` (1 to 1000) sets ``n=``.
 - ``HEAD`` for digests (no Docker Hub pull counted), with every manifest and index media type
   in ``Accept``; manifest and blob bytes are hashed and compared with the digest claimed;
   digests from the registry must be sha256/384/512.
@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rocmenv.config import RegistrySettings
@@ -53,9 +53,6 @@ from rocmenv.registry.transport import Transport
 
 if TYPE_CHECKING:  # imported on the first 401: open registries never pay for it
     from rocmenv.registry.auth import RegistryAuth
-
-
-MAX_PAGE_SIZE = 1000
 
 
 class RegistryClient:
@@ -135,7 +132,7 @@ class RegistryClient:
     def scheme_for(self, host: str) -> str:
         return self.transport.scheme_for(host)
 
-    def _request(
+    def request(
         self,
         ref: Reference,
         host: str,
@@ -188,7 +185,7 @@ class RegistryClient:
             )
         return resp
 
-    def _on_hosts(self, ref: Reference, call: Callable[[str], Any]) -> Any:
+    def on_hosts(self, ref: Reference, call: Callable[[str], Any]) -> Any:
         """Run ``call(host)`` on the mirrors then the registry; first success wins.
 
         As Docker does: any error from a mirror falls through to the next mirror and then the
@@ -212,7 +209,7 @@ class RegistryClient:
 
     # -- API --------------------------------------------------------------------------------
 
-    def _not_found(self, ref: Reference, host: str, resp: Response, what: str) -> RegistryNotFound:
+    def not_found(self, ref: Reference, host: str, resp: Response, what: str) -> RegistryNotFound:
         code = ""
         try:
             errors = json.loads(resp.body).get("errors") or []
@@ -229,77 +226,14 @@ class RegistryClient:
             hint=f"list the available tags with `rocmenv tags list {ref.familiar_name}`",
         )
 
-    def iter_tag_pages(self, ref: Reference, page_size: int | None = None) -> Iterator[list[str]]:
-        """Pages of tags as the registry sends them (``n=`` when ``page_size`` is given).
-
-        ``Link: <…>; rel="next"`` is followed whether relative or absolute, on the same host
-        only, at most ``[registry] max-pages`` times; a full page without ``Link`` ends the
-        list (Docker Hub has been seen to ignore ``n`` and send everything at once).
-        """
-        if page_size is not None and not 1 <= page_size <= MAX_PAGE_SIZE:
-            from rocmenv.errors import UsageError
-
-            raise UsageError(
-                f"page size {page_size} is out of range: registries accept 1 to {MAX_PAGE_SIZE} "
-                "tags per page (Distribution answers 400 PAGINATION_NUMBER_INVALID above it)",
-                hint=f"use --page-size {MAX_PAGE_SIZE} or less",
-            )
-
-        def first(host: str) -> tuple[str, Response]:
-            path = f"/v2/{ref.path}/tags/list"
-            if page_size:
-                path += f"?n={page_size}"
-            return host, self._fetch_tag_page(ref, host, path)
-
-        host, resp = self._on_hosts(ref, first)
-        seen: set[str] = set()
-        pages = 1
-        while True:
-            tags = self._tags_of(ref, host, resp)
-            yield tags
-            link = resp.header("link")
-            next_path = _next_link(link, resp.url, host) if link else None
-            if not next_path or next_path in seen:
-                return
-            if pages >= self.settings.max_pages:
-                raise RegistryProtocolError(
-                    f"{host}: the tag list of {ref.name} goes on past {pages} pages; stopped",
-                    hint="a broken or hostile registry keeps sending rel=next links; raise "
-                    "[registry] max-pages if the repository really has that many tags",
-                )
-            seen.add(next_path)
-            pages += 1
-            resp = self._fetch_tag_page(ref, host, next_path)
-
-    def _fetch_tag_page(self, ref: Reference, host: str, path: str) -> Response:
-        resp = self._request(ref, host, "GET", path, kind="tags")
-        if resp.status == 404:
-            raise self._not_found(ref, host, resp, "repository")
-        if resp.status != 200:
-            raise RegistryProtocolError(
-                f"{host}: listing tags of {ref.name} answered HTTP {resp.status}"
-            )
-        return resp
-
-    def _tags_of(self, ref: Reference, host: str, resp: Response) -> list[str]:
-        try:
-            data = json.loads(resp.body)
-            tags = data.get("tags") or []
-        except (ValueError, AttributeError):
-            raise RegistryProtocolError(
-                f"{host}: the tag list of {ref.name} is not JSON ({_snippet(resp.body)})",
-                hint="a proxy or captive portal may be answering instead of the registry",
-            ) from None
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise RegistryProtocolError(f"{host}: the tag list of {ref.name} is malformed")
-        return tags
-
     def list_tags(self, ref: Reference, page_size: int | None = None) -> list[str]:
         key = ("tags", ref.name, str(page_size))
         if key in self._cache:
             return list(self._cache[key])
         tags: list[str] = []
-        for page in self.iter_tag_pages(ref, page_size):
+        from rocmenv.registry.tag_list import tag_pages
+
+        for page in tag_pages(self, ref, page_size):
             tags.extend(page)
         self._cache[key] = tuple(tags)
         return tags
@@ -313,7 +247,7 @@ class RegistryClient:
             return cached
 
         def call(host: str) -> tuple[str, ManifestHead]:
-            resp = self._request(
+            resp = self.request(
                 ref,
                 host,
                 "HEAD",
@@ -322,7 +256,7 @@ class RegistryClient:
                 accept=ACCEPT_MANIFESTS,
             )
             if resp.status == 404:
-                raise self._not_found(ref, host, resp, f"manifest {target!r}")
+                raise self.not_found(ref, host, resp, f"manifest {target!r}")
             if resp.status != 200:
                 raise RegistryProtocolError(
                     f"{host}: HEAD manifest {target} answered HTTP {resp.status}"
@@ -342,7 +276,7 @@ class RegistryClient:
                 size=int(size) if size and size.isdigit() else None,
             )
 
-        result: tuple[str, ManifestHead] = self._on_hosts(ref, call)
+        result: tuple[str, ManifestHead] = self.on_hosts(ref, call)
         self._cache[key] = result
         return result
 
@@ -351,7 +285,7 @@ class RegistryClient:
         target = ref.digest or ref.tag or "latest"
         if host is not None:
             return host, self._get_manifest_on(ref, host, target)
-        result: tuple[str, Manifest] = self._on_hosts(
+        result: tuple[str, Manifest] = self.on_hosts(
             ref, lambda h: (h, self._get_manifest_on(ref, h, target))
         )
         return result
@@ -361,7 +295,7 @@ class RegistryClient:
         if key in self._cache:
             cached: Manifest = self._cache[key]
             return cached
-        resp = self._request(
+        resp = self.request(
             ref,
             host,
             "GET",
@@ -370,7 +304,7 @@ class RegistryClient:
             accept=ACCEPT_MANIFESTS,
         )
         if resp.status == 404:
-            raise self._not_found(ref, host, resp, f"manifest {target!r}")
+            raise self.not_found(ref, host, resp, f"manifest {target!r}")
         if resp.status != 200:
             raise RegistryProtocolError(
                 f"{host}: GET manifest {target} of {ref.name} answered HTTP {resp.status}"
@@ -412,7 +346,7 @@ class RegistryClient:
             cached: bytes = self._cache[key]
             return cached
         validate_digest(digest)
-        resp = self._request(ref, host, "GET", f"/v2/{ref.path}/blobs/{digest}", kind="blob")
+        resp = self.request(ref, host, "GET", f"/v2/{ref.path}/blobs/{digest}", kind="blob")
         redirects = 0
         while resp.status in (301, 302, 303, 307, 308) and redirects < 5:
             location = resp.header("location")
@@ -423,7 +357,7 @@ class RegistryClient:
             resp = self.transport.send_with_retries("GET", url, {}, "blob", registry_host=host)
             redirects += 1
         if resp.status == 404:
-            raise self._not_found(ref, host, resp, f"blob {digest}")
+            raise self.not_found(ref, host, resp, f"blob {digest}")
         if resp.status != 200:
             raise RegistryProtocolError(
                 f"{host}: GET blob {digest} of {ref.name} answered HTTP {resp.status}"
@@ -496,37 +430,6 @@ class RegistryClient:
             config_digest=config_digest,
             platform=f"{os_name}/{arch}",
         )
-
-    def image_config(self, ref: Reference, image: PlatformImage) -> dict[str, Any]:
-        """The image config JSON (env, labels, …) of a resolved platform image."""
-        if image.config_digest is None:
-            return {}
-        blob = self.get_blob(ref, image.registry, image.config_digest)
-        try:
-            data = json.loads(blob)
-        except ValueError:
-            raise RegistryProtocolError(f"{ref}: image config is not JSON") from None
-        return data if isinstance(data, dict) else {}
-
-
-def _next_link(link: str, base_url: str = "", host: str | None = None) -> str | None:
-    """The path and query of ``Link: <…>; rel="next"``, relative or absolute.
-
-    An absolute URL must stay on ``host`` (a registry never sends its pages elsewhere).
-    """
-    for part in link.split(","):
-        url, _, params = part.partition(";")
-        if 'rel="next"' in params.replace(" ", "") or "rel=next" in params.replace(" ", ""):
-            url = url.strip().strip("<>")
-            absolute = urllib.parse.urljoin(base_url, url) if base_url else url
-            split = urllib.parse.urlsplit(absolute)
-            if host is not None and split.netloc and split.netloc != host:
-                raise RegistryProtocolError(
-                    f"{host}: the next page of tags is on another host ({split.netloc})",
-                    hint="rocmenv follows tag-list pages on the registry's own host only",
-                )
-            return split.path + (f"?{split.query}" if split.query else "")
-    return None
 
 
 def _registry_digest(value: str, what: str) -> str:

@@ -11,10 +11,10 @@ import pytest
 from rocmenv.errors import ConfigError, RegistryProtocolError
 from rocmenv.reference import is_loopback_host
 from rocmenv.registry.auth import parse_challenge
-from rocmenv.registry.client import _next_link
 from rocmenv.registry.manifest import pick_platform
 from rocmenv.registry.proxy import proxy_for
 from rocmenv.registry.response import retry_after as _retry_after
+from rocmenv.registry.tag_list import next_link as _next_link
 
 
 def test_bearer_challenge_parameters() -> None:
