@@ -173,6 +173,10 @@ def test_a_docker_cli_context_selects_the_cli(
     assert detect_engine(default) == "docker-api"
     monkeypatch.setattr("rocmenv.engine.select.DEFAULT_SOCKET", str(tmp_path / "none.sock"))
     assert detect_engine(default) == "docker-cli"
+    # DOCKER_CONTEXT=default wins over the config's currentContext (as in the docker CLI)
+    monkeypatch.setattr("rocmenv.engine.select.DEFAULT_SOCKET", str(ping_socket))
+    assert detect_engine({**env, "DOCKER_CONTEXT": "default"}) == "docker-api"
+    assert detect_engine({**env, "DOCKER_CONTEXT": "remote-box"}) == "docker-cli"
 
 
 def test_tcp_docker_host_selects_docker_api_without_probing(tmp_path: Path) -> None:
