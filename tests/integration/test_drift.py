@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from rocmenv.lock import read_lock, update_lock
+from tests.support import testenv
 from tests.support.faultproxy import FaultProxy, Match, status
 
 pytestmark = pytest.mark.integration
@@ -92,7 +93,7 @@ def test_moved_floating_tag_is_drift_and_fail_on_decides_the_exit_code(
     assert image["pinned_digest"] == moved["old"] and image["current_digest"] == moved["new"]
     assert image["accept"] == f"rocmenv pin --update {moved['ref']}"
     assert image["inspect"] is None  # no pulls without --inspect
-    assert data["round_trips"] == 1  # one HEAD: a moving tag has no "newer"
+    assert data["stats"]["round_trips"] == 1  # one HEAD: a moving tag has no "newer"
 
     text = rocmenv("drift", cwd=project)
     assert text.returncode == 1
@@ -114,10 +115,12 @@ def test_moved_floating_tag_is_drift_and_fail_on_decides_the_exit_code(
     assert rocmenv("drift", cwd=project).returncode == 0
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", [*ENGINES, "podman"])
 def test_inspect_shows_the_package_diff_and_that_the_shim_can_be_retired(
     engine: str, moved: dict[str, str], scratch_repo: str, project: Path
 ) -> None:
+    if engine == "podman":
+        testenv.need("podman")
     code, data = drift_json("--inspect", "--engine", engine, cwd=project)
     assert code == 1, data
     inspect = data["images"][0]["inspect"]
