@@ -155,8 +155,11 @@ ENV_NAMES = [
 ]  # fmt: skip
 ENV = st.dictionaries(st.sampled_from(ENV_NAMES), ARG, max_size=3)
 REGISTRY_ENV = st.dictionaries(
-    st.sampled_from(["ROCMENV_REGISTRY_TIMEOUT", "ROCMENV_REGISTRY_RETRIES"]), ARG, max_size=2
-)
+    st.sampled_from(["ROCMENV_REGISTRY_TIMEOUT", "ROCMENV_REGISTRY_RETRIES",
+                     "ROCMENV_REGISTRY_BACKOFF", "ROCMENV_REGISTRY_DEADLINE"]),
+    ARG,
+    max_size=3,
+)  # fmt: skip
 
 FUZZ = settings(
     max_examples=EXAMPLES,
@@ -302,6 +305,8 @@ def test_gpus_with_a_fake_sysfs(
 @example(argv=["validate", "rocm/sgl-dev:x"], config=None, lock=None,
          env={"ROCMENV_INSECURE_REGISTRIES": "a" * 64 + ".example"})  # fmt: skip
 @example(argv=["validate"], config=None, lock=None, env={"ROCMENV_CONFIG": "a" * 300})
+@example(argv=["tags", "list", f"{CLOSED}/x/y"], config=None, lock=None,
+         env={"ROCMENV_REGISTRY_BACKOFF": "abc"})  # fmt: skip
 @example(argv=["validate"], config=b'lockfile = "a\\u0000b"\n', lock=None, env={})
 def test_registry_commands_up_to_the_registry(
     world: dict[str, Path],
