@@ -59,12 +59,14 @@ Precedence: CLI flag > ``ROCMENV_*`` environment > project file > built-in defau
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from rocmenv.context import Context
+from rocmenv.context import Context, find_checkout
 from rocmenv.engine import ENGINE_NAMES, EngineName
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.profiles import (
@@ -81,6 +83,7 @@ from rocmenv.profiles import (
 TOP_KEYS = ("default-profile", "lockfile", "engine", "registry", "host", "profiles")
 REGISTRY_KEYS = ("mirrors", "insecure", "timeout", "retries")
 HOST_KEYS = ("sysfs-root", "dev-root")
+PROFILE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +116,10 @@ class Config:
     registry: RegistrySettings = field(default_factory=RegistrySettings)
     host: HostSettings = field(default_factory=HostSettings)
     profiles: tuple[tuple[str, Profile], ...] = ()
+    # A file outside the checkout named by --config/ROCMENV_CONFIG, or no file (built-ins):
+    # what untrusted mode may believe (README "Running untrusted code").
+    trusted: bool = True
+    notes: tuple[str, ...] = ()  # what loading ignored (untrusted mode)
 
     @property
     def profile_names(self) -> list[str]:
@@ -133,7 +140,7 @@ class Config:
 # -- loading --------------------------------------------------------------------------------
 
 
-def _load_toml(path: Path) -> dict[str, Any]:
+def load_toml(path: Path) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # Python 3.10
@@ -161,14 +168,14 @@ def find_config(ctx: Context) -> tuple[Path | None, dict[str, Any]]:
             raise ConfigError(
                 f"config file {path} does not exist", hint="check --config / ROCMENV_CONFIG"
             )
-        return path, _rocmenv_table(path, _load_toml(path), required=True)
+        return path, _rocmenv_table(path, load_toml(path), required=True)
     for directory in (ctx.cwd, *ctx.cwd.parents):
         candidate = directory / "rocmenv.toml"
         if candidate.is_file():
-            return candidate, _rocmenv_table(candidate, _load_toml(candidate), required=True)
+            return candidate, _rocmenv_table(candidate, load_toml(candidate), required=True)
         pyproject = directory / "pyproject.toml"
         if pyproject.is_file():
-            data = _load_toml(pyproject)
+            data = load_toml(pyproject)
             if isinstance(data.get("tool"), dict) and "rocmenv" in data["tool"]:
                 return pyproject, _rocmenv_table(pyproject, data, required=True)
         if (directory / ".git").exists():
@@ -244,16 +251,43 @@ def _env_registry(ctx: Context, settings: RegistrySettings) -> RegistrySettings:
     return settings
 
 
-def load_config(ctx: Context) -> Config:
-    """Read the project's configuration and apply ``ROCMENV_*`` environment overrides."""
+def config_trusted(ctx: Context, path: Path | None) -> bool:
+    """No file, or one named by ``--config``/``ROCMENV_CONFIG`` that lies outside the
+    checkout: a file found in (or named inside) the checkout is the checkout's."""
+    if path is None:
+        return True
+    explicit = ctx.config_path is not None or bool(ctx.env.get("ROCMENV_CONFIG"))
+    checkout = os.path.realpath(find_checkout(ctx.cwd))
+    real = os.path.realpath(path)
+    return explicit and not (real == checkout or real.startswith(checkout.rstrip("/") + "/"))
+
+
+def load_config(ctx: Context, *, untrusted: bool = False) -> Config:
+    """Read the project's configuration and apply ``ROCMENV_*`` environment overrides.
+
+    In untrusted mode (``untrusted`` or ``ROCMENV_UNTRUSTED``) a file from the checkout is
+    the pull request's: its ``[registry]`` and ``[host]`` tables are ignored (said in
+    :attr:`Config.notes`) and its ``lockfile`` must stay inside the project."""
+    from rocmenv.policy import untrusted_env
+
+    untrusted = untrusted_env(ctx.env) or untrusted
     path, table = find_config(ctx)
     where = str(path) if path else "configuration"
     check_keys(table, TOP_KEYS, where)
     root = path.parent if path else ctx.cwd
+    trusted = config_trusted(ctx, path)
+    distrust = untrusted and not trusted
+    notes: list[str] = []
     profiles: dict[str, Profile] = dict(BUILTIN_PROFILES)
     raw_profiles = table.get("profiles", {})
     if not isinstance(raw_profiles, dict):
         raise ConfigError(f"profiles in {where} must be a table of tables")
+    for name in raw_profiles:
+        if not PROFILE_NAME_RE.fullmatch(name):
+            raise ConfigError(
+                f"profile name {name!r} in {where} is not a name",
+                hint="profile names match [A-Za-z0-9][A-Za-z0-9._-]* (letters, digits, . _ -)",
+            )
     resolving: list[str] = []
 
     def build(name: str) -> Profile:
@@ -301,9 +335,16 @@ def load_config(ctx: Context) -> Config:
         if "registry" in table
         else RegistrySettings()
     )
+    ignored = [f"[{key}]" for key in ("registry", "host") if key in table and distrust]
+    if ignored:
+        notes.append(f"ignored from the checkout's {path.name if path else 'config'}: "
+                     + " and ".join(ignored) + " (mirrors, insecure registries and host roots "
+                     "come only from trusted input)")  # fmt: skip
+    if distrust:
+        registry = RegistrySettings()
     registry = _env_registry(ctx, registry)
     host = HostSettings()
-    if "host" in table:
+    if "host" in table and not distrust:
         if not isinstance(table["host"], dict):
             raise ConfigError(f"[host] in {where} must be a table")
         check_keys(table["host"], HOST_KEYS, f"[host] in {where}")
@@ -331,6 +372,15 @@ def load_config(ctx: Context) -> Config:
         lockfile = Path(ctx.env["ROCMENV_LOCKFILE"])
     if not lockfile.is_absolute():
         lockfile = (root if not ctx.env.get("ROCMENV_LOCKFILE") else ctx.cwd) / lockfile
+    if distrust and not ctx.env.get("ROCMENV_LOCKFILE"):
+        real, project = os.path.realpath(lockfile), os.path.realpath(root)
+        if not real.startswith(project.rstrip("/") + "/"):
+            raise ConfigError(
+                f"lockfile in {where} points outside the project ({lockfile}): refused in "
+                "untrusted mode",
+                hint="keep rocmenv.lock inside the project, or name a lockfile from trusted "
+                "input (ROCMENV_LOCKFILE)",
+            )
     config = Config(
         path=path,
         root=root,
@@ -340,6 +390,8 @@ def load_config(ctx: Context) -> Config:
         registry=registry,
         host=host,
         profiles=tuple(profiles.items()),
+        trusted=trusted,
+        notes=tuple(notes),
     )
     if default_profile not in profiles:
         config.profile(default_profile)  # raises with a did-you-mean

@@ -20,11 +20,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Protocol
 
 from rocmenv.config import load_config
-from rocmenv.context import Context
+from rocmenv.context import Context, find_checkout
 from rocmenv.engine import Attachment, Engine, EngineName, ImageInfo, PullEvent
 from rocmenv.engine.container import Container
 from rocmenv.engine.select import choose_engine_kind, engine_name, in_container, make_engine
@@ -32,6 +31,7 @@ from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotSt
 from rocmenv.gpu import GpuInventory, discover, family_mismatch
 from rocmenv.labels import Identity
 from rocmenv.pinning import choose_image
+from rocmenv.policy import guard_for, is_socket, untrusted_mode
 from rocmenv.profiles import PullPolicy
 from rocmenv.runspec import (
     HostFacts,
@@ -78,14 +78,6 @@ class Timings:
             parts.append(f"{name} {1000 * (t - last):.0f}ms")
             last = t
         return f"timings: {', '.join(parts)}; total {1000 * (last - self.start):.0f}ms"
-
-
-def find_checkout(cwd: Path) -> Path:
-    """The git top level containing ``cwd`` (a ``.git`` directory or file), else ``cwd``."""
-    for directory in (cwd, *cwd.parents):
-        if (directory / ".git").exists():
-            return directory
-    return cwd
 
 
 def host_group_gid(name: str) -> int | None:
@@ -163,7 +155,7 @@ def execute(
 ) -> int:
     """Run the request; returns the exit status (see the module docstring)."""
     timings = Timings(enabled=ctx.flag("ROCMENV_TIMINGS"))
-    config = load_config(ctx)
+    config = load_config(ctx, untrusted=request.overrides.untrusted)
     profile = config.profile(request.profile)
     kind = choose_engine_kind(
         ctx, engine_name(ctx, flag=request.engine, profile=profile.engine, config=config.engine)
@@ -174,6 +166,9 @@ def execute(
     if wants_gpus(profile, request.overrides):
         inventory = discover(config.host.sysfs_root, config.host.dev_root)
     checkout = find_checkout(ctx.cwd) if profile.mount_checkout else None
+    guard = None
+    if untrusted_mode(profile, request.overrides.untrusted, ctx.env):
+        guard = guard_for(ctx.env, config, find_checkout(ctx.cwd))
     timings.mark("host")
     try:
         engine = make_engine(kind, ctx)
@@ -206,6 +201,8 @@ def execute(
         identity=identity,
         image_digest=choice.digest or info.digest_for(choice.repository) or info.id,
         image_env=info.env_map(),
+        realpath=os.path.realpath,
+        is_socket=is_socket,
     )
     spec = build_runspec(
         profile,
@@ -213,6 +210,7 @@ def execute(
         facts,
         image=choice.image,
         launcher=launcher,
+        guard=guard,
     )
     for text in spec.warnings:
         reporter.warning(text)
