@@ -326,6 +326,16 @@ class Guard:
             return f"data mounts only from {', '.join(self.policy.mount_sources)}"
         return None
 
+    def check_image(self, image: str, profile: Profile) -> None:
+        """Refuse an image (or repository) the policy does not allow."""
+        problem = self._image_problem(image)
+        if problem:
+            raise PolicyViolation(
+                f"untrusted mode: the policy ({self.policy.source}) refuses profile "
+                f"{profile.name!r} ({profile.source}): image = {image!r}: {problem}",
+                hint=RULE_HINT,
+            )
+
     def _image_problem(self, image: str) -> str | None:
         if image == "IMAGE":  # a rendering without an image
             return None

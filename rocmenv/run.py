@@ -161,14 +161,32 @@ def execute(
         ctx, engine_name(ctx, flag=request.engine, profile=profile.engine, config=config.engine)
     )
     timings.mark("config")
+    guard = None
+    if untrusted_mode(profile, request.overrides.untrusted, ctx.env):
+        guard = guard_for(ctx.env, config, find_checkout(ctx.cwd))
+        if profile.image is not None and not request.overrides.image:
+            guard.check_image(profile.image.repository, profile)  # before any registry
     choice = choose_image(ctx, config, profile, cli_image=request.overrides.image)
     inventory: GpuInventory | None = None
     if wants_gpus(profile, request.overrides):
         inventory = discover(config.host.sysfs_root, config.host.dev_root)
     checkout = find_checkout(ctx.cwd) if profile.mount_checkout else None
-    guard = None
-    if untrusted_mode(profile, request.overrides.untrusted, ctx.env):
-        guard = guard_for(ctx.env, config, find_checkout(ctx.cwd))
+    command = SHELL_COMMAND if request.shell else request.overrides.command
+    overrides = replace(request.overrides, command=tuple(command))
+    facts = HostFacts(
+        env=ctx.env,
+        cwd=ctx.cwd,
+        checkout=checkout,
+        inventory=inventory,
+        group_gid=host_group_gid,
+        path_exists=os.path.exists,
+        check_host=True,
+        realpath=os.path.realpath,
+        is_socket=is_socket,
+    )
+    if guard is not None:
+        # untrusted: the whole policy holds before the engine is asked or an image pulled
+        build_runspec(profile, overrides, facts, image=choice.image, guard=guard)
     timings.mark("host")
     try:
         engine = make_engine(kind, ctx)
@@ -188,29 +206,15 @@ def execute(
             raise
         raise RunNotStarted(err.what, hint=err.hint) from err
     timings.mark("image")
-    command = SHELL_COMMAND if request.shell else request.overrides.command
     identity = Identity.current()
-    facts = HostFacts(
-        env=ctx.env,
-        cwd=ctx.cwd,
-        checkout=checkout,
-        inventory=inventory,
-        group_gid=host_group_gid,
-        path_exists=os.path.exists,
-        check_host=True,
+    facts = replace(
+        facts,
         identity=identity,
         image_digest=choice.digest or info.digest_for(choice.repository) or info.id,
         image_env=info.env_map(),
-        realpath=os.path.realpath,
-        is_socket=is_socket,
     )
     spec = build_runspec(
-        profile,
-        replace(request.overrides, command=tuple(command)),
-        facts,
-        image=choice.image,
-        launcher=launcher,
-        guard=guard,
+        profile, overrides, facts, image=choice.image, launcher=launcher, guard=guard
     )
     for text in spec.warnings:
         reporter.warning(text)
