@@ -358,8 +358,9 @@ def test_a_lock_entry_served_by_an_untrusted_registry_is_refused(
     # the same mirror named by trusted input is fine (the run then fails on the engine)
     root = write_checkout(tmp_path / "fork2", {}, lock_registry="127.0.0.1:5000")
     env["ROCMENV_MIRRORS"] = "docker.io=127.0.0.1:5000"
-    code, out, err = cli(monkeypatch, capsys, root, env, "options", "--gpus", "0")
+    code, out, err = cli(monkeypatch, capsys, root, env, "options", "--gpus", "0", "--json")
     assert code == 0, err
+    assert json.loads(out)["image"].startswith("127.0.0.1:5000/rocm/sgl-dev@sha256:")
 
 
 @pytest.mark.parametrize("where", ["rocmenv.toml", "pyproject.toml"])
