@@ -84,7 +84,7 @@ POLICY_KEYS: Final = (
     "pass-env",
 )  # fmt: skip
 RULE_HINT: Final = (
-    "remove it from the profile; an administrator can allow it in the policy file named by "
+    "remove it from the profile (or the command line); an administrator can allow it in the policy file named by "
     'ROCMENV_POLICY (README "Running untrusted code")'
 )
 
