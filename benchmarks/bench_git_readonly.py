@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import interleaved, machine_note, median_ms, table  # noqa: E402
+from _common import interleaved, machine_note, median_ms, table
 
 
 def _image() -> str:

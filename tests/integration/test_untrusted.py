@@ -175,9 +175,7 @@ def test_inside_a_hostile_forks_container_nothing_of_the_host_is_reachable(
 )
 def test_a_refused_attack_never_becomes_a_container(fork: Project, attack: str) -> None:
     table, named = REFUSED[attack]
-    write_checkout(
-        fork.root, {**STARTABLE, **table, "labels": {"org.rocmenv.test": fork.token}}
-    )
+    write_checkout(fork.root, {**STARTABLE, **table, "labels": {"org.rocmenv.test": fork.token}})
     done = fork.run("run", "--engine", "docker-cli", "--image", fork.image, "--", "true")
     assert done.returncode == 2, done.stderr
     assert named in done.stderr and "untrusted mode" in done.stderr
