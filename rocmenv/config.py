@@ -62,6 +62,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -223,29 +224,29 @@ def _registry(table: Any, where: str) -> RegistrySettings:
     return settings
 
 
-def _env_registry(ctx: Context, settings: RegistrySettings) -> RegistrySettings:
+def env_registry(env: Mapping[str, str], settings: RegistrySettings) -> RegistrySettings:
     """``ROCMENV_MIRRORS="docker.io=127.0.0.1:5000,docker.io=m2"``, ``ROCMENV_INSECURE_REGISTRIES``,
     ``ROCMENV_REGISTRY_TIMEOUT``, ``ROCMENV_REGISTRY_RETRIES``."""
-    if ctx.env.get("ROCMENV_MIRRORS"):
+    if env.get("ROCMENV_MIRRORS"):
         pairs: dict[str, list[str]] = {}
-        for item in ctx.env["ROCMENV_MIRRORS"].split(","):
+        for item in env["ROCMENV_MIRRORS"].split(","):
             reg, eq, mirror = item.strip().partition("=")
             if not eq or not reg or not mirror:
                 raise ConfigError(f"ROCMENV_MIRRORS entry {item!r} is not REGISTRY=MIRROR")
             pairs.setdefault(reg, []).append(mirror)
         settings = replace(settings, mirrors=tuple((k, tuple(v)) for k, v in pairs.items()))
-    if ctx.env.get("ROCMENV_INSECURE_REGISTRIES"):
+    if env.get("ROCMENV_INSECURE_REGISTRIES"):
         settings = replace(
             settings,
             insecure=tuple(
-                h.strip() for h in ctx.env["ROCMENV_INSECURE_REGISTRIES"].split(",") if h.strip()
+                h.strip() for h in env["ROCMENV_INSECURE_REGISTRIES"].split(",") if h.strip()
             ),
         )
     try:
-        if ctx.env.get("ROCMENV_REGISTRY_TIMEOUT"):
-            settings = replace(settings, timeout=float(ctx.env["ROCMENV_REGISTRY_TIMEOUT"]))
-        if ctx.env.get("ROCMENV_REGISTRY_RETRIES"):
-            settings = replace(settings, retries=int(ctx.env["ROCMENV_REGISTRY_RETRIES"]))
+        if env.get("ROCMENV_REGISTRY_TIMEOUT"):
+            settings = replace(settings, timeout=float(env["ROCMENV_REGISTRY_TIMEOUT"]))
+        if env.get("ROCMENV_REGISTRY_RETRIES"):
+            settings = replace(settings, retries=int(env["ROCMENV_REGISTRY_RETRIES"]))
     except ValueError as err:
         raise ConfigError(f"ROCMENV_REGISTRY_TIMEOUT/RETRIES: {err}") from None
     return settings
@@ -342,7 +343,7 @@ def load_config(ctx: Context, *, untrusted: bool = False) -> Config:
                      "come only from trusted input)")  # fmt: skip
     if distrust:
         registry = RegistrySettings()
-    registry = _env_registry(ctx, registry)
+    registry = env_registry(ctx.env, registry)
     host = HostSettings()
     if "host" in table and not distrust:
         if not isinstance(table["host"], dict):

@@ -185,7 +185,7 @@ class Guard:
     def trusts(self, profile: Profile) -> bool:
         return profile.source == "built-in" or self.config_trusted
 
-    def constrain(self, profile: Profile, *, wants_gpus: bool) -> tuple[Profile, list[str]]:
+    def constrain(self, profile: Profile) -> tuple[Profile, list[str]]:
         """The profile with what untrusted mode neutralises replaced; what changed."""
         changed: list[str] = []
         updates: dict[str, Any] = {}
@@ -194,8 +194,6 @@ class Guard:
             changed.append("gpu-isolation env -> devices")
         if set(profile.gpu_env) != set(VISIBLE_DEVICE_VARS):
             updates["gpu_env"] = VISIBLE_DEVICE_VARS
-        if wants_gpus:
-            changed.append("visible-device variables renumbered 0..k-1")
         if profile.ipc == "host":
             updates["ipc"] = "private"
             changed.append(f"ipc host -> private /dev/shm ({profile.shm_size or 'default'})")
@@ -410,7 +408,12 @@ def guard_for(env: Mapping[str, str], config: Config, checkout: Path | None) -> 
                 if p.image is not None
             )
         )
-    mirrors = tuple((reg, host) for reg, hosts in config.registry.mirrors for host in hosts)
+    registry = config.registry
+    if not config.trusted:  # the checkout's file was read (untrusted = true in a profile)
+        from rocmenv.config import RegistrySettings, env_registry
+
+        registry = env_registry(env, RegistrySettings())
+    mirrors = tuple((reg, host) for reg, hosts in registry.mirrors for host in hosts)
     return Guard(
         policy=policy,
         config_trusted=config.trusted,

@@ -412,7 +412,7 @@ def build_runspec(
     if untrusted:
         guard = guard or Guard()
         policy_changes += guard.config_notes
-        profile, changes = guard.constrain(profile, wants_gpus=wants_gpus(profile, overrides))
+        profile, changes = guard.constrain(profile)
         policy_changes += changes
     selection = _gpu_selection(profile, overrides, host)
     gpu_devices, gpu_env, gpu_notes = _gpu_devices(
@@ -428,6 +428,8 @@ def build_runspec(
     notes += mount_notes
     env, env_notes = _env(profile, overrides, host, untrusted)
     env = _with_gpu_env(env, gpu_env, profile, selection)
+    if untrusted and gpu_env:
+        policy_changes.append(f"{'/'.join(v.name for v in gpu_env)}={gpu_env[0].value}")
     if not untrusted:
         notes += env_notes
     workdir = overrides.workdir or profile.workdir

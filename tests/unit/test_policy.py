@@ -623,3 +623,24 @@ def test_config_error_for_a_bad_profile_name_is_a_config_error(tmp_path: Path) -
     root = write_checkout(tmp_path / "fork", {}, name="a b")
     with pytest.raises(ConfigError, match="is not a name"):
         load_config(Context(env={}, cwd=root))
+
+
+def test_a_profile_that_declares_itself_untrusted_gets_no_mirror_from_its_own_file(
+    tmp_path: Path,
+    fake: FakeHost,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Untrusted only by the profile's own `untrusted = true` (the file is read in trusted
+    mode): the mirrors of that file still do not make a lock entry's host trusted."""
+    root = write_checkout(
+        tmp_path / "fork", {"untrusted": True}, top=FILE_ATTACKS["mirrors"],
+        lock_registry="127.0.0.1:9",
+    )  # fmt: skip
+    env = {**fake.env(), "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    code, _out, err = cli(monkeypatch, capsys, root, env, "run", "--", "id")
+    assert code == 2 and "127.0.0.1:9/rocm/sgl-dev" in err
+    env["ROCMENV_MIRRORS"] = "docker.io=127.0.0.1:9"  # the same host from trusted input
+    code, out, err = cli(monkeypatch, capsys, root, env, "options", "--json", "--gpus", "1")
+    assert code == 0, err
+    assert "HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES/CUDA_VISIBLE_DEVICES=0" in err
