@@ -643,4 +643,5 @@ def test_a_profile_that_declares_itself_untrusted_gets_no_mirror_from_its_own_fi
     env["ROCMENV_MIRRORS"] = "docker.io=127.0.0.1:9"  # the same host from trusted input
     code, out, err = cli(monkeypatch, capsys, root, env, "options", "--json", "--gpus", "1")
     assert code == 0, err
+    assert json.loads(out)["image"].startswith("127.0.0.1:9/rocm/sgl-dev@")
     assert "HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES/CUDA_VISIBLE_DEVICES=0" in err
