@@ -49,7 +49,8 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     workdir = "/workspace"            # default: the current directory (inside the mounted checkout)
     mount-checkout = true             # mount the checkout at the same path
     shims = true                      # inject the shim launcher
-    untrusted = false                 # refuse privileged, mount data read-only, no secrets
+    untrusted = false                 # true: the untrusted policy (rocmenv.policy); false
+                                      #   cannot switch off --untrusted/ROCMENV_UNTRUSTED
     pull = "missing"                  # always | missing | never
     engine = "docker-api"             # per-profile engine choice
     labels = { team = "ml-infra" }

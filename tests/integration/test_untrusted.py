@@ -206,3 +206,17 @@ def test_the_same_checkout_trusted_reaches_what_untrusted_mode_closes(fork: Proj
     assert env["GITHUB_TOKEN"] == SECRETS["GITHUB_TOKEN"]
     assert env["NOT_HIP_VISIBLE_DEVICES"] == "4,5,6,7"
     (fork.root / ".git" / "hooks" / "pre-commit").unlink()
+
+
+def test_gpus_all_untrusted_is_every_gpus_nodes_but_not_the_rest_of_dri(fork: Project) -> None:
+    done = fork.run(
+        "run", "--engine", "docker-api", "--image", fork.image, "--gpus", "all", "--",
+        "sh", "-c", 'ls /dev/dri; echo "HIP=$HIP_VISIBLE_DEVICES"',
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split()
+    expected = sorted(
+        [g.render_name for g in fork.host.gpus] + [g.card_name for g in fork.host.gpus]
+    )
+    assert sorted(lines[:-1]) == expected  # 16 nodes: not the BMC's card0
+    assert lines[-1] == "HIP=0,1,2,3,4,5,6,7"
