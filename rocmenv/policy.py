@@ -84,8 +84,8 @@ POLICY_KEYS: Final = (
     "pass-env",
 )  # fmt: skip
 RULE_HINT: Final = (
-    "remove it from the profile (or the command line); an administrator can allow it in the policy file named by "
-    'ROCMENV_POLICY (README "Running untrusted code")'
+    "remove it from the profile (or the command line); an administrator can allow it in "
+    'the policy file named by ROCMENV_POLICY (README "Running untrusted code")'
 )
 
 
