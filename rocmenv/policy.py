@@ -78,6 +78,7 @@ FORBIDDEN_ROOTS: Final = (
     "/var/lib/docker", "/var/lib/containers", "/var/lib/kubelet",
 )  # fmt: skip
 FORBIDDEN_EXACT: Final = ("/", "/tmp", "/var/tmp", "/var", "/var/lib", "/usr", "/lib", "/bin")
+SOCKET_SCAN_LIMIT: Final = 10_000  # entries of a mounted directory searched for sockets
 ENGINE_SOCKETS: Final = ("/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock")
 POLICY_KEYS: Final = (
     "cap-add", "security-opt", "group-add", "devices", "network", "images", "mount-sources",
@@ -234,7 +235,7 @@ class Guard:
         ipc: str | None,
         env: Mapping[str, str],
         realpath: Callable[[str], str],
-        is_socket: Callable[[str], bool],
+        find_socket: Callable[[str], str | None],
     ) -> None:
         """Raise :class:`PolicyViolation` listing every key of the built spec the policy
         refuses."""
@@ -273,7 +274,7 @@ class Guard:
         for mount in mounts:
             if mount.target == checkout:
                 continue
-            problem = self._mount_problem(mount.source, checkout, env, realpath, is_socket)
+            problem = self._mount_problem(mount.source, checkout, env, realpath, find_socket)
             if problem:
                 refuse("mounts", f"{mount.source}:{mount.target}", problem)
         problem = self._image_problem(image)
@@ -292,7 +293,7 @@ class Guard:
         checkout: str | None,
         env: Mapping[str, str],
         realpath: Callable[[str], str],
-        is_socket: Callable[[str], bool],
+        find_socket: Callable[[str], str | None],
     ) -> str | None:
         real = realpath(source)
         paths = {os.path.normpath(source), real}
@@ -301,8 +302,11 @@ class Guard:
             if all(_under(p, real_checkout) or _under(p, checkout) for p in paths):
                 return None  # inside the checkout: the job's own files (read-only)
         for path in paths:
-            if path.endswith(".sock") or is_socket(path):
+            if path.endswith(".sock"):
                 return "no sockets"
+            sock = find_socket(path)
+            if sock is not None:
+                return "no sockets" + (f" ({sock} is one)" if sock != path else "")
             for sock in engine_sockets(env):
                 if _under(sock, path):
                     return f"no mount of the engine's socket {sock} or a directory holding it"
@@ -387,11 +391,32 @@ def runner_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def is_socket(path: str) -> bool:
+def find_socket(path: str, limit: int = SOCKET_SCAN_LIMIT) -> str | None:
+    """``path`` if it is a socket, else a socket among the first ``limit`` entries of the
+    directory tree under it (a read-only bind of a socket still accepts ``connect()``).
+    Symlinks are not followed: inside the container they resolve in the container."""
     try:
-        return stat.S_ISSOCK(os.stat(path).st_mode)
+        if stat.S_ISSOCK(os.stat(path).st_mode):
+            return path
     except OSError:
-        return False
+        return None
+    stack, seen = [path], 0
+    while stack and seen < limit:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif (
+                        not entry.is_file(follow_symlinks=False)
+                        and not entry.is_symlink()
+                        and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
+                    ):
+                        return entry.path
+        except OSError:
+            continue
+    return None
 
 
 def guard_for(env: Mapping[str, str], config: Config, checkout: Path | None) -> Guard:

@@ -31,7 +31,7 @@ from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotSt
 from rocmenv.gpu import GpuInventory, discover, family_mismatch
 from rocmenv.labels import Identity
 from rocmenv.pinning import choose_image
-from rocmenv.policy import guard_for, is_socket, untrusted_mode
+from rocmenv.policy import find_socket, guard_for, untrusted_mode
 from rocmenv.profiles import PullPolicy
 from rocmenv.runspec import (
     HostFacts,
@@ -182,7 +182,7 @@ def execute(
         path_exists=os.path.exists,
         check_host=True,
         realpath=os.path.realpath,
-        is_socket=is_socket,
+        find_socket=find_socket,
     )
     if guard is not None:
         # untrusted: the whole policy holds before the engine is asked or an image pulled

@@ -168,7 +168,7 @@ class HostFacts:
     image_digest: str | None = None
     image_env: Mapping[str, str] = field(default_factory=dict)  # the image config's Env
     realpath: Callable[[str], str] = os.path.normpath  # run: os.path.realpath (symlinks)
-    is_socket: Callable[[str], bool] = lambda _p: False
+    find_socket: Callable[[str], str | None] = lambda _p: None  # run: rocmenv.policy's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -458,7 +458,7 @@ def build_runspec(
             ipc=profile.ipc,
             env=host.env,
             realpath=host.realpath,
-            is_socket=host.is_socket,
+            find_socket=host.find_socket,
         )
         data_mounts = sum(1 for m in mounts if m.target != checkout and m.readonly)
         git_ro = any(checkout and m.target == f"{checkout}/.git" for m in mounts)

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.errors import UsageError
     from rocmenv.gpu import discover
     from rocmenv.labels import LABEL_PREFIX
-    from rocmenv.policy import guard_for, is_socket, untrusted_mode
+    from rocmenv.policy import find_socket, guard_for, untrusted_mode
     from rocmenv.render import render_compose, render_docker, render_gha
     from rocmenv.run import host_group_gid
     from rocmenv.runspec import HostFacts, Overrides, build_runspec, wants_gpus
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         path_exists=os.path.exists,
         check_host=check_host,
         realpath=os.path.realpath if check_host else os.path.normpath,
-        is_socket=is_socket if check_host else (lambda _p: False),
+        find_socket=find_socket if check_host else (lambda _p: None),
     )
     guard = None
     if untrusted_mode(profile, args.untrusted, ctx.env):

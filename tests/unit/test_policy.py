@@ -495,20 +495,30 @@ def test_a_symlink_in_the_checkout_to_a_host_directory_is_refused(tmp_path: Path
         spec_with_mount(tmp_path, str(checkout / "innocent"))
 
 
-def test_a_socket_anywhere_is_refused(tmp_path: Path) -> None:
+def test_a_socket_or_a_directory_holding_one_is_refused(tmp_path: Path) -> None:
     import socket
 
+    from rocmenv.policy import find_socket
+
     facts, _checkout = guard_facts(tmp_path)
-    path = tmp_path / "agent"
+    facts = replace(facts, find_socket=find_socket)
+    agent_dir = tmp_path / "ssh-agent" / "deep"
+    agent_dir.mkdir(parents=True)
+    (agent_dir.parent / "notes.txt").write_text("x")
+    path = agent_dir / "agent"  # not *.sock: found by what it is
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(path))
-        facts = replace(facts, is_socket=lambda p: p == str(path))
-        profile = replace(
-            BUILTIN_PROFILES["cpu"], name="fork", source="x",
-            mounts=(Mount(source=str(path), target="/mnt/x"),),
-        )  # fmt: skip
-        with pytest.raises(PolicyViolation, match="no sockets"):
-            build_runspec(profile, Overrides(), facts, image=IMAGE)
+        for source in (path, tmp_path / "ssh-agent"):
+            profile = replace(
+                BUILTIN_PROFILES["cpu"], name="fork", source="x",
+                mounts=(Mount(source=str(source), target="/mnt/x"),),
+            )  # fmt: skip
+            with pytest.raises(PolicyViolation, match="no sockets"):
+                build_runspec(profile, Overrides(), facts, image=IMAGE)
+    assert find_socket(str(tmp_path / "ssh-agent")) == str(path)
+    assert find_socket(str(tmp_path / "ssh-agent"), limit=1) is None  # the scan is bounded
+    path.unlink()
+    assert find_socket(str(tmp_path / "ssh-agent")) is None
 
 
 def test_directories_containing_the_checkout_or_the_engine_socket_are_refused(
