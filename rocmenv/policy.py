@@ -22,7 +22,8 @@ module decides, in two steps:
   in the policy; host or ``container:`` network/IPC namespaces; groups other than
   video/render (or their GIDs on this host); mounts of ``/``, ``/proc``, ``/sys``, ``/dev``,
   ``/etc``, ``/root``, ``/home``, ``/run``, ``/boot``, engine state, of a socket (``*.sock``,
-  anything that is a socket, anything containing the engine's socket), of a directory
+  anything that is a socket, a directory with one among its first
+  :data:`SOCKET_SCAN_LIMIT` entries, anything containing the engine's socket), of a directory
   containing the checkout, of the runner's work directories (``RUNNER_WORKSPACE``'s
   parent, ``RUNNER_TEMP``, ``RUNNER_TOOL_CACHE``) outside the checkout; images from
   repositories the policy does not allow.
