@@ -73,6 +73,8 @@ SAFE_SECURITY_OPTS: Final = (
     "no-new-privileges:true",
     "no-new-privileges=true",
 )
+# Root on the host by other means (the engine's socket, raw disks, /etc/shadow, sudo).
+NEVER_GROUPS: Final = ("0", "root", "docker", "disk", "sudo", "shadow", "adm", "kmem")
 PRIVATE_IPC: Final = ("private", "none", "shareable")
 FORBIDDEN_ROOTS: Final = (
     "/proc", "/sys", "/dev", "/etc", "/root", "/home", "/run", "/var/run", "/boot",
@@ -265,8 +267,11 @@ class Guard:
         if ipc is not None and ipc not in PRIVATE_IPC:
             refuse("ipc", ipc, "no host or container IPC namespace")
         allowed_gids = {str(g) for g in map(group_gid, self.policy.group_add) if g is not None}
+        never = {*NEVER_GROUPS, *(str(g) for g in map(group_gid, NEVER_GROUPS) if g is not None)}
         for group in profile.group_add:
-            if group not in self.policy.group_add and group not in allowed_gids:
+            if group in never:
+                refuse("group-add", group, "never a root-equivalent group, whatever the policy")
+            elif group not in self.policy.group_add and group not in allowed_gids:
                 refuse(
                     "group-add",
                     group,

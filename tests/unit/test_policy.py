@@ -569,6 +569,18 @@ def test_the_policy_can_restrict_data_mounts_to_named_roots(tmp_path: Path) -> N
 # -- groups, the host's GIDs -------------------------------------------------------------------
 
 
+def test_root_equivalent_groups_are_refused_even_when_the_policy_lists_them(
+    tmp_path: Path,
+) -> None:
+    facts, _ = guard_facts(tmp_path)
+    facts = replace(facts, group_gid={"video": 44, "docker": 999}.get)
+    lax = Guard(policy=Policy(group_add=("video", "docker", "0", "disk")))
+    for group in ("docker", "999", "0", "disk"):
+        profile = replace(BUILTIN_PROFILES["cpu"], name="f", source="x", group_add=(group,))
+        with pytest.raises(PolicyViolation, match="root-equivalent"):
+            build_runspec(profile, Overrides(), facts, image=IMAGE, guard=lax)
+
+
 def test_video_and_render_pass_by_name_or_by_this_hosts_gid_and_nothing_else(
     tmp_path: Path,
 ) -> None:
