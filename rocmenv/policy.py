@@ -279,6 +279,10 @@ class Guard:
                 )
         for mount in mounts:
             if mount.target == checkout:
+                problem = _checkout_problem(realpath(mount.source), env)
+                if problem:
+                    refuse("the checkout (the working directory's git top level)",
+                           mount.source, problem)  # fmt: skip
                 continue
             problem = self._mount_problem(mount.source, checkout, env, realpath, find_socket)
             if problem:
@@ -361,6 +365,16 @@ class Guard:
             if ref.path == path and (domain, ref.domain) in self.mirrors:
                 return None
         return f"only images of {', '.join(self.images)} (and their trusted mirrors)"
+
+
+def _checkout_problem(path: str, env: Mapping[str, str]) -> str | None:
+    """The checkout is mounted writable: it may lie in ``/home`` (runners do), but must not
+    be ``/``, a system directory, or hold one, the engine's socket or the runner's work
+    directories (run from the checkout, not from above it)."""
+    holds = [*FORBIDDEN_ROOTS, *engine_sockets(env), *runner_dirs(env)]
+    if path in FORBIDDEN_EXACT or any(_under(p, path) for p in holds):
+        return "not / or a directory holding system paths, the engine's socket or the runner"
+    return None
 
 
 def _norm_cap(cap: str) -> str:

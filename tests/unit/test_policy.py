@@ -481,6 +481,25 @@ def test_dot_git_is_mounted_read_only_over_the_writable_checkout(tmp_path: Path)
     assert f"{checkout}/.git" not in {m.target for m in trusted.mounts}
 
 
+@pytest.mark.parametrize("cwd", ["/", "/var", "/tmp"])
+def test_untrusted_mode_refuses_to_mount_a_system_directory_as_the_checkout(cwd: str) -> None:
+    facts = HostFacts(
+        env={"ROCMENV_UNTRUSTED": "1"}, cwd=Path(cwd), checkout=Path(cwd), inventory=None,
+        path_exists=os.path.exists, realpath=os.path.realpath,
+    )  # fmt: skip
+    with pytest.raises(PolicyViolation, match="the checkout"):
+        build_runspec(BUILTIN_PROFILES["cpu"], Overrides(), facts, image=IMAGE)
+    build_runspec(BUILTIN_PROFILES["cpu"], Overrides(), replace(facts, env={}), image=IMAGE)
+
+
+def test_a_checkout_holding_the_runners_work_directory_is_refused(tmp_path: Path) -> None:
+    facts, _ = guard_facts(tmp_path, {"RUNNER_TEMP": str(tmp_path / "work" / "_temp")})
+    build_runspec(BUILTIN_PROFILES["cpu"], Overrides(), facts, image=IMAGE)  # the repo: fine
+    above = replace(facts, cwd=tmp_path, checkout=tmp_path)
+    with pytest.raises(PolicyViolation, match="the checkout"):
+        build_runspec(BUILTIN_PROFILES["cpu"], Overrides(), above, image=IMAGE)
+
+
 def test_a_mount_inside_the_checkout_is_allowed_read_only(tmp_path: Path) -> None:
     _facts, checkout = guard_facts(tmp_path)
     (checkout / "data").mkdir()
