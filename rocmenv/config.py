@@ -49,7 +49,8 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     workdir = "/workspace"            # default: the current directory (inside the mounted checkout)
     mount-checkout = true             # mount the checkout at the same path
     shims = true                      # inject the shim launcher
-    untrusted = false                 # refuse privileged, mount data read-only, no secrets
+    untrusted = false                 # true: the untrusted policy (rocmenv.policy); false
+                                      #   cannot switch off --untrusted/ROCMENV_UNTRUSTED
     pull = "missing"                  # always | missing | never
     engine = "docker-api"             # per-profile engine choice
     labels = { team = "ml-infra" }
@@ -61,13 +62,15 @@ Precedence: CLI flag > ``ROCMENV_*`` environment > project file > built-in defau
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from rocmenv.context import Context
+from rocmenv.context import Context, find_checkout
 from rocmenv.engine import ENGINE_NAMES, EngineName
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.profiles import (
@@ -110,6 +113,7 @@ RESPONSE_LIMITS: dict[str, int] = {
     "error": 1024 * 1024,
 }
 HOST_KEYS = ("sysfs-root", "dev-root")
+PROFILE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +160,10 @@ class Config:
     registry: RegistrySettings = field(default_factory=RegistrySettings)
     host: HostSettings = field(default_factory=HostSettings)
     profiles: tuple[tuple[str, Profile], ...] = ()
+    # A file outside the checkout named by --config/ROCMENV_CONFIG, or no file (built-ins):
+    # what untrusted mode may believe (README "Running untrusted code").
+    trusted: bool = True
+    notes: tuple[str, ...] = ()  # what loading ignored (untrusted mode)
 
     @property
     def profile_names(self) -> list[str]:
@@ -181,7 +189,7 @@ class Config:
 MAX_FILE_BYTES = 16 << 20
 
 
-def _load_toml(path: Path) -> dict[str, Any]:
+def load_toml(path: Path) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # Python 3.10
@@ -251,14 +259,14 @@ def find_config(ctx: Context) -> tuple[Path | None, dict[str, Any]]:
             raise ConfigError(
                 f"config file {path} does not exist", hint="check --config / ROCMENV_CONFIG"
             )
-        return path, _rocmenv_table(path, _load_toml(path), required=True)
+        return path, _rocmenv_table(path, load_toml(path), required=True)
     for directory in (ctx.cwd, *ctx.cwd.parents):
         candidate = directory / "rocmenv.toml"
         if _is_file(candidate):
-            return candidate, _rocmenv_table(candidate, _load_toml(candidate), required=True)
+            return candidate, _rocmenv_table(candidate, load_toml(candidate), required=True)
         pyproject = directory / "pyproject.toml"
         if _is_file(pyproject):
-            data = _load_toml(pyproject)
+            data = load_toml(pyproject)
             if isinstance(data.get("tool"), dict) and "rocmenv" in data["tool"]:
                 return pyproject, _rocmenv_table(pyproject, data, required=True)
         if (directory / ".git").exists():
@@ -359,12 +367,12 @@ def _registry(table: Any, where: str) -> RegistrySettings:
     return settings
 
 
-def _env_registry(ctx: Context, settings: RegistrySettings) -> RegistrySettings:
+def env_registry(env: Mapping[str, str], settings: RegistrySettings) -> RegistrySettings:
     """``ROCMENV_MIRRORS="docker.io=127.0.0.1:5000,docker.io=m2"``, ``ROCMENV_INSECURE_REGISTRIES``,
     ``ROCMENV_REGISTRY_TIMEOUT``, ``ROCMENV_REGISTRY_RETRIES``."""
-    if ctx.env.get("ROCMENV_MIRRORS"):
+    if env.get("ROCMENV_MIRRORS"):
         pairs: dict[str, list[str]] = {}
-        for item in ctx.env["ROCMENV_MIRRORS"].split(","):
+        for item in env["ROCMENV_MIRRORS"].split(","):
             reg, eq, mirror = item.strip().partition("=")
             if not eq or not reg or not mirror:
                 raise ConfigError(f"ROCMENV_MIRRORS entry {item!r} is not REGISTRY=MIRROR")
@@ -372,27 +380,27 @@ def _env_registry(ctx: Context, settings: RegistrySettings) -> RegistrySettings:
             check_host(mirror, "ROCMENV_MIRRORS")
             pairs.setdefault(reg, []).append(mirror)
         settings = replace(settings, mirrors=tuple((k, tuple(v)) for k, v in pairs.items()))
-    if ctx.env.get("ROCMENV_INSECURE_REGISTRIES"):
+    if env.get("ROCMENV_INSECURE_REGISTRIES"):
         settings = replace(
             settings,
             insecure=tuple(
-                h.strip() for h in ctx.env["ROCMENV_INSECURE_REGISTRIES"].split(",") if h.strip()
+                h.strip() for h in env["ROCMENV_INSECURE_REGISTRIES"].split(",") if h.strip()
             ),
         )
         for host in settings.insecure:
             check_host(host, "ROCMENV_INSECURE_REGISTRIES")
-    if ctx.env.get("ROCMENV_REGISTRY_TIMEOUT"):
-        settings = replace(settings, timeout=env_seconds(ctx.env, "ROCMENV_REGISTRY_TIMEOUT"))
-    if ctx.env.get("ROCMENV_REGISTRY_RETRIES"):
-        text = ctx.env["ROCMENV_REGISTRY_RETRIES"].strip()
+    if env.get("ROCMENV_REGISTRY_TIMEOUT"):
+        settings = replace(settings, timeout=env_seconds(env, "ROCMENV_REGISTRY_TIMEOUT"))
+    if env.get("ROCMENV_REGISTRY_RETRIES"):
+        text = env["ROCMENV_REGISTRY_RETRIES"].strip()
         if not (text.isascii() and text.isdigit() and int(text) <= 20):
             raise ConfigError(
                 f"ROCMENV_REGISTRY_RETRIES={text[:40]!r}: must be an integer from 0 to 20"
             )
         settings = replace(settings, retries=int(text))
-    if ctx.env.get("ROCMENV_REGISTRY_DEADLINE"):
+    if env.get("ROCMENV_REGISTRY_DEADLINE"):
         settings = replace(
-            settings, command_deadline=env_seconds(ctx.env, "ROCMENV_REGISTRY_DEADLINE")
+            settings, command_deadline=env_seconds(env, "ROCMENV_REGISTRY_DEADLINE")
         )
     return settings
 
@@ -423,16 +431,43 @@ def env_seconds(env: Mapping[str, str], name: str) -> float:
     return value
 
 
-def load_config(ctx: Context) -> Config:
-    """Read the project's configuration and apply ``ROCMENV_*`` environment overrides."""
+def config_trusted(ctx: Context, path: Path | None) -> bool:
+    """No file, or one named by ``--config``/``ROCMENV_CONFIG`` that lies outside the
+    checkout: a file found in (or named inside) the checkout is the checkout's."""
+    if path is None:
+        return True
+    explicit = ctx.config_path is not None or bool(ctx.env.get("ROCMENV_CONFIG"))
+    checkout = os.path.realpath(find_checkout(ctx.cwd))
+    real = os.path.realpath(path)
+    return explicit and not (real == checkout or real.startswith(checkout.rstrip("/") + "/"))
+
+
+def load_config(ctx: Context, *, untrusted: bool = False) -> Config:
+    """Read the project's configuration and apply ``ROCMENV_*`` environment overrides.
+
+    In untrusted mode (``untrusted`` or ``ROCMENV_UNTRUSTED``) a file from the checkout is
+    the pull request's: its ``[registry]`` and ``[host]`` tables are ignored (said in
+    :attr:`Config.notes`) and its ``lockfile`` must stay inside the project."""
+    from rocmenv.policy import untrusted_env
+
+    untrusted = untrusted_env(ctx.env) or untrusted
     path, table = find_config(ctx)
     where = str(path) if path else "configuration"
     check_keys(table, TOP_KEYS, where)
     root = path.parent if path else ctx.cwd
+    trusted = config_trusted(ctx, path)
+    distrust = untrusted and not trusted
+    notes: list[str] = []
     profiles: dict[str, Profile] = dict(BUILTIN_PROFILES)
     raw_profiles = table.get("profiles", {})
     if not isinstance(raw_profiles, dict):
         raise ConfigError(f"profiles in {where} must be a table of tables")
+    for name in raw_profiles:
+        if not PROFILE_NAME_RE.fullmatch(name):
+            raise ConfigError(
+                f"profile name {name!r} in {where} is not a name",
+                hint="profile names match [A-Za-z0-9][A-Za-z0-9._-]* (letters, digits, . _ -)",
+            )
     resolving: list[str] = []
 
     def build(name: str) -> Profile:
@@ -486,9 +521,16 @@ def load_config(ctx: Context) -> Config:
         if "registry" in table
         else RegistrySettings()
     )
-    registry = _env_registry(ctx, registry)
+    ignored = [f"[{key}]" for key in ("registry", "host") if key in table and distrust]
+    if ignored:
+        notes.append(f"ignored from the checkout's {path.name if path else 'config'}: "
+                     + " and ".join(ignored) + " (mirrors, insecure registries and host roots "
+                     "come only from trusted input)")  # fmt: skip
+    if distrust:
+        registry = RegistrySettings()
+    registry = env_registry(ctx.env, registry)
     host = HostSettings()
-    if "host" in table:
+    if "host" in table and not distrust:
         if not isinstance(table["host"], dict):
             raise ConfigError(f"[host] in {where} must be a table")
         check_keys(table["host"], HOST_KEYS, f"[host] in {where}")
@@ -516,6 +558,15 @@ def load_config(ctx: Context) -> Config:
         lockfile = Path(ctx.env["ROCMENV_LOCKFILE"])
     if not lockfile.is_absolute():
         lockfile = (root if not ctx.env.get("ROCMENV_LOCKFILE") else ctx.cwd) / lockfile
+    if distrust and not ctx.env.get("ROCMENV_LOCKFILE"):
+        real, project = os.path.realpath(lockfile), os.path.realpath(root)
+        if not real.startswith(project.rstrip("/") + "/"):
+            raise ConfigError(
+                f"lockfile in {where} points outside the project ({lockfile}): refused in "
+                "untrusted mode",
+                hint="keep rocmenv.lock inside the project, or name a lockfile from trusted "
+                "input (ROCMENV_LOCKFILE)",
+            )
     config = Config(
         path=path,
         root=root,
@@ -525,6 +576,8 @@ def load_config(ctx: Context) -> Config:
         registry=registry,
         host=host,
         profiles=tuple(profiles.items()),
+        trusted=trusted,
+        notes=tuple(notes),
     )
     if default_profile not in profiles:
         config.profile(default_profile)  # raises with a did-you-mean

@@ -50,6 +50,14 @@ def env_flag(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def find_checkout(cwd: Path) -> Path:
+    """The git top level containing ``cwd`` (a ``.git`` directory or file), else ``cwd``."""
+    for directory in (cwd, *cwd.parents):
+        if (directory / ".git").exists():
+            return directory
+    return cwd
+
+
 def _isatty(stream: TextIO) -> bool:
     try:
         return bool(stream.isatty())

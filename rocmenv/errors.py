@@ -60,6 +60,11 @@ class ConfigError(RocmenvError):
     exit_code = EXIT_USAGE
 
 
+class PolicyViolation(UsageError):
+    """Untrusted mode: the container the profile asks for breaks the policy (README
+    "Running untrusted code"); names the key, the value and the rule."""
+
+
 class LockError(ConfigError):
     """The lockfile is corrupt, from the future, or cannot be written."""
 

@@ -8,6 +8,7 @@ a compose service (:func:`render_compose`, YAML emitted by :func:`to_yaml`).
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
@@ -123,7 +124,23 @@ def _yaml_scalar(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
-    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a YAML scalar
+    # A JSON string (ASCII only: no line or paragraph separators) is a YAML double-quoted
+    # scalar: no value can end it early or start a key.
+    return json.dumps(str(value), ensure_ascii=True)
+
+
+_PLAIN_KEY = re.compile(r"[a-z_][a-z0-9_]*")
+_YAML_WORDS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
+
+
+def _yaml_key(key: Any) -> str:
+    """A mapping key: plain only when it is a lower-case identifier YAML reads as that
+    string (``services``, ``cap_add``); anything else (profile and service names, label
+    keys) double-quoted, so no name can inject keys."""
+    text = str(key)
+    if _PLAIN_KEY.fullmatch(text) and text not in _YAML_WORDS:
+        return text
+    return json.dumps(text, ensure_ascii=True)
 
 
 def to_yaml(value: Any, indent: int = 0) -> str:
@@ -132,10 +149,11 @@ def to_yaml(value: Any, indent: int = 0) -> str:
     if isinstance(value, dict):
         for key, item in value.items():
             if isinstance(item, (dict, list)) and item:
-                lines.append(f"{pad}{key}:")
+                lines.append(f"{pad}{_yaml_key(key)}:")
                 lines.append(to_yaml(item, indent + 1).rstrip("\n"))
             else:
-                lines.append(f"{pad}{key}: {_yaml_scalar(item) if item != [] else '[]'}")
+                value = _yaml_scalar(item) if item != [] else "[]"
+                lines.append(f"{pad}{_yaml_key(key)}: {value}")
     elif isinstance(value, list):
         for item in value:
             if isinstance(item, dict):

@@ -20,11 +20,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Protocol
 
 from rocmenv.config import load_config
-from rocmenv.context import Context
+from rocmenv.context import Context, find_checkout
 from rocmenv.engine import Attachment, Engine, EngineName, ImageInfo, PullEvent
 from rocmenv.engine.container import Container
 from rocmenv.engine.select import choose_engine_kind, engine_name, in_container, make_engine
@@ -32,6 +31,7 @@ from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotSt
 from rocmenv.gpu import GpuInventory, discover, family_mismatch
 from rocmenv.labels import Identity
 from rocmenv.pinning import choose_image
+from rocmenv.policy import find_socket, guard_for, untrusted_mode
 from rocmenv.profiles import PullPolicy
 from rocmenv.runspec import (
     HostFacts,
@@ -78,14 +78,6 @@ class Timings:
             parts.append(f"{name} {1000 * (t - last):.0f}ms")
             last = t
         return f"timings: {', '.join(parts)}; total {1000 * (last - self.start):.0f}ms"
-
-
-def find_checkout(cwd: Path) -> Path:
-    """The git top level containing ``cwd`` (a ``.git`` directory or file), else ``cwd``."""
-    for directory in (cwd, *cwd.parents):
-        if (directory / ".git").exists():
-            return directory
-    return cwd
 
 
 def host_group_gid(name: str) -> int | None:
@@ -163,17 +155,38 @@ def execute(
 ) -> int:
     """Run the request; returns the exit status (see the module docstring)."""
     timings = Timings(enabled=ctx.flag("ROCMENV_TIMINGS"))
-    config = load_config(ctx)
+    config = load_config(ctx, untrusted=request.overrides.untrusted)
     profile = config.profile(request.profile)
     kind = choose_engine_kind(
         ctx, engine_name(ctx, flag=request.engine, profile=profile.engine, config=config.engine)
     )
     timings.mark("config")
+    guard = None
+    if untrusted_mode(profile, request.overrides.untrusted, ctx.env):
+        guard = guard_for(ctx.env, config, find_checkout(ctx.cwd))
+        if profile.image is not None and not request.overrides.image:
+            guard.check_image(profile.image.repository, profile)  # before any registry
     choice = choose_image(ctx, config, profile, cli_image=request.overrides.image)
     inventory: GpuInventory | None = None
     if wants_gpus(profile, request.overrides):
         inventory = discover(config.host.sysfs_root, config.host.dev_root)
     checkout = find_checkout(ctx.cwd) if profile.mount_checkout else None
+    command = SHELL_COMMAND if request.shell else request.overrides.command
+    overrides = replace(request.overrides, command=tuple(command))
+    facts = HostFacts(
+        env=ctx.env,
+        cwd=ctx.cwd,
+        checkout=checkout,
+        inventory=inventory,
+        group_gid=host_group_gid,
+        path_exists=os.path.exists,
+        check_host=True,
+        realpath=os.path.realpath,
+        find_socket=find_socket,
+    )
+    if guard is not None:
+        # untrusted: the whole policy holds before the engine is asked or an image pulled
+        build_runspec(profile, overrides, facts, image=choice.image, guard=guard)
     timings.mark("host")
     try:
         engine = make_engine(kind, ctx)
@@ -193,26 +206,15 @@ def execute(
             raise
         raise RunNotStarted(err.what, hint=err.hint) from err
     timings.mark("image")
-    command = SHELL_COMMAND if request.shell else request.overrides.command
     identity = Identity.current()
-    facts = HostFacts(
-        env=ctx.env,
-        cwd=ctx.cwd,
-        checkout=checkout,
-        inventory=inventory,
-        group_gid=host_group_gid,
-        path_exists=os.path.exists,
-        check_host=True,
+    facts = replace(
+        facts,
         identity=identity,
         image_digest=choice.digest or info.digest_for(choice.repository) or info.id,
         image_env=info.env_map(),
     )
     spec = build_runspec(
-        profile,
-        replace(request.overrides, command=tuple(command)),
-        facts,
-        image=choice.image,
-        launcher=launcher,
+        profile, overrides, facts, image=choice.image, launcher=launcher, guard=guard
     )
     for text in spec.warnings:
         reporter.warning(text)

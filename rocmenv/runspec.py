@@ -23,18 +23,21 @@ Policies (README "Profiles"):
   the working directory is the current one.
 * **Environment**: only what the profile declares; proxy variables are dropped unless
   ``keep-proxy-env``; ``secret-env`` is never passed in untrusted mode.
-* **Untrusted mode** refuses privileged, mounts host data read-only (the checkout stays
-  writable: it is the job's own workspace) and passes no secrets.
+* **Untrusted mode** applies the policy of :mod:`rocmenv.policy`: what has a safe
+  equivalent is neutralised before the spec is built (GPU isolation by nodes, renumbered
+  visible-device variables, private IPC, no pass-env/secrets from an untrusted profile, data
+  mounts and the checkout's ``.git`` read-only), everything else the policy refuses is an
+  error (exit 2) naming key, value and rule.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from rocmenv.context import env_flag
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.gpu import (
     CONTAINER_DRI,
@@ -45,6 +48,7 @@ from rocmenv.gpu import (
     select,
 )
 from rocmenv.labels import LABEL_PREFIX, Identity, run_labels
+from rocmenv.policy import VISIBLE_DEVICE_VARS, Guard, untrusted_mode
 from rocmenv.profiles import PROXY_VARS, Mount, Profile, Ulimit, check_env_name, parse_mount
 
 EnvSource = Literal["fixed", "host", "secret", "gpu", "cli", "launcher"]
@@ -163,6 +167,8 @@ class HostFacts:
     identity: Identity | None = None  # a run's session and owner (None: a rendering)
     image_digest: str | None = None
     image_env: Mapping[str, str] = field(default_factory=dict)  # the image config's Env
+    realpath: Callable[[str], str] = os.path.normpath  # run: os.path.realpath (symlinks)
+    find_socket: Callable[[str], str | None] = lambda _p: None  # run: rocmenv.policy's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,9 +192,10 @@ def parse_device(text: str, where: str) -> Device:
 
 
 def _gpu_devices(
-    profile: Profile, selection: GpuSelection, host: HostFacts
+    profile: Profile, selection: GpuSelection, host: HostFacts, *, nodes_for_all: bool = False
 ) -> tuple[list[Device], list[EnvVar], list[str]]:
-    """Device nodes and visible-devices variables for a selection."""
+    """Device nodes and visible-devices variables for a selection (``nodes_for_all``: even
+    ``all`` as the GPUs' own nodes, not the whole ``/dev/dri`` — untrusted mode)."""
     if selection.kind == "none":
         return [], [], []
     inv = host.inventory
@@ -200,7 +207,8 @@ def _gpu_devices(
     env_names = profile.gpu_env or (
         ("HIP_VISIBLE_DEVICES",) if profile.gpu_isolation == "env" else ()
     )
-    if selection.kind == "all" or profile.gpu_isolation == "env":
+    by_nodes = nodes_for_all and selection.kind == "all" and bool(selection.gpus)
+    if (selection.kind == "all" and not by_nodes) or profile.gpu_isolation == "env":
         devices = [kfd, whole_dri]
         if selection.kind == "subset":
             value = ",".join(str(g.index) for g in selection.gpus)
@@ -270,6 +278,12 @@ def _mounts(
         checkout_target = str(host.checkout)
         out.append(BindMount(source=checkout_target, target=checkout_target))
         by_target[checkout_target] = "the checkout"
+        git_dir = f"{checkout_target}/.git"
+        if untrusted and host.path_exists(git_dir):
+            # the runner's next git command on the host must not run what the job planted
+            # (.git/hooks, core.fsmonitor): .git read-only over the writable checkout
+            out.append(BindMount(source=git_dir, target=git_dir, readonly=True))
+            by_target[git_dir] = "the checkout's .git"
     for mount, origin in declared:
         if host.check_host and not host.path_exists(mount.source):
             if mount.optional:
@@ -294,6 +308,31 @@ def _mounts(
     if skipped:
         notes.append(f"optional mounts skipped, source absent: {', '.join(skipped)}")
     return out, notes, checkout_target
+
+
+def _with_gpu_env(
+    env: list[EnvVar], gpu_env: list[EnvVar], profile: Profile, selection: GpuSelection
+) -> list[EnvVar]:
+    """The selection's variables win: over the profile's and those passed through from the
+    host (with ``devices`` isolation a passed ``HIP_VISIBLE_DEVICES=4,5,6,7`` would name GPUs
+    the container numbers 0-3); only an explicit ``-e NAME=VALUE`` keeps its value."""
+    names = {v.name for v in gpu_env}
+    renumbered = selection.kind == "subset" and profile.gpu_isolation == "devices"
+    if renumbered and gpu_env:
+        value = gpu_env[0].value
+        for name in VISIBLE_DEVICE_VARS:
+            if name not in names and any(e.name == name and e.source != "cli" for e in env):
+                gpu_env = [*gpu_env, EnvVar(name=name, value=value, source="gpu")]
+                names.add(name)
+    elif renumbered:
+        value = ",".join(str(i) for i in range(len(selection.gpus)))
+        gpu_env = [
+            EnvVar(name=e.name, value=value, source="gpu")
+            for e in env
+            if e.name in VISIBLE_DEVICE_VARS and e.source != "cli"
+        ]
+        names = {v.name for v in gpu_env}
+    return [e for e in env if e.name not in names] + gpu_env
 
 
 def _env(
@@ -348,10 +387,13 @@ def build_runspec(
     *,
     image: str,
     launcher: LauncherMount | None = None,
+    guard: Guard | None = None,
 ) -> RunSpec:
     """The complete container for ``profile`` with the CLI's ``overrides`` on ``host``:
-    labels from :mod:`rocmenv.labels`, and the shim ``launcher`` mounted when given."""
-    untrusted = profile.untrusted or overrides.untrusted or env_flag(host.env, "ROCMENV_UNTRUSTED")
+    labels from :mod:`rocmenv.labels`, and the shim ``launcher`` mounted when given. In
+    untrusted mode the ``guard`` (default: the built-in policy, the profile untrusted unless
+    built in) neutralises and checks it (:mod:`rocmenv.policy`)."""
+    untrusted = untrusted_mode(profile, overrides.untrusted, host.env)
     privileged = profile.privileged if overrides.privileged is None else overrides.privileged
     warnings: list[str] = []
     notes: list[str] = []
@@ -366,25 +408,30 @@ def build_runspec(
             f"profile {profile.name!r} runs the container privileged: it can access every "
             "host device and disable its own confinement"
         )
+    policy_changes: list[str] = []
+    if untrusted:
+        guard = guard or Guard()
+        policy_changes += guard.config_notes
+        profile, changes = guard.constrain(profile)
+        policy_changes += changes
     selection = _gpu_selection(profile, overrides, host)
-    gpu_devices, gpu_env, gpu_notes = _gpu_devices(profile, selection, host)
+    gpu_devices, gpu_env, gpu_notes = _gpu_devices(
+        profile, selection, host, nodes_for_all=untrusted and host.check_host
+    )
     notes += gpu_notes
     devices: list[Device] = list(gpu_devices)
-    for text in profile.devices:
-        devices.append(parse_device(text, f"[profiles.{profile.name}].devices"))
-    if host.check_host:
-        for dev in devices:
-            if not host.path_exists(dev.host):
-                raise UsageError(
-                    f"device {dev.host} (for {dev.container}) does not exist on this host",
-                    hint="check the profile's devices and `rocmenv gpus`",
-                )
+    extra_devices = [
+        parse_device(text, f"[profiles.{profile.name}].devices") for text in profile.devices
+    ]
+    devices += extra_devices
     mounts, mount_notes, checkout = _mounts(profile, overrides, host, untrusted)
     notes += mount_notes
     env, env_notes = _env(profile, overrides, host, untrusted)
-    for var in gpu_env:
-        env = [e for e in env if e.name != var.name] + [var]
-    notes += env_notes
+    env = _with_gpu_env(env, gpu_env, profile, selection)
+    if untrusted and gpu_env:
+        policy_changes.append(f"{'/'.join(v.name for v in gpu_env)}={gpu_env[0].value}")
+    if not untrusted:
+        notes += env_notes
     workdir = overrides.workdir or profile.workdir
     if workdir is None and checkout is not None:
         workdir = str(host.cwd)
@@ -398,12 +445,39 @@ def build_runspec(
             raise ConfigError(f"[profiles.{profile.name}].labels: {key!r} is reserved for rocmenv")
         labels[key] = value
     if untrusted:
-        data_mounts = sum(1 for m in mounts if m.target != checkout)
+        assert guard is not None
+        guard.check(
+            profile,
+            devices=devices,
+            gpu_devices=gpu_devices,
+            group_gid=host.group_gid,
+            mounts=mounts,
+            checkout=checkout,
+            image=image,
+            network=profile.network,
+            ipc=profile.ipc,
+            env=host.env,
+            realpath=host.realpath,
+            find_socket=host.find_socket,
+        )
+        data_mounts = sum(1 for m in mounts if m.target != checkout and m.readonly)
+        git_ro = any(checkout and m.target == f"{checkout}/.git" for m in mounts)
+        policy_changes.append(
+            f"{data_mounts - int(git_ro)} data mount(s)" + (" and .git" if git_ro else "")
+            + " read-only"
+        )  # fmt: skip
         notes.insert(
             0,
-            f"untrusted mode: privileged refused, {data_mounts} host data mount(s) read-only, "
-            "no secret variables passed",
+            f"untrusted mode: policy {guard.policy.source}; privileged refused; "
+            + "; ".join(policy_changes + env_notes),
         )
+    if host.check_host:
+        for dev in devices:
+            if not host.path_exists(dev.host):
+                raise UsageError(
+                    f"device {dev.host} (for {dev.container}) does not exist on this host",
+                    hint="check the profile's devices and `rocmenv gpus`",
+                )
     tmpfs: list[tuple[str, str]] = []
     if launcher is not None:
         env, mounts, tmpfs = _add_launcher(env, mounts, launcher, host)

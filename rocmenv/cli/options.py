@@ -52,14 +52,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     import shlex
 
     from rocmenv.cli._common import emit, emit_json, warn
-    from rocmenv.config import load_config
+    from rocmenv.config import PROFILE_NAME_RE, load_config
+    from rocmenv.context import find_checkout
+    from rocmenv.errors import UsageError
     from rocmenv.gpu import discover
     from rocmenv.labels import LABEL_PREFIX
+    from rocmenv.policy import find_socket, guard_for, untrusted_mode
     from rocmenv.render import render_compose, render_docker, render_gha
-    from rocmenv.run import find_checkout, host_group_gid
+    from rocmenv.run import host_group_gid
     from rocmenv.runspec import HostFacts, Overrides, build_runspec, wants_gpus
 
-    config = load_config(ctx)
+    config = load_config(ctx, untrusted=args.untrusted)
     profile = config.profile(args.profile)
     if args.format == "sbatch":
         from rocmenv.cli.run import node_run_args
@@ -104,8 +107,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         group_gid=host_group_gid if check_host and not args.group_names else (lambda _n: None),
         path_exists=os.path.exists,
         check_host=check_host,
+        realpath=os.path.realpath if check_host else os.path.normpath,
+        find_socket=find_socket if check_host else (lambda _p: None),
     )
-    spec = build_runspec(profile, overrides, facts, image=image or "IMAGE")
+    guard = None
+    if untrusted_mode(profile, args.untrusted, ctx.env):
+        guard = guard_for(ctx.env, config, find_checkout(ctx.cwd))
+    spec = build_runspec(profile, overrides, facts, image=image or "IMAGE", guard=guard)
     for text in spec.warnings:
         warn(ctx, text)
     for text in spec.notes:
@@ -131,6 +139,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             warn(
                 ctx,
                 f"profile {profile.name!r} names no image: the service says IMAGE (use --image)",
+            )
+        if args.service is not None and not PROFILE_NAME_RE.fullmatch(args.service):
+            raise UsageError(
+                f"--service {args.service!r} is not a service name",
+                hint="use letters, digits, '.', '_' and '-', starting with a letter or digit",
             )
         text = render_compose(spec, service=args.service)
         if args.json:

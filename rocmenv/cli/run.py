@@ -30,7 +30,8 @@ def add_container_args(parser: Any) -> None:
     parser.add_argument("-w", "--workdir", metavar="DIR", help="working directory in the container")
     parser.add_argument(
         "--untrusted", action="store_true",
-        help="code from an untrusted source: refuse privileged, read-only data, no secrets",
+        help="code from an untrusted source (a fork's PR): the container must satisfy the "
+        "untrusted policy (README \"Running untrusted code\"); ROCMENV_UNTRUSTED=1 does the same",
     )  # fmt: skip
 
 

@@ -174,7 +174,9 @@ def test_untrusted_mode_mounts_data_read_only_and_passes_no_secret(
     done = run(
         project, engine, "--untrusted", "--", "sh", "-c",
         'touch /data/x 2>/dev/null && echo writable || echo read-only; echo "secret=${ROCMENV_TEST_SECRET:-}"',
-        profile="data", env={"ROCMENV_TEST_SECRET": "s3cr3t-value"},
+        profile="data",
+        # the policy allows rocm/sgl-dev: the test registry serves it as a trusted mirror
+        env={"ROCMENV_TEST_SECRET": "s3cr3t-value", "ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["read-only", "secret="]
@@ -192,7 +194,7 @@ def test_only_declared_variables_pass(project: Project, engine: str) -> None:
     assert done.returncode == 0, done.stderr
     seen = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     assert seen["ROCMENV_TEST_SECRET"] == "declared-secret"
-    assert seen["HIP_VISIBLE_DEVICES"] == "0,1"
+    assert seen["HIP_VISIBLE_DEVICES"] == "0"  # the host's 0,1 renumbered for --gpus 0
     assert seen["HF_HUB_OFFLINE"] == "1" and seen["EXTRA"] == "1"
     assert "UNDECLARED_TOKEN" not in seen
     assert "HTTPS_PROXY" not in seen  # declared, but a proxy variable: dropped

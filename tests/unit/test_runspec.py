@@ -74,13 +74,14 @@ def spec_for(
     tmp_path: Path,
     ov: Overrides | None = None,
     launcher: LauncherMount | None = None,
+    image: str = "img:1",
     **kw: object,
 ) -> RunSpec:
     return build_runspec(
         profile,
         ov or Overrides(),
         facts(host, tmp_path, **kw),  # type: ignore[arg-type]
-        image="img:1",
+        image=image,
         launcher=launcher,
     )
 
@@ -291,12 +292,11 @@ def test_untrusted_mode_passes_no_secrets_and_mounts_data_read_only(tmp_path: Pa
         pass_env=("HIP_VISIBLE_DEVICES",),
     )
     env = {"WANDB_API_KEY": "k" * 10, "HIP_VISIBLE_DEVICES": "1"}
+    ok = {"existing": {"/data"}, "image": "rocm/sgl-dev:v1"}
     for spec in (
-        spec_for(profile, None, tmp_path, Overrides(untrusted=True), env=env, existing={"/data"}),
-        spec_for(replace(profile, untrusted=True), None, tmp_path, env=env, existing={"/data"}),
-        spec_for(
-            profile, None, tmp_path, env={**env, "ROCMENV_UNTRUSTED": "1"}, existing={"/data"}
-        ),
+        spec_for(profile, None, tmp_path, Overrides(untrusted=True), env=env, **ok),
+        spec_for(replace(profile, untrusted=True), None, tmp_path, env=env, **ok),
+        spec_for(profile, None, tmp_path, env={**env, "ROCMENV_UNTRUSTED": "1"}, **ok),
     ):
         assert spec.untrusted
         assert "WANDB_API_KEY" not in spec.env_values
@@ -434,7 +434,7 @@ def test_docker_rendering_lists_every_option_once(host: FakeHost, tmp_path: Path
         "--group-add=44", "--group-add=109", "--cap-add=SYS_PTRACE", "--cap-drop=NET_RAW",
         "--security-opt=seccomp=unconfined", "--ipc=host", "--network=host", "--shm-size=32g",
         "--memory=0", "--memory-swap=0", "--ulimit=memlock=-1", "--ulimit=stack=67108864",
-        "--ulimit=nofile=65535", "--env=A=1", "--env=HIP_VISIBLE_DEVICES", "--label=team=ml",
+        "--ulimit=nofile=65535", "--env=A=1", "--env=HIP_VISIBLE_DEVICES=0", "--label=team=ml",
         f"--workdir={tmp_path / 'repo' / 'sub'}",
         f"--mount=type=bind,source={tmp_path / 'repo'},target={tmp_path / 'repo'}",
     ):  # fmt: skip
@@ -512,7 +512,7 @@ def test_compose_rendering_is_a_service_with_the_same_options(
         bind:
           create_host_path: false
     environment:
-      - "HIP_VISIBLE_DEVICES"
+      - "HIP_VISIBLE_DEVICES=0"
     working_dir: "{tmp_path / "repo" / "sub"}"
 """
     assert text == expected

@@ -230,7 +230,7 @@ def test_pr_workflow_gates_forks_and_withholds_secrets() -> None:
     assert "github.event.label.name == 'run-ci-amd'" in text
     assert "github.event.pull_request.head.repo.full_name == github.repository" in text
     assert "ref: ${{ github.event.pull_request.head.sha }}" in text
-    assert text.count("persist-credentials: false") == 2
+    assert text.count("persist-credentials: false") == 3
     assert "secrets.WANDB_API_KEY || ''" in text and "ROCMENV_UNTRUSTED:" in text
     assert "permissions:\n  contents: read\n" in text
     # the PR body reaches bootstrap through the environment, never inside a script
@@ -240,11 +240,38 @@ def test_pr_workflow_gates_forks_and_withholds_secrets() -> None:
                    for ln in run_lines)  # fmt: skip
     # bootstrap is the first thing that runs in the job container after checkout/install
     steps = re.findall(r"^      - name: (.+)$", text.split("rocm-tests:")[1], re.MULTILINE)
-    assert steps[:3] == [
+    assert steps[:4] == [
+        "Check out rocmenv's files from the base branch (trusted)",
+        "Install rocmenv from pinned wheels beside the image's packages (not into them)",
         "Check out the PR head",
-        "Install rocmenv beside the image's packages (not into them)",
         "Bootstrap the job container",
     ]
+
+
+def test_pr_workflow_follows_the_trust_model() -> None:
+    """Config from the base branch, rocmenv from wheels pinned by hash, and nothing of the
+    PR checkout (its pip, its config) runs before bootstrap (README "Running untrusted
+    code")."""
+    text = (WORKFLOWS / "pr-rocm.yml").read_text()
+    job = text.split("rocm-tests:")[1]
+    steps = job.split("\n      - name: ")[1:]
+    base, install, pr, bootstrap = steps[:4]
+    assert "ref: ${{ github.event.pull_request.base.sha }}" in base and "path: base" in base
+    assert "head.sha" not in base
+    # installed before the PR head exists on disk, outside the checkout, isolated, by hash
+    assert "working-directory: ${{ runner.temp }}" in install
+    assert "python3 -I -m pip install" in install
+    assert "--require-hashes" in install and "--only-binary=:all:" in install
+    assert '-r "$GITHUB_WORKSPACE/base/ci/rocmenv-requirements.txt"' in install
+    assert "ROCMENV_CONFIG=$RUNNER_TEMP/rocmenv-config/rocmenv.toml" in install
+    assert "rocmenv==" not in install.split("run: |")[1]  # no unpinned name on the line
+    assert "ref: ${{ github.event.pull_request.head.sha }}" in pr
+    assert "working-directory: ${{ runner.temp }}/rocmenv" in bootstrap
+    # no step before bootstrap runs python or pip in the PR checkout
+    for step in (base, install, pr):
+        for line in step.splitlines():
+            if "python" in line or "pip" in line:
+                assert "-I -m pip" in line, line
 
 
 def test_nightly_drift_workflow_uses_drift_flags_that_exist() -> None:
