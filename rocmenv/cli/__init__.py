@@ -23,12 +23,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("validate", "check a reference or profile against the registry and the lock"),
     "run": ("run", "run a command in the profile's container"),
     "shell": ("run", "open an interactive shell in the profile's container"),
+    "pull": ("pull", "pull the profile's locked image with progress, retries and a disk check"),
     "options": ("options", "render the profile's container options for docker/gha/compose"),
     "gpus": ("gpus", "list the host's AMD GPUs"),
     "shims": ("shims", "list shims, check which apply in an image"),
     "bootstrap": ("bootstrap", "prepare a CI job container (GPU, stale processes, shims)"),
     "drift": ("drift", "report what moved behind pinned tags"),
-    "gc": ("gc", "remove containers whose rocmenv owner is gone"),
+    "gc": ("gc", "remove containers whose rocmenv owner is gone, and unused pulled images"),
     "doctor": ("doctor", "check the engine, registry access and configuration"),
 }
 

@@ -34,8 +34,10 @@ from rocmenv.engine import (
     EngineInfo,
     EngineKind,
     ImageInfo,
+    LocalImage,
     PullEvent,
     StartFailure,
+    StoreInfo,
     explain_start_failure,
 )
 from rocmenv.engine.select import START_HINT, EngineOptions
@@ -171,18 +173,80 @@ class WhalesEngine:
         return info.env_map()
 
     def pull(self, image: str, *, progress: Callable[[PullEvent], None] | None = None) -> None:
-        if progress is not None:
-            progress(PullEvent(layer="", status="pulling"))
+        """``docker pull`` (not quiet): each output line becomes a :class:`PullEvent`.
+
+        Off a terminal the CLI prints one line per layer state change (``<id>: Pull
+        complete``) and no byte counts; :mod:`rocmenv.pull` adds the layer sizes from the
+        manifest."""
+        argv = [*self._cmd, "pull", image]
         try:
-            with _whales():
-                self.client.image.pull(image, quiet=True)
-        except CliError as err:
+            proc = subprocess.Popen(
+                argv,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except OSError as err:
+            raise EngineUnavailable(f"{self.kind}: cannot run {argv[0]}: {err}") from None
+        errors: list[bytes] = []
+        reader = threading.Thread(
+            target=lambda: errors.append(proc.stderr.read() if proc.stderr else b""), daemon=True
+        )
+        reader.start()
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace").strip()
+            if progress is None or not line:
+                continue
+            layer, sep, status = line.partition(": ")
+            if not sep or " " in layer:
+                layer, status = "", line
+            progress(PullEvent(layer=layer, status=status))
+        code = proc.wait()
+        reader.join()
+        if code != 0:
+            stderr = b"".join(errors).decode(errors="replace").strip()
             raise EngineError(
-                f"{self.kind}: pulling {image} failed: {redact(err.stderr)}",
+                f"{self.kind}: pulling {image} failed: {redact(stderr)}",
                 hint="check the reference, registry access and credentials (`docker login`)",
             ) from None
-        if progress is not None:
-            progress(PullEvent(layer="", status="done"))
+
+    def store_info(self) -> StoreInfo:
+        try:
+            info = json.loads(self._cli("info", "--format", "{{json .}}"))
+        except CliError as err:
+            raise self._fail("asking for engine information", err) from None
+        root = str(info.get("DockerRootDir") or (info.get("store") or {}).get("graphRoot") or "")
+        host = self._env.get("DOCKER_HOST", "") or self._env.get("CONTAINER_HOST", "")
+        remote = bool(host) and not host.startswith("unix://")
+        return StoreInfo(data_root=root, local=bool(root) and not remote)
+
+    def list_images(self) -> list[LocalImage]:
+        try:
+            ids = sorted(set(self._cli("images", "--all", "--quiet", "--no-trunc").split()))
+            docs = json.loads(self._cli("image", "inspect", *ids)) if ids else []
+        except CliError as err:
+            raise self._fail("listing images", err) from None
+        return [
+            LocalImage(
+                id=str(d.get("Id", "")),
+                repo_tags=tuple(t for t in d.get("RepoTags") or () if t != "<none>:<none>"),
+                repo_digests=tuple(d.get("RepoDigests") or ()),
+                size=int(d.get("Size") or 0),
+                created=str(d.get("Created", "")),
+                layers=tuple((d.get("RootFS") or {}).get("Layers") or ()),
+            )
+            for d in docs
+        ]
+
+    def remove_image(self, image: str) -> None:
+        try:
+            self._cli("image", "rm", "--force", image)  # the caller checked nothing uses it
+        except CliError as err:
+            if "No such image" in err.stderr or "image not known" in err.stderr:
+                return
+            raise self._fail(f"removing image {image}", err) from None
 
     # -- containers ----------------------------------------------------------------------
     def create(

@@ -1,0 +1,150 @@
+"""Pure logic of pulls: failure classes, progress arithmetic, the plain-log rate, gc plans."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from rocmenv.cli._progress import PullDisplay
+from rocmenv.context import Context
+from rocmenv.engine import LocalImage, PullEvent
+from rocmenv.errors import ConfigError, UsageError
+from rocmenv.images import Pulled, load_pulled, parse_duration, plan_image_gc, record_pull
+from rocmenv.pull import Failure, LayerPlan, PullPlan, PullProgress, classify, parse_size
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        ("toomanyrequests: You have reached your pull rate limit", "rate-limit"),
+        ("received unexpected HTTP status: 429 Too Many Requests", "rate-limit"),
+        ("received unexpected HTTP status: 503 Service Unavailable", "server"),
+        ("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer", "connection"),
+        ("unexpected EOF", "connection"),
+        ("manifest unknown: manifest unknown", "fatal"),
+        ("pull access denied for x, repository does not exist", "fatal"),
+    ],
+)
+def test_failures_are_classified_for_retrying(message: str, kind: str) -> None:
+    assert classify(message).kind == kind
+
+
+def _plan() -> PullPlan:
+    return PullPlan(
+        image="img:1",
+        layers=(
+            LayerPlan(digest="sha256:" + "a" * 64, size=600, present=False),
+            LayerPlan(digest="sha256:" + "b" * 64, size=400, present=False),
+            LayerPlan(digest="sha256:" + "c" * 64, size=999, present=True),
+        ),
+    )
+
+
+def test_progress_counts_only_missing_layers_and_completions() -> None:
+    now = [0.0]
+    progress = PullProgress(plan=_plan(), clock=lambda: now[0])
+    assert (progress.done, progress.total) == (0, 1000)
+    now[0] = 2.0
+    progress.feed(PullEvent(layer="a" * 12, status="Downloading", current=300, total=600))
+    assert (
+        progress.done == 300 and progress.rate == 150 and progress.eta == pytest.approx(700 / 150)
+    )
+    progress.feed(PullEvent(layer="b" * 12, status="Pull complete"))  # docker-cli: no bytes
+    progress.feed(PullEvent(layer="c" * 12, status="Already exists"))
+    assert (progress.done, progress.total) == (700, 1000)
+
+
+def test_plain_lines_come_at_each_tenth_and_at_most_every_interval() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    display = PullDisplay(out, "img:1", tty=False, github=False, clock=lambda: now[0])
+    display.begin(
+        PullPlan(
+            image="img:1",
+            layers=(LayerPlan(digest="sha256:" + "a" * 64, size=1000, present=False),),
+        )
+    )
+    layer = "a" * 12
+    for done in range(0, 1001, 10):  # 101 events, 0.1 s apart
+        now[0] += 0.1
+        display.event(PullEvent(layer=layer, status="Downloading", current=done, total=1000))
+    lines = out.getvalue().splitlines()[1:]
+    assert len(lines) == 10  # 10 %, 20 %, … 100 %: one each
+    out.truncate(0)
+    out.seek(0)
+    display.last_decile = 10
+    for _ in range(1, 61):  # a minute without progress: a line every 15 s
+        now[0] += 1
+        display.event(PullEvent(layer=layer, status="Downloading", current=1000, total=1000))
+    assert len(out.getvalue().splitlines()) == 4
+
+
+def test_github_group_is_closed_even_when_the_pull_fails() -> None:
+    out = io.StringIO()
+    display = PullDisplay(out, "img:1", tty=False, github=True)
+    display.begin(PullPlan(image="img:1"))
+    display.retrying(1, Failure(kind="server", message="503"), 2.0)
+    display.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "::group::rocmenv: pulling img:1" and lines[-1] == "::endgroup::"
+    assert "pull attempt 1 of img:1 failed (registry server error): 503; retrying in 2s" in lines[1]
+
+
+def _image(name: str, size: int, digest: str | None = None) -> LocalImage:
+    digests = (f"r/{name}@sha256:{digest}",) if digest else ()
+    return LocalImage(
+        id=f"sha256:{name}", repo_tags=(f"r:{name}",), repo_digests=digests, size=size
+    )
+
+
+def test_gc_plan_removes_oldest_first_until_under_max_disk() -> None:
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    images = [_image(n, 100) for n in ("a", "b", "c", "d")] + [_image("x", 100)]
+    pulled = {
+        f"sha256:{n}": Pulled(
+            image_id=f"sha256:{n}", refs=(n,), pulled_at=t0 + dt.timedelta(days=i)
+        )
+        for i, n in enumerate(("c", "a", "d", "b"))
+    }
+    verdicts = plan_image_gc(
+        images, pulled, locked_digests=set(), in_use=set(), now=t0 + dt.timedelta(days=9),
+        max_disk=300,
+    )  # fmt: skip
+    removed = [v.image.id for v in verdicts if v.verdict == "remove"]
+    assert removed == ["sha256:c", "sha256:a"]  # 500 → 300: the two oldest pulls
+    reasons = {v.image.id: v.reason for v in verdicts if v.verdict == "keep"}
+    assert reasons["sha256:x"] == "not pulled by rocmenv"
+    young = plan_image_gc(
+        images, pulled, locked_digests=set(), in_use={"sha256:d"},
+        now=t0 + dt.timedelta(days=3, hours=12), older_than=dt.timedelta(days=1),
+    )  # fmt: skip
+    assert [v.image.id for v in young if v.verdict == "remove"] == ["sha256:c", "sha256:a"]
+    assert {v.image.id: v.reason for v in young}["sha256:d"] == "used by a container"
+
+
+def test_image_record_is_atomic_versioned_and_strict(tmp_path: Path) -> None:
+    ctx = Context(env={"XDG_DATA_HOME": str(tmp_path)})
+    when = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+    record_pull(ctx, "sha256:1", "r:a", when)
+    record_pull(ctx, "sha256:1", "r:b", when)
+    assert load_pulled(ctx)["sha256:1"].refs == ("r:a", "r:b")
+    path = tmp_path / "rocmenv" / "images.json"
+    assert json.loads(path.read_text())["state_version"] == 1
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == []
+    path.write_text(json.dumps({"state_version": 99, "images": {}}))
+    with pytest.raises(ConfigError, match="state_version 99"):
+        load_pulled(ctx)
+
+
+def test_sizes_and_durations() -> None:
+    assert parse_size("2g") == 2 << 30 and parse_size("500MB") == 500 << 20
+    assert parse_size("0") == 0 and parse_size("1.5t") == int(1.5 * (1 << 40))
+    assert parse_duration("7d") == dt.timedelta(days=7)
+    with pytest.raises(UsageError):
+        parse_size("lots")
+    with pytest.raises(UsageError):
+        parse_duration("soon")
