@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gpus": ("gpus", "list the host's AMD GPUs"),
     "shims": ("shims", "list shims, check which apply in an image"),
     "bootstrap": ("bootstrap", "prepare a CI job container (GPU, stale processes, shims)"),
+    "inspect": ("inspect", "what is inside an image, read from the registry without pulling"),
+    "diff": ("inspect", "compare two images' packages, ROCm, Python and shims without pulling"),
     "drift": ("drift", "report what moved behind pinned tags"),
     "gc": ("gc", "remove containers whose rocmenv owner is gone, and unused pulled images"),
     "doctor": ("doctor", "check the engine, registry access and configuration"),

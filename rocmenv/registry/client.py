@@ -369,6 +369,71 @@ class RegistryClient:
         self._cache[key] = resp.body
         return resp.body
 
+    def open_blob(
+        self,
+        ref: Reference,
+        host: str,
+        digest: str,
+        *,
+        max_bytes: int = 64 << 30,
+        chunk: int = 1 << 20,
+        resumes: int = 3,
+    ) -> Iterator[bytes]:
+        """A (large) blob as chunks, streamed and hashed on the way; the last chunk is
+        followed by a :class:`DigestMismatch` check. A dropped connection resumes with a
+        ``Range`` request (``resumes`` times). Authentication goes through :meth:`_request`
+        (a ``HEAD`` first); redirects to a storage back-end get no registry credentials."""
+        import hashlib
+        import http.client
+        import urllib.error
+        import urllib.request
+
+        from rocmenv.errors import DigestMismatch
+
+        validate_digest(digest)
+        path = f"/v2/{ref.path}/blobs/{digest}"
+        head = self._request(ref, host, "HEAD", path, kind="blob-head")
+        if head.status == 404:
+            raise self._not_found(ref, host, head, f"blob {digest}")
+        url = f"{self.scheme_for(host)}://{host}{path}"
+        auth = self._auth_header(host, f"repository:{ref.path}:pull")
+        hasher = hashlib.sha256()
+        done, failures = 0, 0
+        while True:
+            request = urllib.request.Request(url)
+            for key, value in auth.items():
+                request.add_unredirected_header(key, value)
+            if done:
+                request.add_header("Range", f"bytes={done}-")
+            try:
+                with urllib.request.urlopen(request, timeout=60) as resp:
+                    self.stats.add("blob-stream")
+                    if done and resp.status != 206:
+                        raise RegistryProtocolError(f"{host}: blob {digest}: Range refused")
+                    while True:
+                        data = resp.read(chunk)
+                        if not data:
+                            break
+                        done += len(data)
+                        if done > max_bytes:
+                            raise RegistryProtocolError(
+                                f"{host}: blob {digest} is larger than {max_bytes} bytes"
+                            )
+                        hasher.update(data)
+                        yield data
+            except (OSError, urllib.error.URLError, http.client.HTTPException) as err:
+                failures += 1
+                if failures > resumes:
+                    raise RegistryUnavailable(
+                        f"{host}: reading blob {digest} of {ref.name} failed after "
+                        f"{done} bytes: {err}",
+                        hint="check the network; the layers read so far are kept",
+                    ) from None
+                continue
+            break
+        if f"sha256:{hasher.hexdigest()}" != digest:
+            raise DigestMismatch(f"blob {ref.name}@{digest} from {host}: the bytes do not match")
+
     def resolve_platform(
         self, ref: Reference, *, os_name: str = "linux", arch: str = "amd64"
     ) -> PlatformImage:
