@@ -46,7 +46,8 @@ exit codes:
   2  usage or configuration error (bad flag, unknown/unpinned profile, empty lockfile)
   3  could not check: a registry was unreachable, refused (auth) or kept failing (5xx/429
      after retries); never reported as "no drift". Partial results are still printed.
-  4  --inspect could not pull or probe an image (engine error); results are printed.
+  4  --inspect-from engine could not pull or probe an image (engine error); results are
+     printed. (--inspect reads images from the registry: a failure there is 3.)
 
 what "newer" means: for profiles pinned from constraints, the lock's constraints resolved
 again; for a nightly tag, later nightlies of the same ROCm/GPU/suffix; for a release, higher
@@ -62,8 +63,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         help=help_text,
         description="For every image pinned in rocmenv.lock: has its tag moved to another "
         "digest (HEAD requests, no pull-limit cost), and are there newer tags of the same "
-        "line? With --inspect, pull the pinned and the new image by digest and report what "
-        "changed inside: packages, ROCm, Python, and which shims became (un)necessary. "
+        "line? With --inspect, read the pinned and the new image from the registry (nothing is "
+        "pulled: layers are streamed once into a small index) and report what changed "
+        "inside: packages, ROCm, Python, and which shims became (un)necessary. "
         "Images are checked concurrently.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -91,7 +93,14 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser.add_argument(
         "--inspect",
         action="store_true",
-        help="pull and probe drifted images: package, ROCm, Python and shim changes",
+        help="read drifted images: package, ROCm, Python and shim changes",
+    )
+    parser.add_argument(
+        "--inspect-from",
+        choices=("registry", "engine"),
+        default="registry",
+        help="registry: stream the layers, pull nothing (default); engine: pull both images "
+        "and run the probe in a container",
     )
     parser.add_argument(
         "--fail-on",
@@ -109,7 +118,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser.add_argument(
         "--engine",
         choices=ENGINE_NAMES,
-        help="container engine for --inspect (default: auto)",
+        help="container engine for --inspect-from engine (default: auto)",
     )
     parser.set_defaults(func=run)
 
@@ -120,7 +129,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import lock_path
     from rocmenv.config import load_config
     from rocmenv.drift.check import FailOn, check_all, exit_code, targets
-    from rocmenv.drift.inspect import EngineProber, ProbeCache, inspect_all
+    from rocmenv.drift.inspect import EngineProber, ProbeCache, RegistryProber, inspect_all
     from rocmenv.drift.report import render_markdown, render_text, report_json
     from rocmenv.errors import UsageError
     from rocmenv.lock import read_lock
@@ -151,10 +160,16 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if progress is not None:
             ctx.stderr.write("\r\033[K")
         if args.inspect:
-            prober = EngineProber(
-                lambda: _open_engine(ctx, args.engine, config.engine),
-                lambda: _bundle(ctx),
-            )
+            if args.inspect_from == "engine":
+                prober: Any = EngineProber(
+                    lambda: _open_engine(ctx, args.engine, config.engine),
+                    lambda: _bundle(ctx),
+                )
+            else:
+                from rocmenv.contents.image import LayerStore
+                from rocmenv.shims.catalogue import discover_shims
+
+                prober = RegistryProber(client, LayerStore.default(ctx), discover_shims())
             cache = ProbeCache(prober)
             results = inspect_all(client, cache, results, jobs=min(args.jobs, 4))
             probes = cache.probes
