@@ -265,18 +265,18 @@ def shim_verdicts(
             "reason": "",
             "error": None,
         }
-        found = [first[_canonical(n)] for n in shim.distributions if _canonical(n) in first]
+        found = [(n, first[_canonical(n)]) for n in shim.distributions if _canonical(n) in first]
         if not found:
             row.update(
                 would_apply=False, reason=f"none of {', '.join(shim.distributions)} is installed"
             )
             out.append(row)
             continue
-        dist = found[0]
+        asked, dist = found[0]  # importlib.metadata.version(asked), as the runtime asks
         match = specifier_contains(shim.specifier, dist.version)
-        row.update(distribution=dist.name, version=dist.version, specifier_match=match)
+        row.update(distribution=asked, version=dist.version, specifier_match=match)
         if not match:
-            row.update(would_apply=False, reason=f"{dist.name} {dist.version} does not match")
+            row.update(would_apply=False, reason=f"{asked} {dist.version} does not match")
             out.append(row)
             continue
         try:
@@ -289,7 +289,7 @@ def shim_verdicts(
         row.update(
             static_probe={"missing": missing, "reason": why},
             would_apply=missing,
-            reason=f"{dist.name} {dist.version} matches {shim.specifier}; {why}",
+            reason=f"{asked} {dist.version} matches {shim.specifier}; {why}",
         )
         out.append(row)
     return out
