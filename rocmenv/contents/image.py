@@ -22,7 +22,9 @@ import os
 import posixpath
 import re
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,8 @@ from rocmenv.reference import Reference
 from rocmenv.registry.client import RegistryClient
 from rocmenv.shims.catalogue import ShimInfo
 
+LAYER_JOBS = 3
+
 
 class LayerStore:
     """``$XDG_CACHE_HOME/rocmenv/layers/<algo>/<hex>.json``: one small file per layer ever
@@ -40,6 +44,23 @@ class LayerStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._lock = threading.Lock()
+        self._reading: dict[str, threading.Lock] = {}
+
+    def index(
+        self, digest: str, targets: Sequence[str], make: Callable[[], LayerIndexJson]
+    ) -> tuple[LayerIndexJson, bool]:
+        """The layer's index, made (once, also when several threads ask at the same time)
+        and stored when it is not there yet; ``True`` when it was made now."""
+        with self._lock:
+            key_lock = self._reading.setdefault(digest, threading.Lock())
+        with key_lock:
+            found = self.get(digest, targets)
+            if found is not None:
+                return found, False
+            made = make()
+            self.put(made)
+            return made, True
 
     @classmethod
     def default(cls, ctx: Context) -> LayerStore:
@@ -341,17 +362,25 @@ def read_image(
     )
     config = client.image_config(ref, platform)
     targets = sorted({s.target for s in shims})
-    indexes, read, nbytes = [], 0, 0
-    for entry in manifest.data.get("layers") or []:
+    entries = [e for e in manifest.data.get("layers") or [] if isinstance(e, dict)]
+
+    def one(entry: Mapping[str, Any]) -> tuple[LayerIndexJson, bool]:
         digest, media_type = str(entry.get("digest")), str(entry.get("mediaType", ""))
-        index = store.get(digest, targets)
-        if index is None:
-            chunks = client.open_blob(ref, platform.registry, digest)
-            index = index_layer(digest, media_type, chunks, targets)
-            store.put(index)
-            read += 1
-            nbytes += index["bytes"]
-        indexes.append(index)
+        return store.index(
+            digest,
+            targets,
+            lambda: index_layer(
+                digest, media_type, client.open_blob(ref, platform.registry, digest), targets
+            ),
+        )
+
+    # Several layers at once, as the engine pulls (its default is 3 concurrent downloads):
+    # decompression and hashing release the GIL, and a remote registry's latency overlaps.
+    with ThreadPoolExecutor(max_workers=max(1, min(LAYER_JOBS, len(entries)))) as pool:
+        results = list(pool.map(one, entries))
+    indexes = [index for index, _ in results]
+    read = sum(1 for _, made in results if made)
+    nbytes = sum(index["bytes"] for index, made in results if made)
     merged = merge(indexes)
     env = _env(config)
     python = find_python(merged, env)
