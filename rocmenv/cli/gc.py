@@ -131,8 +131,9 @@ def run_images(args: argparse.Namespace, ctx: Context, engine: Any, config: Any)
             removed.append(verdict)
         forget(ctx, [v.image.id for v in removed])
     after = free()
-    estimate = sum(v.image.size for v in removed)
-    reclaimed = after - before if before is not None and after is not None else estimate
+    removed_bytes = sum(v.image.size for v in removed)
+    # what the disk got back (other writers make it approximate); None: the store is remote
+    reclaimed = max(after - before, 0) if before is not None and after is not None else None
     if args.json:
         emit_json(
             ctx,
@@ -141,7 +142,8 @@ def run_images(args: argparse.Namespace, ctx: Context, engine: Any, config: Any)
                 "removed": [v.to_json() for v in removed],
                 "would_remove": [v.to_json() for v in remove] if args.dry_run else [],
                 "kept": [v.to_json() for v in verdicts if v.verdict == "keep"],
-                "reclaimed_bytes": max(reclaimed, 0),
+                "removed_bytes": removed_bytes,
+                "reclaimed_bytes": reclaimed,
             },
         )
         return 0
@@ -154,6 +156,10 @@ def run_images(args: argparse.Namespace, ctx: Context, engine: Any, config: Any)
             f"{verb} {verdict.image.id[7:19]} {name} (pulled {when}, {human_bytes(verdict.image.size)})",
         )
     kept = len(verdicts) - len(remove)
-    tail = "" if args.dry_run else f", {human_bytes(max(reclaimed, 0))} reclaimed"
+    tail = ""
+    if not args.dry_run:
+        tail = f", {human_bytes(removed_bytes)} of images removed"
+        if reclaimed is not None:
+            tail += f", {human_bytes(reclaimed)} of disk reclaimed"
     emit(ctx, f"{len(remove)} image(s) {verb}, {kept} kept{tail}")
     return 0

@@ -251,6 +251,10 @@ def test_gc_images_removes_exactly_the_unreferenced_images_rocmenv_pulled_oldest
         assert done.returncode == 0, done.stderr
     assert docker("pull", "-q", refs["foreign"]).returncode == 0  # plain docker pull
     ids = {name: image_id(ref) for name, ref in refs.items()}
+    sizes = {
+        name: int(docker("image", "inspect", "--format", "{{.Size}}", ref).stdout)
+        for name, ref in refs.items()
+    }
     lock = tmp_path / "rocmenv.lock"
     entry = {
         "repository": f"127.0.0.1:5000/{scratch_repo}",
@@ -278,7 +282,8 @@ def test_gc_images_removes_exactly_the_unreferenced_images_rocmenv_pulled_oldest
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
         assert [i["id"] for i in report["removed"]] == [ids["old"], ids["new"]]
-        assert report["reclaimed_bytes"] > 0
+        assert report["removed_bytes"] == sizes["old"] + sizes["new"]
+        assert report["reclaimed_bytes"] is not None  # the engine's disk is this machine's
         assert image_id(refs["old"]) is None and image_id(refs["new"]) is None
         for name in ("locked", "used", "foreign"):
             assert image_id(refs[name]) == ids[name], name
@@ -286,3 +291,22 @@ def test_gc_images_removes_exactly_the_unreferenced_images_rocmenv_pulled_oldest
         assert set(record["images"]) == {ids["locked"], ids["used"]}
     finally:
         docker("rm", "-f", container)
+
+
+def test_pull_of_a_profile_pulls_its_image_and_reports_json(
+    tmp_path: Path, scratch_repo: str, cleanup: list[str]
+) -> None:
+    push_random_image(scratch_repo, "t1", (100_000,))
+    ref = f"127.0.0.1:5000/{scratch_repo}:t1"
+    cleanup.append(ref)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "rocmenv.toml").write_text(
+        f'[profiles.x]\nextends = "cpu"\nimage = "127.0.0.1:5000/{scratch_repo}"\ntag = "t1"\n'
+    )
+    done = rocmenv(tmp_path, "pull", "-p", "x", "--json")
+    assert done.returncode == 0, done.stderr
+    (pulled,) = json.loads(done.stdout)["pulled"]
+    assert pulled["image"] == ref and pulled["attempts"] == 1
+    assert pulled["downloaded"] == pulled["bytes"] > 100_000
+    assert done.stderr == ""  # --json: no progress on stderr
+    assert image_id(ref) is not None
