@@ -13,6 +13,7 @@ line with the size and time; inside GitHub Actions all of it sits in a
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -45,17 +46,23 @@ class PullDisplay:
 
     def __init__(
         self,
-        stream: TextIO | _Quiet,
+        stream: TextIO,
         image: str,
         *,
         tty: bool,
         github: bool,
+        quiet: bool = False,
         clock: Callable[[], float] = time.monotonic,
         interval: float = PLAIN_INTERVAL,
+        ticker: bool = False,
     ) -> None:
         self.stream, self.image = stream, image
-        self.tty, self.github = tty and not github, github
+        self.quiet = quiet
+        self.tty, self.github = tty and not github and not quiet, github and not quiet
         self.clock, self.interval = clock, interval
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._ticker = ticker and not self.tty and not quiet
         self.progress = PullProgress(plan=PullPlan(image=image), clock=clock)
         self.last_line = 0.0
         self.last_decile = 0
@@ -63,8 +70,18 @@ class PullDisplay:
         self.grouped = False
 
     def _write(self, text: str) -> None:
-        self.stream.write(text)
-        self.stream.flush()
+        with self._lock:
+            self.stream.write(text)
+            self.stream.flush()
+
+    def _tick(self) -> None:
+        """Off a terminal, a line at least every ``interval`` even when the engine is silent
+        (the docker CLI prints nothing while a layer downloads)."""
+        while not self._stop.wait(self.interval / 3):
+            with self._lock:
+                if self.clock() - self.last_line >= self.interval:
+                    self.last_line = self.clock()
+                    self._write(f"rocmenv: pulling {self.image}: {self.summary()}\n")
 
     # -- observer ---------------------------------------------------------------------------
     def note(self, text: str) -> None:
@@ -81,14 +98,24 @@ class PullDisplay:
             if plan.layers
             else ""
         )
+        if self.quiet:
+            return
         if self.github:
             self._write(f"::group::rocmenv: pulling {self.image}{what}\n")
             self.grouped = True
         else:
             self._write(f"rocmenv: pulling {self.image}{what}\n")
+        if self._ticker:
+            threading.Thread(target=self._tick, daemon=True).start()
 
     def event(self, event: PullEvent) -> None:
+        with self._lock:
+            self._event(event)
+
+    def _event(self, event: PullEvent) -> None:
         self.progress.feed(event)
+        if self.quiet:
+            return
         now = self.clock()
         if event.status.lower().startswith("retrying"):
             self.note(f"layer {event.layer}: {event.status} (the engine retries it)")
@@ -111,6 +138,9 @@ class PullDisplay:
         )
 
     def done(self, result: PullResult) -> None:
+        if self.quiet:
+            self.close()
+            return
         self._clear()
         size = human_bytes(result.missing_bytes or self.progress.total)
         rate = (result.missing_bytes or self.progress.total) / max(result.seconds, 1e-6)
@@ -122,7 +152,8 @@ class PullDisplay:
         self.close()
 
     def close(self) -> None:
-        """End the group (also when the pull failed)."""
+        """Stop the ticker, end the group (also when the pull failed)."""
+        self._stop.set()
         self._clear()
         if self.grouped:
             self._write("::endgroup::\n")
@@ -175,10 +206,12 @@ def pull_for_cli(
     from rocmenv.pull import fetch
 
     display = PullDisplay(
-        ctx.stderr if not quiet else _Quiet(ctx.stderr),
+        ctx.stderr,
         image,
         tty=ctx.stderr_is_tty,
         github=ctx.in_github_actions,
+        quiet=quiet,
+        ticker=True,
     )
     client = make_client(ctx, load_config(ctx))
     try:
@@ -188,18 +221,3 @@ def pull_for_cli(
     finally:
         display.close()
         client.close()
-
-
-class _Quiet:
-    """A stream that passes on only retry and failure notes (``--json``)."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-
-    def write(self, text: str) -> int:
-        if "failed" in text or "could not" in text:
-            self.stream.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        self.stream.flush()

@@ -148,3 +148,36 @@ def test_sizes_and_durations() -> None:
         parse_size("lots")
     with pytest.raises(UsageError):
         parse_duration("soon")
+
+
+def test_a_silent_engine_still_gets_a_line_every_interval_off_a_terminal() -> None:
+    import time
+
+    out = io.StringIO()
+    display = PullDisplay(out, "img:1", tty=False, github=False, interval=0.05, ticker=True)
+    display.begin(
+        PullPlan(
+            image="img:1",
+            layers=(LayerPlan(digest="sha256:" + "a" * 64, size=1000, present=False),),
+        )
+    )
+    deadline = time.monotonic() + 10
+    while out.getvalue().count("\n") < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    display.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3, lines  # the first line, then lines with no event at all
+    assert lines[1] == "rocmenv: pulling img:1: 0 B/1.0 kB (0%), 0 B/s, ETA ?"
+
+
+def test_quiet_display_prints_only_what_failed() -> None:
+    out = io.StringIO()
+    display = PullDisplay(out, "img:1", tty=False, github=True, quiet=True)
+    display.begin(PullPlan(image="img:1"))
+    display.event(PullEvent(layer="a", status="Downloading", current=1, total=2))
+    display.retrying(1, Failure(kind="connection", message="EOF"), 1.0)
+    display.close()
+    assert out.getvalue() == (
+        "rocmenv: pull attempt 1 of img:1 failed (connection failed): EOF; "
+        "retrying in 1s (finished layers are kept)\n"
+    )
