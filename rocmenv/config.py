@@ -54,6 +54,8 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     engine = "docker-api"             # per-profile engine choice
     labels = { team = "ml-infra" }
 
+    [suites.NAME] / [slurm]           # test suites: see rocmenv/suite/model.py
+
 Precedence: CLI flag > ``ROCMENV_*`` environment > project file > built-in defaults.
 """
 
@@ -78,7 +80,10 @@ from rocmenv.profiles import (
     parse_profile,
 )
 
-TOP_KEYS = ("default-profile", "lockfile", "engine", "registry", "host", "profiles")
+# suites and slurm are read by rocmenv.suite.model
+TOP_KEYS = (
+    "default-profile", "lockfile", "engine", "registry", "host", "profiles", "suites", "slurm",
+)  # fmt: skip
 REGISTRY_KEYS = ("mirrors", "insecure", "timeout", "retries")
 HOST_KEYS = ("sysfs-root", "dev-root")
 

@@ -177,3 +177,13 @@ class RunNotStarted(EngineError):
     """rocmenv or the engine failed before the command ran (exit 125, as ``docker run``)."""
 
     exit_code = EXIT_RUN_NOT_STARTED
+
+
+class SuiteTestCancelled(RocmenvError):
+    """A suite test was stopped before its command started."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+class SlurmError(EngineError):
+    """Slurm refused or failed, or its allocation does not match the node's GPUs."""

@@ -377,6 +377,7 @@ step "tag set"
 "$PY" "$REPO/scripts/lib/testenv_setup.py" auth-seed
 "$PY" "$REPO/scripts/lib/testenv_setup.py" prune
 
+step "slurm test bed" && . "$REPO/scripts/lib/slurm_setup.sh" && ensure_slurm
 step_end
 log "== summary"
 "$PY" "$REPO/scripts/lib/testenv_setup.py" summary

@@ -54,6 +54,16 @@ def report_error(ctx: Context, err: RocmenvError, *, command: str) -> int:
     return err.exit_code
 
 
+def add_lock_arg(parser: Any) -> None:
+    """``--lock FILE`` (pin, validate, drift); read back with :func:`lock_path`."""
+    parser.add_argument(
+        "--lock",
+        type=Path,
+        metavar="FILE",
+        help="lockfile (default: rocmenv.lock next to the config)",
+    )
+
+
 def lock_path(args: Any, ctx: Context, config: Config) -> Path:
     """``--lock`` (relative to the working directory), else the configuration's lockfile
     (``ROCMENV_LOCKFILE`` > the project file's ``lockfile`` > ``rocmenv.lock``)."""

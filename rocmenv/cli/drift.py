@@ -30,9 +30,9 @@ JSON (``--format json`` or ``--json``; ``report_version`` 1, keys stable)::
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocmenv.cli._common import add_lock_arg
 from rocmenv.context import Context
 from rocmenv.engine import ENGINE_NAMES, EngineName
 
@@ -70,12 +70,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--lock",
-        type=Path,
-        metavar="FILE",
-        help="lockfile (default: rocmenv.lock next to the config)",
-    )
+    add_lock_arg(parser)
     parser.add_argument(
         "--profile",
         action="append",

@@ -1,4 +1,7 @@
-"""``rocmenv options --format docker|gha|compose [--profile P] [--gpus …]``.
+"""``rocmenv options --format docker|gha|compose|sbatch [--profile P] [--gpus …]``.
+
+``sbatch`` renders a Slurm batch script asking for as many GPUs as ``--gpus`` names, whose
+``rocmenv run --gpus slurm`` gives the container exactly the GPUs Slurm allocates.
 
 ``docker`` renders for this host (absent optional mounts are left out, as ``run`` does),
 so ``docker run $(rocmenv options --format docker) IMAGE CMD`` makes the container ``rocmenv
@@ -26,7 +29,10 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     from rocmenv.cli.run import add_container_args
 
     parser = sub.add_parser(name, help=help_text, description=DESCRIPTION)
-    parser.add_argument("--format", choices=("docker", "gha", "compose"), default="docker")
+    parser.add_argument(
+        "--format", choices=("docker", "gha", "compose", "sbatch"), default="docker",
+        help="sbatch: a Slurm batch script whose container gets exactly the allocated GPUs",
+    )  # fmt: skip
     add_container_args(parser)
     parser.add_argument(
         "--host-check", action=argparse.BooleanOptionalAction, default=None,
@@ -55,6 +61,20 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     config = load_config(ctx)
     profile = config.profile(args.profile)
+    if args.format == "sbatch":
+        from rocmenv.cli.run import node_run_args
+        from rocmenv.suite.slurm import gpu_count, render_sbatch
+
+        count = gpu_count(ctx, args.gpus, profile.name)
+        node_args = node_run_args(args)
+        if "--profile" not in node_args:
+            node_args += ["--profile", profile.name]
+        text = render_sbatch(ctx, count=count, profile=profile.name, node_args=[*node_args, "--"])
+        if args.json:
+            emit_json(ctx, {"format": "sbatch", "profile": profile.name, "script": text})
+        else:
+            ctx.stdout.write(text)
+        return 0
     check_host = args.host_check if args.host_check is not None else args.format == "docker"
     image: str | None = None
     if args.image or profile.image is not None:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from rocmenv.cli._common import emit, emit_json, lock_path
+from rocmenv.cli._common import add_lock_arg, emit, emit_json, lock_path
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_OK
 
@@ -29,12 +28,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser.add_argument(
         "--update", action="store_true", help="re-resolve entries that are already pinned"
     )
-    parser.add_argument(
-        "--lock",
-        type=Path,
-        metavar="FILE",
-        help="lockfile (default: rocmenv.lock next to the config)",
-    )
+    add_lock_arg(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
 

@@ -48,6 +48,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     if not shell:
         parser.add_argument("-i", "--interactive", action="store_true", help="attach stdin")
         parser.add_argument(
+            "--backend", choices=("local", "slurm"), default="local",
+            help="slurm: a Slurm job asking for as many GPUs as --gpus names; its container "
+            "gets exactly the GPUs allocated (on the node: --gpus slurm)",
+        )  # fmt: skip
+        parser.add_argument(
             "command", nargs=argparse.REMAINDER, metavar="-- CMD",
             help="the command (default: the image's)",
         )  # fmt: skip
@@ -61,12 +66,24 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     command = list(getattr(args, "command", None) or [])
     if command and command[0] == "--":
         command = command[1:]
+    gpus = args.gpus
+    if getattr(args, "backend", "local") == "slurm":
+        from rocmenv.suite.slurm import gpu_count, run_as_job
+
+        count = gpu_count(ctx, gpus, args.profile)
+        return run_as_job(ctx, count=count, node_args=[*node_run_args(args), "--", *command])
+    if gpus == "slurm":  # inside a Slurm job: exactly the GPUs it was allocated
+        from rocmenv.suite.allocation import allocated_gpus, describe
+
+        node = allocated_gpus(ctx)
+        CliReporter(ctx).note(f"Slurm allocation: {describe(node)}")
+        gpus = ",".join(str(i) for i in node.host) or "none"
     request = RunRequest(
         profile=args.profile,
         overrides=Overrides(
             image=args.image,
             command=tuple(command),
-            gpus=args.gpus,
+            gpus=gpus,
             env=tuple(args.env),
             mounts=tuple(args.volume),
             workdir=args.workdir,
@@ -81,6 +98,25 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         shell=args.shell,
     )
     return execute(ctx, request, CliReporter(ctx))
+
+
+def node_run_args(args: argparse.Namespace) -> list[str]:
+    """``rocmenv run`` arguments that reproduce these flags on a Slurm node (``--gpus slurm``)."""
+    out = ["run", "--gpus", "slurm"]
+    for flag, value in (("--profile", args.profile), ("--image", args.image),
+                        ("--workdir", args.workdir), ("--pull", getattr(args, "pull", None)),
+                        ("--engine", getattr(args, "engine", None))):  # fmt: skip
+        if value:
+            out += [flag, value]
+    for item in args.env:
+        out += ["--env", item]
+    for item in args.volume:
+        out += ["--volume", item]
+    for flag, on in (("--untrusted", args.untrusted), ("--keep", getattr(args, "keep", False)),
+                     ("--no-shims", getattr(args, "no_shims", False))):  # fmt: skip
+        if on:
+            out.append(flag)
+    return out
 
 
 class CliReporter:

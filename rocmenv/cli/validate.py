@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from rocmenv.cli._common import emit, emit_json, lock_path
+from rocmenv.cli._common import add_lock_arg, emit, emit_json, lock_path
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_CHECK_FAILED, EXIT_OK
 
@@ -24,12 +23,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser.add_argument(
         "--profile", metavar="P", help="validate profile P (its pin, or its tag if not pinned)"
     )
-    parser.add_argument(
-        "--lock",
-        type=Path,
-        metavar="FILE",
-        help="lockfile (default: rocmenv.lock next to the config)",
-    )
+    add_lock_arg(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
 

@@ -12,6 +12,9 @@ Session fixtures (``scripts/setup.sh`` provides what they point at):
 * ``docker_config_dir`` → a directory with a ``config.json`` holding credentials for the
   auth registry (point ``DOCKER_CONFIG`` at it, e.g. ``monkeypatch.setenv``).
 
+``slurm`` → the root of the stand-in 8-GPU host of the Slurm test bed (fails under
+``ROCMENV_REQUIRE_ENGINE`` when Slurm cannot run a GPU job).
+
 Function fixture: ``scratch_repo`` → a repository name nobody else uses
 (``rocmenv-test/<test-name>-<hex>``), for tests that push or move tags.
 """
@@ -38,6 +41,15 @@ def auth_registry() -> testenv.AuthRegistry:
     if problem:
         testenv.missing_environment(problem)
     return reg
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Path:
+    """The Slurm test bed (one node, 8 stand-in GPUs): the stand-in host's root."""
+    problem = testenv.slurm_problem()
+    if problem:
+        testenv.missing_environment(problem)
+    return testenv.slurm_gpu_root()
 
 
 @pytest.fixture(scope="session")

@@ -410,6 +410,33 @@ def environment_problem() -> str | None:
     return None
 
 
+def slurm_gpu_root(env: Mapping[str, str] | None = None) -> Path:
+    """The stand-in 8-GPU host the Slurm test bed's gres.conf points at
+    (``scripts/lib/slurm_setup.sh``; :func:`tests.support.fakegpu.build_fake_host` layout)."""
+    return state_dir(env) / "slurm-gpus"
+
+
+def slurm_problem(timeout: float = 20.0) -> str | None:
+    """Why the Slurm test bed cannot run a GPU job here, or ``None``."""
+    import shutil
+    import subprocess
+
+    if shutil.which("srun") is None:
+        return "Slurm is not installed (no srun)"
+    if not (slurm_gpu_root() / "dev" / "kfd").exists():
+        return f"the Slurm stand-in GPU host {slurm_gpu_root()} does not exist"
+    try:
+        done = subprocess.run(
+            ["srun", "--gres=gpu:mi300x:1", "--time=1", "printenv", "SLURM_STEP_GPUS"],
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return f"srun --gres=gpu:mi300x:1 did not finish within {timeout:.0f} s"
+    if done.returncode != 0 or not done.stdout.strip():
+        return f"srun --gres=gpu:mi300x:1 failed: {done.stderr.strip()[-300:]}"
+    return None
+
+
 # --------------------------------------------------------------------------- registry client
 
 

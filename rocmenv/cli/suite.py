@@ -1,0 +1,276 @@
+"""``rocmenv suite list|plan|run``: test suites across GPU slots (local packing or Slurm).
+
+``list`` JSON: ``{"suites": [{"name", "profile", "tests": [{"name", "path", "gpus",
+"est_time", "estimate", "source", "labels", "command"}]}]}``. ``plan`` JSON:
+``{"suite", "partitions": [{"index", "estimated_seconds", "tests": [{"name", "gpus",
+"estimate", "declared", "source", "runs"}]}]}``. ``run`` JSON: see
+:func:`rocmenv.suite.report.to_json`.
+
+Exit codes: 0 every test passed, 1 a test failed (or errored, or was cancelled), 2 bad
+suite/config/flags (including a test needing more GPUs than the pool, before anything
+starts), 4 engine unavailable, 130 interrupted (every test's container stopped and removed).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rocmenv.cli._common import emit, emit_json
+from rocmenv.context import Context
+from rocmenv.engine import ENGINE_NAMES
+from rocmenv.errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK
+
+DECLARED_HELP = "plan from declared estimates only, not learned ones (same plan in every job)"
+
+
+def add_parser(sub: Any, name: str, help_text: str) -> None:
+    parser = sub.add_parser(name, help=help_text, description=help_text)
+    suitesub = parser.add_subparsers(dest="suite_command", metavar="SUBCOMMAND", required=True)
+
+    p = suitesub.add_parser("list", help="the suites of the project and their tests")
+    p.add_argument("name", nargs="?", metavar="NAME", help="one suite (default: all)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_list)
+
+    p = suitesub.add_parser("plan", help="split a suite into N partitions balanced by estimate")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--partitions", type=int, default=1, metavar="N", help="how many (default 1)")
+    p.add_argument("--declared", action="store_true", help=DECLARED_HELP)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_plan)
+
+    p = suitesub.add_parser("run", help="run a suite, each test in its own container")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--partition", metavar="I/N", help="only partition I of N (0-based)")
+    p.add_argument("--gpus", metavar="SEL", help="the GPU pool: all (default) | 0-3 | 0,2,4 | …")
+    p.add_argument("--max-parallel", type=int, metavar="K", help="at most K tests at once")
+    p.add_argument("--fail-fast", action="store_true", help="stop everything at the first failure")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
+    p.add_argument("--markdown", metavar="FILE", help="append a markdown summary here")
+    p.add_argument(
+        "--log-dir", metavar="DIR", help="per-test logs (default rocmenv-suite-logs/NAME)"
+    )
+    p.add_argument("--backend", choices=("local", "slurm"), default="local", help="where tests run")
+    p.add_argument("--engine", choices=ENGINE_NAMES, help="container engine (default: auto)")
+    p.add_argument("--no-learn", action="store_true", help="don't record the measured times")
+    p.add_argument("--declared", action="store_true", help=DECLARED_HELP)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_run)
+
+    p = suitesub.add_parser(
+        "slurm-exec",
+        help="(inside a Slurm job, as --backend slurm runs it) a test's container on exactly "
+        "the allocated GPUs",
+    )
+    p.add_argument("--profile", metavar="NAME")
+    p.add_argument("--engine", choices=ENGINE_NAMES)
+    p.add_argument("--gres-conf", metavar="FILE")
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    p.set_defaults(func=run_slurm_exec)
+
+
+def run_list(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.suite.runner import list_names, load, planned
+
+    names = [args.name] if args.name else list_names(ctx)
+    suites: list[dict[str, Any]] = []
+    for name in names:
+        loaded = load(ctx, name)
+        by_name = {p.name: p for p in planned(loaded)}
+        suites.append(
+            {
+                "name": name,
+                "profile": loaded.profile,
+                "tests": [
+                    {
+                        "name": t.name,
+                        "path": t.path,
+                        "gpus": t.gpus,
+                        "est_time": t.est_time,
+                        "estimate": round(by_name[t.name].seconds, 3),
+                        "source": t.source,
+                        "labels": list(t.labels),
+                        "command": list(t.command),
+                    }
+                    for t in loaded.suite.tests
+                ],
+            }
+        )
+    if args.json:
+        emit_json(ctx, {"suites": suites})
+        return EXIT_OK
+    if not suites:
+        ctx.stderr.write("rocmenv suite list: no [suites.NAME] in the configuration\n")
+    for s in suites:
+        emit(ctx, f"{s['name']} (profile {s['profile']}, {len(s['tests'])} tests)")
+        for t in s["tests"]:
+            labels = f"  [{', '.join(t['labels'])}]" if t["labels"] else ""
+            emit(ctx, f"  {t['name']}  gpus={t['gpus']}  est={t['estimate']:.0f}s{labels}")
+    return EXIT_OK
+
+
+def run_plan(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.suite.plan import partitions, plan_json
+    from rocmenv.suite.runner import load, planned
+
+    loaded = load(ctx, args.name)
+    parts = partitions(planned(loaded, declared=args.declared), args.partitions)
+    if args.json:
+        emit_json(ctx, {"suite": args.name, "partitions": plan_json(parts)})
+        return EXIT_OK
+    for part in parts:
+        emit(
+            ctx,
+            f"partition {part.index}/{len(parts)}: {part.seconds:.0f}s estimated, {len(part.tests)} tests",
+        )
+        for t in part.tests:
+            how = t.estimate.source
+            learned = (
+                f" (declared {t.estimate.declared:.0f}s, {t.estimate.runs} runs)"
+                if how == "learned"
+                else ""
+            )
+            emit(ctx, f"  {t.name}  gpus={t.gpus}  est={t.seconds:.0f}s {how}{learned}")
+    return EXIT_OK
+
+
+def run_run(args: argparse.Namespace, ctx: Context) -> int:
+    import threading
+    from pathlib import Path
+
+    from rocmenv.suite.plan import parse_partition
+    from rocmenv.suite.report import junit_xml, markdown, table, to_json, write_text
+    from rocmenv.suite.runner import SuiteRunRequest, run_suite
+
+    request = SuiteRunRequest(
+        name=args.name,
+        partition=parse_partition(args.partition) if args.partition else None,
+        gpus=args.gpus,
+        max_parallel=args.max_parallel,
+        fail_fast=args.fail_fast,
+        backend=args.backend,
+        engine=None if args.engine in (None, "auto") else args.engine,
+        log_dir=Path(args.log_dir) if args.log_dir else None,
+        learn=not args.no_learn,
+        declared=args.declared,
+    )
+    stop = threading.Event()
+    printer = _EventPrinter(ctx)
+    try:
+        with _stop_on_signals(stop):
+            report = run_suite(ctx, request, stop, printer)
+    finally:
+        printer.close()
+    from rocmenv.cli._common import warn
+
+    for text in report.warnings:
+        warn(ctx, text)
+    if args.junit:
+        write_text(_path(ctx, args.junit), junit_xml(report))
+    summary = args.markdown or (
+        ctx.env.get("GITHUB_STEP_SUMMARY") if ctx.in_github_actions else None
+    )
+    if summary:
+        with _path(ctx, summary).open("a", encoding="utf-8") as fh:
+            fh.write(markdown(report))
+    if args.json:
+        emit_json(ctx, to_json(report))
+    else:
+        for line in table(report):
+            emit(ctx, line)
+    if report.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if report.passed else EXIT_CHECK_FAILED
+
+
+def _path(ctx: Context, text: str) -> Any:
+    from pathlib import Path
+
+    p = Path(text)
+    return p if p.is_absolute() else ctx.cwd / p
+
+
+class _EventPrinter:
+    """One line per event on stderr; on a terminal (outside GitHub Actions) also a status
+    line under them: what runs where, and for how long."""
+
+    def __init__(self, ctx: Context) -> None:
+        import time
+
+        self.ctx = ctx
+        self.board = ctx.stderr_is_tty and not ctx.in_github_actions
+        self.running: dict[str, tuple[str, float]] = {}
+        self.done: dict[str, int] = {}
+        self.clock = time.monotonic
+
+    def __call__(self, event: Any) -> None:
+        on = ",".join(str(g) for g in event.assigned) or "-"
+        if event.kind == "start":
+            line = f"rocmenv suite: start {event.name} on GPUs {on}"
+            self.running[event.name] = (on, self.clock())
+        else:
+            r = event.result
+            code = f", exit {r.exit_code}" if r.exit_code is not None else ""
+            why = f": {r.message.splitlines()[0]}" if r.message and r.status != "passed" else ""
+            line = (
+                f"rocmenv suite: {r.status} {event.name} on GPUs {on} in {r.wall:.1f}s{code}{why}"
+            )
+            self.running.pop(event.name, None)
+            self.done[r.status] = self.done.get(r.status, 0) + 1
+        if self.board:
+            line = "\r\x1b[K" + line
+        self.ctx.stderr.write(line + "\n")
+        if self.board:
+            self.ctx.stderr.write(self.status())
+        self.ctx.stderr.flush()
+
+    def status(self) -> str:
+        now = self.clock()
+        runs = " ".join(f"{n}[{on}] {now - t0:.0f}s" for n, (on, t0) in self.running.items())
+        done = ", ".join(f"{v} {k}" for k, v in sorted(self.done.items())) or "none done"
+        return f"\x1b[7m running {len(self.running)}: {runs or '-'} | {done} \x1b[0m"[:400]
+
+    def close(self) -> None:
+        if self.board:
+            self.ctx.stderr.write("\r\x1b[K")
+            self.ctx.stderr.flush()
+
+
+class _stop_on_signals:
+    """SIGINT/SIGTERM set ``stop`` (the run then stops every test and returns 130)."""
+
+    def __init__(self, stop: Any) -> None:
+        self.stop = stop
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            self.previous[sig] = signal.signal(sig, lambda _s, _f: self.stop.set())
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for sig, old in self.previous.items():
+            signal.signal(sig, old)
+
+
+def run_slurm_exec(args: argparse.Namespace, ctx: Context) -> int:
+    """On the allocated node: the test's container with exactly Slurm's GPUs."""
+    from pathlib import Path
+
+    from rocmenv.suite.allocation import exec_on_node
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    return exec_on_node(
+        ctx, profile=args.profile,
+        engine=None if args.engine in (None, "auto") else args.engine,
+        gres_conf=Path(args.gres_conf) if args.gres_conf else None, command=tuple(command),
+    )  # fmt: skip

@@ -1,0 +1,144 @@
+"""The local backend: each test in its own container through the run pipeline.
+
+:func:`run_in_container` is the one place the suite calls :mod:`rocmenv.run`: the same
+image choice (the lock's digest), shims, mounts and untrusted policy as ``rocmenv run``,
+with the test's GPUs as ``--gpus 0,3`` (exactly those render nodes + visible-device
+variables). The container's output and rocmenv's notes go to the test's log file.
+
+Stopping: the container id arrives through ``on_created``; a cancelled test's container
+gets SIGTERM, then SIGKILL when the packer asks again a second later (the run pipeline then
+removes it), and a test cancelled before its container exists never starts one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from rocmenv.context import Context
+from rocmenv.engine import EngineName
+from rocmenv.errors import RocmenvError, SuiteTestCancelled
+from rocmenv.suite.packer import Cancel, Job, Outcome, Status
+
+
+class LogReporter:
+    """The run pipeline's notes and warnings, into the test's log."""
+
+    def __init__(self, stream: TextIO, ctx: Context | None = None) -> None:
+        self.stream = stream
+        self.ctx = ctx or Context(stderr=stream)
+
+    def note(self, text: str) -> None:
+        self.stream.write(f"rocmenv: {text}\n")
+        self.stream.flush()
+
+    def warning(self, text: str) -> None:
+        self.stream.write(f"rocmenv: warning: {text}\n")
+        self.stream.flush()
+
+    def pull(self, engine: Any, image: str) -> None:
+        """Plain progress lines into the log (retries, disk budget: :mod:`rocmenv.pull`)."""
+        from rocmenv.cli._progress import pull_for_cli
+
+        pull_for_cli(self.ctx, engine, image)
+
+
+def run_in_container(
+    ctx: Context,
+    *,
+    profile: str | None,
+    gpus: str,
+    command: tuple[str, ...],
+    engine: EngineName | None,
+    log: TextIO,
+    on_created: Callable[[str], None],
+) -> int:
+    """The adapter to the run pipeline (re-wire here when its API moves)."""
+    from rocmenv.run import RunRequest, execute
+    from rocmenv.runspec import Overrides
+
+    test_ctx = Context(
+        env=ctx.env, cwd=ctx.cwd, stdout=log, stderr=log, debug=ctx.debug,
+        config_path=ctx.config_path,
+    )  # fmt: skip
+    request = RunRequest(
+        profile=profile,
+        overrides=Overrides(gpus=gpus, command=command),
+        engine=engine,
+        tty=False,
+        interactive=False,
+    )
+    return execute(test_ctx, request, LogReporter(log, test_ctx), on_created=on_created)
+
+
+def open_kill_engine(ctx: Context, *, profile: str | None, engine: EngineName | None) -> Any:
+    """The engine used to stop tests' containers (the one the run pipeline picks)."""
+    from rocmenv.config import load_config
+    from rocmenv.engine.select import engine_name, open_engine
+
+    config = load_config(ctx)
+    name = engine_name(
+        ctx, flag=engine, profile=config.profile(profile).engine, config=config.engine
+    )
+    return open_engine(ctx, name)
+
+
+def warm_launcher(ctx: Context) -> None:
+    """Build the shim launcher bundle once, before tests start in parallel."""
+    with contextlib.suppress(ImportError, RocmenvError, OSError):
+        from rocmenv.shims.bundle import prepare_launcher
+
+        prepare_launcher(ctx)
+
+
+def gpus_arg(gpus: tuple[int, ...]) -> str:
+    return ",".join(str(g) for g in gpus) if gpus else "none"
+
+
+def log_name(test: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in test.replace("/", "__"))
+    return f"{safe}.log"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalBackend:
+    ctx: Context
+    profile: str | None
+    engine: EngineName | None
+    commands: dict[str, tuple[str, ...]]  # test name -> command
+    log_dir: Path
+    kill_engine: Any
+
+    def launch(self, job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
+        log_path = self.log_dir / log_name(job.name)
+
+        def created(container_id: str) -> None:
+            if cancel.requested:
+                raise SuiteTestCancelled(f"{job.name} was stopped before it started")
+            asked = [0]
+
+            def stop() -> None:  # SIGTERM first (a test may clean up), then SIGKILL
+                asked[0] += 1
+                self.kill_engine.kill(container_id, "SIGTERM" if asked[0] == 1 else "SIGKILL")
+
+            cancel.on_cancel(stop)
+
+        with log_path.open("w", encoding="utf-8") as log:
+            if cancel.requested:
+                return Outcome(status="cancelled", log=str(log_path))
+            try:
+                code = run_in_container(
+                    self.ctx, profile=self.profile, gpus=gpus_arg(gpus),
+                    command=self.commands[job.name], engine=self.engine, log=log,
+                    on_created=created,
+                )  # fmt: skip
+            except SuiteTestCancelled:
+                return Outcome(status="cancelled", log=str(log_path))
+            except RocmenvError as err:
+                log.write(f"rocmenv: error: {err}\n")
+                return Outcome(status="error", message=str(err), log=str(log_path))
+        status: Status = "passed" if code == 0 else ("cancelled" if cancel.requested else "failed")
+        return Outcome(status=status, exit_code=code, log=str(log_path))

@@ -1,0 +1,346 @@
+"""The GPU-slot packer: disjoint GPU sets from a pool, longest expected test first, the next
+test started the moment enough GPUs are free.
+
+:class:`Packer` is the pure state machine (no clock, no threads): :meth:`Packer.take`
+hands out every pending test that fits now, in longest-first order (a test that does not
+fit is passed over for a later, smaller one: list scheduling), each with the lowest free
+GPU indices; :meth:`Packer.release` gives a finished test's GPUs back.
+
+When every test needs the same number of GPUs g and the pool holds k >= 2 groups of g
+(the reference CI's shape: 4-GPU tests on an 8-GPU host), the pool is cut into k lanes and
+the tests are first split between them exactly as ``suite plan --partitions k`` splits
+them (longest first onto the lightest lane); a lane that runs out of its own tests takes
+the shortest pending test of the lane with the most estimated work left. A test taken that
+way was waiting, so it ends no later on the idle lane than it would have on its own, and the
+other lane only loses work: the makespan is never worse than the static split's, whatever
+the actual times (plain list scheduling can be, by a few per cent). :func:`simulate`
+drives it with given durations (benchmarks, tests); :func:`run_packed` drives it with real
+tests, one thread each, and owns cancellation (``--fail-fast``, SIGINT): every running test
+is told to stop, repeatedly until it has, and tests not started are reported as skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, Literal
+
+from rocmenv.errors import RocmenvError, UsageError
+
+Status = Literal["passed", "failed", "error", "cancelled", "skipped"]
+CANCEL_RETRY = 1.0  # seconds between repeated stop requests to a test still running
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    name: str
+    gpus: int
+    estimate: float
+
+
+def longest_first(jobs: Sequence[Job]) -> list[Job]:
+    return sorted(jobs, key=lambda j: (-j.estimate, -j.gpus, j.name))
+
+
+class Packer:
+    """Which tests start now, on which GPUs. ``pool`` holds host GPU indices."""
+
+    def __init__(
+        self, jobs: Sequence[Job], pool: Sequence[int], *, max_parallel: int | None = None
+    ) -> None:
+        too_big = [j for j in jobs if j.gpus > len(pool)]
+        if too_big:
+            names = ", ".join(f"{j.name} ({j.gpus})" for j in too_big)
+            raise UsageError(
+                f"{len(too_big)} test(s) need more GPUs than the pool of {len(pool)} has: {names}",
+                hint="give the suite more GPUs (--gpus all), or lower those tests' gpus",
+            )
+        if len(set(pool)) != len(pool):
+            raise UsageError(f"the GPU pool {list(pool)} names a GPU twice")
+        if max_parallel is not None and max_parallel < 1:
+            raise UsageError(f"--max-parallel {max_parallel}: must be at least 1")
+        self.pending: list[Job] = longest_first(jobs)
+        self.free: list[int] = sorted(pool)
+        self.running: dict[str, tuple[int, ...]] = {}
+        self.max_parallel = max_parallel
+        self.pool_size = len(pool)
+        self.lanes: list[tuple[int, ...]] = []
+        self.queues: list[list[Job]] = []
+        sizes = {j.gpus for j in jobs}
+        if len(sizes) == 1 and (g := sizes.pop()) > 0 and len(pool) // g >= 2:
+            k = len(pool) // g
+            if max_parallel is None or max_parallel >= k:
+                self.lanes = [tuple(self.free[i * g : (i + 1) * g]) for i in range(k)]
+                self.queues = split(self.pending, k)
+
+    def take(self) -> list[tuple[Job, tuple[int, ...]]]:
+        if self.lanes:
+            return self._take_lanes()
+        started: list[tuple[Job, tuple[int, ...]]] = []
+        for job in list(self.pending):
+            if self.max_parallel is not None and len(self.running) >= self.max_parallel:
+                break
+            if job.gpus > len(self.free):
+                continue
+            gpus, self.free = tuple(self.free[: job.gpus]), self.free[job.gpus :]
+            self.pending.remove(job)
+            self.running[job.name] = gpus
+            started.append((job, gpus))
+        return started
+
+    def _take_lanes(self) -> list[tuple[Job, tuple[int, ...]]]:
+        started: list[tuple[Job, tuple[int, ...]]] = []
+        busy = set(self.running.values())
+        for i, lane in enumerate(self.lanes):
+            if lane in busy or not self.pending:
+                continue
+            if self.queues[i]:
+                job = self.queues[i].pop(0)
+            else:  # steal the shortest test of the lane with the most work left
+                loads = [(sum(j.estimate for j in q), -n) for n, q in enumerate(self.queues) if q]
+                job = self.queues[-max(loads)[1]].pop()
+            self.pending.remove(job)
+            self.free = [g for g in self.free if g not in lane]
+            self.running[job.name] = lane
+            started.append((job, lane))
+        return started
+
+    def release(self, name: str) -> None:
+        self.free = sorted([*self.free, *self.running.pop(name)])
+
+    def drain(self) -> list[Job]:
+        """Start nothing more; returns the tests that will not run."""
+        left, self.pending = self.pending, []
+        self.queues = [[] for _ in self.queues]
+        return left
+
+    @property
+    def finished(self) -> bool:
+        return not self.pending and not self.running
+
+
+def split(jobs: Sequence[Job], count: int) -> list[list[Job]]:
+    """Longest first onto the lane with the least estimated time (ties: lowest index) — the
+    rule of :func:`rocmenv.suite.plan.partitions`."""
+    loads = [0.0] * count
+    parts: list[list[Job]] = [[] for _ in range(count)]
+    for job in longest_first(jobs):
+        lightest = min(range(count), key=lambda i: (loads[i], i))
+        parts[lightest].append(job)
+        loads[lightest] += job.estimate
+    return parts
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slot:
+    name: str
+    gpus: tuple[int, ...]
+    start: float
+    end: float
+
+
+def simulate(
+    jobs: Sequence[Job],
+    durations: Mapping[str, float],
+    pool_size: int,
+    *,
+    max_parallel: int | None = None,
+) -> list[Slot]:
+    """The schedule :func:`run_packed` makes when each test takes ``durations[name]``."""
+    packer = Packer(jobs, list(range(pool_size)), max_parallel=max_parallel)
+    now = 0.0
+    ends: list[tuple[float, str]] = []
+    slots: list[Slot] = []
+    while not packer.finished:
+        for job, gpus in packer.take():
+            end = now + durations[job.name]
+            heapq.heappush(ends, (end, job.name))
+            slots.append(Slot(name=job.name, gpus=gpus, start=now, end=end))
+        if not ends:  # nothing runs and nothing fits: cannot happen after the size check
+            raise AssertionError("packer stalled")
+        now, name = heapq.heappop(ends)
+        packer.release(name)
+        while ends and ends[0][0] == now:
+            packer.release(heapq.heappop(ends)[1])
+    return slots
+
+
+def lower_bound(jobs: Sequence[Job], durations: Mapping[str, float], pool_size: int) -> float:
+    """max(sum of time x GPUs / pool, longest test): no schedule can beat it."""
+    area = sum(durations[j.name] * max(j.gpus, 0) for j in jobs) / max(pool_size, 1)
+    return max(area, max((durations[j.name] for j in jobs), default=0.0))
+
+
+# -- driving real tests ----------------------------------------------------------------------
+
+
+class Cancel:
+    """A running test's stop token: backends register how to stop what they started."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._actions: list[Callable[[], None]] = []
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    def on_cancel(self, action: Callable[[], None]) -> None:
+        with self._lock:
+            self._actions.append(action)
+            now = self._event.is_set()
+        if now:
+            _quietly(action)
+
+    def cancel(self) -> None:
+        """Ask (again) to stop; every registered action runs each time (they must be
+        idempotent: a kill that raced a container's start is simply repeated)."""
+        self._event.set()
+        with self._lock:
+            actions = list(self._actions)
+        for action in actions:
+            _quietly(action)
+
+
+def _quietly(action: Callable[[], None]) -> None:
+    with contextlib.suppress(RocmenvError, OSError):
+        action()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    status: Status
+    exit_code: int | None = None
+    message: str = ""
+    log: str | None = None
+    assigned: tuple[int, ...] | None = None  # the GPUs it really got (Slurm's allocation)
+    runtime: float | None = None  # the command's own time, without queueing
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestResult:
+    __test__: ClassVar[bool] = False  # not a pytest class
+    name: str
+    gpus: int
+    assigned: tuple[int, ...] = ()
+    status: Status
+    exit_code: int | None = None
+    started: float | None = None  # time.time()
+    wall: float = 0.0  # seconds
+    estimate: float = 0.0
+    message: str = ""
+    log: str | None = None
+    runtime: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteEvent:
+    kind: Literal["start", "end"]
+    name: str
+    assigned: tuple[int, ...] = ()
+    result: TestResult | None = None
+
+
+Launch = Callable[[Job, tuple[int, ...], Cancel], Outcome]
+
+
+@dataclass
+class _Running:
+    job: Job
+    gpus: tuple[int, ...]
+    cancel: Cancel
+    started: float
+    t0: float
+    thread: threading.Thread
+    asked: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    max_parallel: int | None = None
+    fail_fast: bool = False
+    on_event: Callable[[SuiteEvent], None] = field(default=lambda _e: None)
+
+
+def run_packed(
+    jobs: Sequence[Job],
+    pool: Sequence[int],
+    launch: Launch,
+    stop: threading.Event,
+    options: RunOptions,
+) -> list[TestResult]:
+    """Run every job through ``launch`` (on its own thread) as the packer allows. ``stop``
+    (set by a signal handler, say) cancels everything; results come in finishing order,
+    then the skipped ones."""
+    packer = Packer(jobs, pool, max_parallel=options.max_parallel)
+    done: queue.SimpleQueue[tuple[str, Outcome]] = queue.SimpleQueue()
+    running: dict[str, _Running] = {}
+    results: list[TestResult] = []
+    stopping = False
+
+    def body(job: Job, gpus: tuple[int, ...], cancel: Cancel) -> None:
+        try:
+            outcome = launch(job, gpus, cancel)
+        except RocmenvError as err:
+            outcome = Outcome(status="error", message=str(err))
+        except Exception as err:  # a bug in one test's launch must not lose the others
+            outcome = Outcome(status="error", message=f"{type(err).__name__}: {err}")
+        if cancel.requested and outcome.status in ("failed", "error"):
+            outcome = replace(outcome, status="cancelled")
+        done.put((job.name, outcome))
+
+    def stop_all() -> list[Job]:
+        now = time.monotonic()
+        for r in running.values():
+            if now - r.asked >= CANCEL_RETRY:
+                r.asked = now
+                r.cancel.cancel()
+        return packer.drain()
+
+    skipped: list[Job] = []
+    while not packer.finished:
+        if not stopping and stop.is_set():
+            stopping = True
+        if stopping:
+            skipped += stop_all()
+        else:
+            for job, gpus in packer.take():
+                cancel = Cancel()
+                thread = threading.Thread(
+                    target=body, args=(job, gpus, cancel), name=f"suite:{job.name}", daemon=True
+                )
+                running[job.name] = _Running(
+                    job=job, gpus=gpus, cancel=cancel, started=time.time(),
+                    t0=time.monotonic(), thread=thread,
+                )  # fmt: skip
+                options.on_event(SuiteEvent(kind="start", name=job.name, assigned=gpus))
+                thread.start()
+        try:
+            name, outcome = done.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        r = running.pop(name)
+        r.thread.join()
+        packer.release(name)
+        result = TestResult(
+            name=name, gpus=r.job.gpus, status=outcome.status,
+            assigned=outcome.assigned if outcome.assigned is not None else r.gpus,
+            exit_code=outcome.exit_code, started=r.started, wall=time.monotonic() - r.t0,
+            estimate=r.job.estimate, message=outcome.message, log=outcome.log,
+            runtime=outcome.runtime,
+        )  # fmt: skip
+        results.append(result)
+        options.on_event(SuiteEvent(kind="end", name=name, assigned=r.gpus, result=result))
+        if options.fail_fast and outcome.status in ("failed", "error"):
+            stopping = True
+    for job in skipped:
+        results.append(
+            TestResult(name=job.name, gpus=job.gpus, status="skipped", estimate=job.estimate)
+        )
+    return results

@@ -1,0 +1,291 @@
+"""The Slurm backend: each test a Slurm job asking for its GPU count, run on the allocated
+node with exactly the GPUs Slurm allocated (see :mod:`rocmenv.suite.allocation`).
+
+Submitting side (:class:`SlurmBackend`): ``srun --gres=gpu[:TYPE]:K`` (or ``--gpus=K``),
+``--time`` = estimate x ``time-factor`` (at least ``min-time``), partition, account and
+extra arguments from ``[slurm]``; the job runs ``rocmenv suite slurm-exec`` on the node and
+its output streams back into the test's log. Stopping a test is ``scancel`` of its job
+(by its unique name), then srun's end. Nothing assumes one node: the container engine is
+the allocated node's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocmenv.context import Context
+from rocmenv.engine import EngineName
+from rocmenv.errors import EngineUnavailable, UsageError
+from rocmenv.suite.allocation import MARKER
+from rocmenv.suite.model import SlurmSettings
+from rocmenv.suite.packer import Cancel, Job, Outcome, Status
+
+# -- submitting side ---------------------------------------------------------------------------
+
+
+def slurm_pool(jobs: Sequence[Job]) -> tuple[int, ...]:
+    """Slurm packs the cluster itself: a virtual pool big enough to submit every test."""
+    return tuple(range(sum(max(j.gpus, 1) for j in jobs)))
+
+
+def gpu_args(settings: SlurmSettings, count: int) -> list[str]:
+    if count == 0:
+        return []
+    if settings.gpu_request == "gpus":
+        kind = f"{settings.gres_type}:" if settings.gres_type else ""
+        return [f"--gpus={kind}{count}"]
+    kind = f"{settings.gres_type}:" if settings.gres_type else ""
+    return [f"--gres=gpu:{kind}{count}"]
+
+
+def time_limit(settings: SlurmSettings, estimate: float) -> str:
+    seconds = max(settings.min_time, estimate * settings.time_factor)
+    return str(max(1, math.ceil(seconds / 60)))
+
+
+def node_gpu_capacity(env: Mapping[str, str]) -> int | None:
+    """The most GPUs any node offers (``sinfo`` GRES), None when it cannot be told."""
+    try:
+        out = subprocess.run(
+            ["sinfo", "-h", "-o", "%G"], capture_output=True, text=True, timeout=20,
+            check=False, env=dict(env),
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    counts = [int(m) for m in re.findall(r"gpu(?::[^:(,\s]+)?:([0-9]+)", out)]
+    return max(counts) if counts else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmBackend:
+    ctx: Context
+    profile: str | None
+    engine: EngineName | None
+    commands: dict[str, tuple[str, ...]]
+    log_dir: Path
+    settings: SlurmSettings
+    session: str = field(default_factory=lambda: os.urandom(4).hex())
+
+    def check(self, jobs: Sequence[Job]) -> None:
+        if shutil.which("srun", path=self.ctx.env.get("PATH")) is None:
+            raise EngineUnavailable(
+                "srun is not on PATH: this is not a Slurm submit host",
+                hint="install the Slurm client (slurm-client) or use --backend local",
+            )
+        capacity = node_gpu_capacity(self.ctx.env)
+        if capacity is not None:
+            too_big = [j for j in jobs if j.gpus > capacity]
+            if too_big:
+                names = ", ".join(f"{j.name} ({j.gpus})" for j in too_big)
+                raise UsageError(
+                    f"{len(too_big)} test(s) need more GPUs than any Slurm node has ({capacity}): {names}"
+                )
+
+    def argv(self, job: Job, name: str) -> list[str]:
+        node = ["suite", "slurm-exec"]
+        if self.profile:
+            node += ["--profile", self.profile]
+        if self.engine:
+            node += ["--engine", self.engine]
+        if self.settings.gres_conf is not None:
+            node += ["--gres-conf", str(self.settings.gres_conf)]
+        return [
+            "srun", f"--job-name={name}", "--quiet",
+            *job_args(self.settings, job.gpus, time_seconds=job.estimate),
+            *_node_command(self.ctx, [*node, "--", *self.commands[job.name]]),
+        ]  # fmt: skip
+
+    def launch(self, job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
+        from rocmenv.suite.local import log_name
+
+        name = f"rocmenv-{self.session}-{log_name(job.name)[: -len('.log')]}"
+        log_path = self.log_dir / log_name(job.name)
+        env = dict(self.ctx.env)
+        with log_path.open("w", encoding="utf-8") as log:
+            if cancel.requested:
+                return Outcome(status="cancelled", log=str(log_path))
+            proc = subprocess.Popen(
+                self.argv(job, name), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, cwd=self.ctx.cwd, env=env, start_new_session=True,
+            )  # fmt: skip
+
+            def stop() -> None:
+                subprocess.run(["scancel", f"--name={name}"], env=env, capture_output=True,
+                               timeout=30, check=False)  # fmt: skip
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.terminate()
+
+            cancel.on_cancel(stop)
+            code = proc.wait()
+            if cancel.requested:
+                _wait_job_gone(name, env)
+        assigned, runtime = _markers(log_path)
+        status: Status = "passed" if code == 0 else ("cancelled" if cancel.requested else "failed")
+        return Outcome(
+            status=status, exit_code=code, log=str(log_path), assigned=assigned, runtime=runtime
+        )
+
+
+def _wait_job_gone(name: str, env: Mapping[str, str], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            ["squeue", "-h", f"--name={name}", "-o", "%i"], capture_output=True, text=True,
+            env=dict(env), timeout=30, check=False,
+        ).stdout  # fmt: skip
+        if not out.strip():
+            return
+        time.sleep(0.5)
+
+
+def _markers(log_path: Path) -> tuple[tuple[int, ...] | None, float | None]:
+    assigned: tuple[int, ...] | None = None
+    runtime: float | None = None
+    with contextlib.suppress(OSError), log_path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.startswith(MARKER):
+                continue
+            fields = dict(f.split("=", 1) for f in line[len(MARKER) :].split() if "=" in f)
+            if "host" in fields and fields["host"] != "none":
+                with contextlib.suppress(ValueError):
+                    assigned = tuple(int(x) for x in fields["host"].split(","))
+            if "runtime" in fields:
+                with contextlib.suppress(ValueError):
+                    runtime = float(fields["runtime"])
+    return assigned, runtime
+
+
+# -- one command as a Slurm job (`rocmenv run --backend slurm`, `options --format sbatch`) ----
+
+
+def load_settings(ctx: Context) -> SlurmSettings:
+    """The project's top-level ``[slurm]`` table (defaults without one)."""
+    from rocmenv.config import find_config
+    from rocmenv.suite.model import parse_slurm
+
+    path, table = find_config(ctx)
+    if "slurm" not in table:
+        return SlurmSettings()
+    return parse_slurm(table["slurm"], f"[slurm] in {path}")
+
+
+def gpu_count(ctx: Context, selection: str | None, profile: str | None) -> int:
+    """How many GPUs a ``--gpus`` selection names (Slurm picks which): indices and ranges
+    count one per GPU, a UUID or PCI address one; ``all`` is a whole node."""
+    from rocmenv.gpu import parse_gpus
+
+    if selection is None:
+        from rocmenv.config import load_config
+
+        selection = load_config(ctx).profile(profile).gpus
+    request = parse_gpus(selection)
+    if request.kind == "none":
+        return 0
+    if request.kind == "all":
+        capacity = node_gpu_capacity(ctx.env)
+        if capacity is None:
+            raise UsageError(
+                "--gpus all with Slurm means a whole node, but sinfo reports no GPU nodes",
+                hint="name a count instead, e.g. --gpus 0-3 for 4 GPUs",
+            )
+        return capacity
+    return sum(len(item.indices) if item.kind == "index" else 1 for item in request.items)
+
+
+def _node_command(ctx: Context, node_args: Sequence[str]) -> list[str]:
+    argv = [sys.executable, "-m", "rocmenv"]
+    if ctx.config_path is not None:
+        argv += ["--config", str(ctx.config_path.resolve())]
+    return [*argv, *node_args]
+
+
+def job_args(settings: SlurmSettings, count: int, *, time_seconds: float | None) -> list[str]:
+    out = ["--nodes=1", "--ntasks=1", *gpu_args(settings, count)]
+    if time_seconds is not None:
+        out.append(f"--time={time_limit(settings, time_seconds)}")
+    if settings.partition:
+        out.append(f"--partition={settings.partition}")
+    if settings.account:
+        out.append(f"--account={settings.account}")
+    return out + list(settings.extra_args)
+
+
+def run_as_job(ctx: Context, *, count: int, node_args: Sequence[str]) -> int:
+    """``srun`` the node-side ``rocmenv run --gpus slurm …`` with this terminal's output;
+    SIGINT/SIGTERM ``scancel`` the job (the node-side rocmenv then removes its container)."""
+    import signal
+    import threading
+
+    if shutil.which("srun", path=ctx.env.get("PATH")) is None:
+        raise EngineUnavailable(
+            "srun is not on PATH: this is not a Slurm submit host",
+            hint="install the Slurm client, or run without --backend slurm",
+        )
+    name = f"rocmenv-run-{os.urandom(4).hex()}"
+    argv = ["srun", f"--job-name={name}", "--quiet",
+            *job_args(load_settings(ctx), count, time_seconds=None),
+            *_node_command(ctx, node_args)]  # fmt: skip
+    for stream in (ctx.stdout, ctx.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=_fd(ctx.stdout, 1), stderr=_fd(ctx.stderr, 2),
+        cwd=ctx.cwd, env=dict(ctx.env), start_new_session=True,
+    )  # fmt: skip
+    received: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        received.append(signum)
+        subprocess.run(["scancel", f"--name={name}"], env=dict(ctx.env), capture_output=True,
+                       timeout=30, check=False)  # fmt: skip
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, stop)
+    try:
+        code = proc.wait()
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    if received:
+        _wait_job_gone(name, ctx.env)
+        return 128 + received[0]
+    return code
+
+
+def _fd(stream: object, default: int) -> int:
+    try:
+        return int(stream.fileno())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return default
+
+
+def render_sbatch(ctx: Context, *, count: int, profile: str, node_args: Sequence[str]) -> str:
+    """A batch script for users who submit by hand: ``sbatch job.sh CMD…``."""
+    import shlex
+
+    settings = load_settings(ctx)
+    config = ["--config", str(ctx.config_path.resolve())] if ctx.config_path is not None else []
+    lines = [
+        "#!/bin/bash",
+        f"# rocmenv: profile {profile} with {count} GPU(s); submit with: sbatch THIS_FILE CMD…",
+        "# The job's container gets exactly the GPUs Slurm allocates (rocmenv run --gpus slurm).",
+        f"#SBATCH --job-name=rocmenv-{profile}",
+        *(f"#SBATCH {arg}" for arg in job_args(settings, count, time_seconds=None)),
+        "set -euo pipefail",
+        f"cd {shlex.quote(str(ctx.cwd))}",
+        "exec rocmenv " + shlex.join(config + list(node_args)) + ' "$@"',
+    ]
+    return "\n".join(lines) + "\n"
