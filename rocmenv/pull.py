@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rocmenv.context import Context
 from rocmenv.engine import Engine, PullEvent
@@ -276,20 +276,45 @@ def fetch(
     from rocmenv.images import record_pull
 
     plan = PullPlan(image=image)
+    limits: list[str] = []
     if client is not None:
         try:
             plan = plan_pull(client, engine, image)
         except RegistryError as err:
             observer.note(f"could not read the manifest of {image} ({err.what}); no disk check")
+        limits = rate_limits(client)
+        for line in limits:
+            observer.note(line)
     if reserve is None:
         reserve = reserve_from(ctx)
     if plan.layers:
         check_disk(engine, plan, reserve)
-    result = pull_image(engine, image, observer=observer, plan=plan, retry=retry, sleep=sleep)
+    try:
+        result = pull_image(engine, image, observer=observer, plan=plan, retry=retry, sleep=sleep)
+    except PullRateLimited as err:
+        if limits:
+            err.what += f" (last seen: {'; '.join(limits)})"
+        raise
     info = engine.image_info(image)
     if info is not None:
         record_pull(ctx, info.id, image)
     return result
+
+
+def rate_limits(client: Any) -> list[str]:
+    """The registry's rate-limit state when it sends one (Docker Hub's ``ratelimit-*``
+    headers, kept by the registry client as ``RegistryClient.ratelimits()``)."""
+    read = getattr(client, "ratelimits", None)  # the client has it from issue 10 on
+    out = []
+    for item in read() if callable(read) else []:
+        remaining, limit, window = item.get("remaining"), item.get("limit"), item.get("window")
+        if remaining is None or limit is None:
+            continue
+        per = f" per {human_seconds(float(window))}" if window else ""
+        out.append(
+            f"registry rate limit on {item.get('host')}: {remaining} of {limit} pulls left{per}"
+        )
+    return out
 
 
 def reserve_from(ctx: Context) -> int:

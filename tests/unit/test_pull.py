@@ -181,3 +181,19 @@ def test_quiet_display_prints_only_what_failed() -> None:
         "rocmenv: pull attempt 1 of img:1 failed (connection failed): EOF; "
         "retrying in 1s (finished layers are kept)\n"
     )
+
+
+def test_the_registry_rate_limit_state_is_said_when_the_registry_sends_it() -> None:
+    from rocmenv.pull import rate_limits
+
+    class Client:
+        def ratelimits(self) -> list[dict[str, object]]:
+            return [
+                {"host": "registry-1.docker.io", "limit": 100, "remaining": 7, "window": 21600},
+                {"host": "127.0.0.1:5000", "limit": None, "remaining": None, "window": None},
+            ]
+
+    assert rate_limits(Client()) == [
+        "registry rate limit on registry-1.docker.io: 7 of 100 pulls left per 6h00m"
+    ]
+    assert rate_limits(object()) == []
