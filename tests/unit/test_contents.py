@@ -180,3 +180,18 @@ def test_diff_marks_major_minor_moves_and_retireable_shims() -> None:
     md = render_markdown(doc)
     assert "| `torch` | 2.9.0 | 2.10.0 | upgraded ⇑ |" in md
     assert "| `s` | needed | not needed | **retire-able** |" in md
+
+
+def test_egg_info_files_and_directories_are_distributions() -> None:
+    layer = _index(
+        {
+            "usr/bin/python3": "python3.11",
+            "usr/lib/python3.11/os.py": b"",
+            f"{SITE}/foo-1.0-py3.11.egg-info": _meta("foo", "1.0"),
+            f"{SITE}/bar-2.0-py3.11.egg-info/PKG-INFO": _meta("bar", "2.0"),
+            f"{SITE}/bar-2.0-py3.11.egg-info/SOURCES.txt": b"x\n",
+        }
+    )
+    merged = merge([layer])
+    dists = distributions(merged, find_python(merged, {}))
+    assert [(d.name, d.version) for d in dists] == [("bar", "2.0"), ("foo", "1.0")]
