@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 FailureKind = Literal["rate-limit", "server", "connection", "fatal"]
 
 DEFAULT_RESERVE = 2 << 30  # bytes kept free after a pull unless configured
+_SHORT_ID = re.compile(r"[0-9a-f]{12}")
 _DONE = ("download complete", "verifying checksum", "extracting", "pull complete")
 
 
@@ -343,7 +344,9 @@ class PullProgress:
                 self.layers[layer.short] = [0, layer.size]
 
     def feed(self, event: PullEvent) -> None:
-        if not event.layer or event.layer in self.skipped:
+        # layer events carry the layer's short digest; others (the tag's "Pulling from",
+        # "Digest:", "Status:") are not layers
+        if event.layer in self.skipped or not _SHORT_ID.fullmatch(event.layer):
             return
         status = event.status.lower()
         self.last_status[event.layer] = event.status

@@ -236,7 +236,9 @@ def test_pull_progress_redraws_in_place_on_a_terminal() -> None:
     clock = iter(float(i) for i in range(100))
     display = PullDisplay(term, "img:1", tty=True, github=False, clock=lambda: next(clock))
     display.begin(PullPlan(image="img:1"))
-    display.event(PullEvent(layer="a", status="Downloading", current=5_000_000, total=10_000_000))
+    display.event(
+        PullEvent(layer="a" * 12, status="Downloading", current=5_000_000, total=10_000_000)
+    )
     display.done(PullResult(image="img:1", total_bytes=0, missing_bytes=0, seconds=2, attempts=1))
     text = term.getvalue()
     assert text.startswith("rocmenv: pulling img:1")

@@ -55,6 +55,7 @@ def test_progress_counts_only_missing_layers_and_completions() -> None:
     )
     progress.feed(PullEvent(layer="b" * 12, status="Pull complete"))  # docker-cli: no bytes
     progress.feed(PullEvent(layer="c" * 12, status="Already exists"))
+    progress.feed(PullEvent(layer="t1", status="Pulling from repo"))  # the tag, not a layer
     assert (progress.done, progress.total) == (700, 1000)
 
 
@@ -174,7 +175,7 @@ def test_quiet_display_prints_only_what_failed() -> None:
     out = io.StringIO()
     display = PullDisplay(out, "img:1", tty=False, github=True, quiet=True)
     display.begin(PullPlan(image="img:1"))
-    display.event(PullEvent(layer="a", status="Downloading", current=1, total=2))
+    display.event(PullEvent(layer="a" * 12, status="Downloading", current=1, total=2))
     display.retrying(1, Failure(kind="connection", message="EOF"), 1.0)
     display.close()
     assert out.getvalue() == (
