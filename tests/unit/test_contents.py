@@ -195,3 +195,34 @@ def test_egg_info_files_and_directories_are_distributions() -> None:
     merged = merge([layer])
     dists = distributions(merged, find_python(merged, {}))
     assert [(d.name, d.version) for d in dists] == [("bar", "2.0"), ("foo", "1.0")]
+
+
+def test_the_layer_store_reads_a_layer_once_and_again_for_new_shim_targets(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    from rocmenv.contents.image import LayerStore
+
+    store = LayerStore(tmp_path)
+    digest = "sha256:" + "2" * 64
+    made: list[int] = []
+    gate = threading.Event()
+
+    def make() -> LayerIndexJson:
+        gate.wait(5)
+        made.append(1)
+        index = _index({"opt/rocm/.info/version": b"7.0\n"})
+        return {**index, "digest": digest, "targets": ["aiter.ops.shuffle"]}
+
+    threads = [
+        threading.Thread(target=store.index, args=(digest, ["aiter.ops.shuffle"], make))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join()
+    assert len(made) == 1  # four readers at once, one read
+    assert store.get(digest, ["aiter.ops.shuffle"]) is not None
+    assert store.get(digest, ["aiter.ops.shuffle", "other.module"]) is None  # made again
+    assert [p.name for p in (tmp_path / "sha256").iterdir()] == ["2" * 64 + ".json"]
