@@ -189,12 +189,56 @@ def find_python(merged: Merged, env: Mapping[str, str], name: str = "python3") -
                 ]
             else:
                 sites.append(f"{prefix}/lib/python{xy}/site-packages")
+    expanded: list[str] = []
+    for site in sites:
+        expanded.append(site)
+        if site not in pythonpath:  # .pth files count in site directories only
+            expanded += _pth_entries(merged, site)
     return Interpreter(
         path=found,
         executable=executable or found,
         version=_patch_level(merged, xy),
-        site_dirs=tuple(sites),
+        site_dirs=tuple(dict.fromkeys(expanded)),
     )
+
+
+def _pth_entries(merged: Merged, site: str) -> list[str]:
+    """The directories a site directory's ``*.pth`` files add to ``sys.path`` (in file-name
+    order, as ``site.addsitedir`` reads them; ``import`` lines are code, not paths)."""
+    out = []
+    names = sorted(
+        p
+        for p in merged.files
+        if p.startswith(site + "/") and p.endswith(".pth") and "/" not in p[len(site) + 1 :]
+    )
+    for name in names:
+        for line in merged.files[name].splitlines():
+            line = line.rstrip()
+            if not line or line.startswith("#") or line.startswith(("import ", "import\t")):
+                continue
+            path = line.lstrip("/") if line.startswith("/") else posixpath.join(site, line)
+            out.append(posixpath.normpath(path))
+    return out
+
+
+def _editable_mappings(merged: Merged, python: Interpreter) -> dict[str, str]:
+    """Top-level package -> directory, from setuptools' editable finders (PEP 660)."""
+    import ast
+
+    out: dict[str, str] = {}
+    for site in python.site_dirs:
+        for path, text in sorted(merged.files.items()):
+            if not (path.startswith(site + "/") and "__editable___" in path):
+                continue
+            for line in text.splitlines():
+                try:
+                    mapping = ast.literal_eval(line.split("=", 1)[1].strip())
+                except (ValueError, SyntaxError, IndexError):
+                    continue
+                if isinstance(mapping, dict):
+                    for key, value in mapping.items():
+                        out.setdefault(str(key), str(value).strip("/"))
+    return out
 
 
 def _patch_level(merged: Merged, xy: str | None) -> str | None:
@@ -243,6 +287,8 @@ def distributions(merged: Merged, python: Interpreter) -> list[Distribution]:
 
 
 def _find_source(merged: Merged, python: Interpreter) -> Callable[[str], str | None]:
+    editable = _editable_mappings(merged, python)
+
     def find_source(module: str) -> str | None:
         parts = module.split(".")
         for site in python.site_dirs:
@@ -256,6 +302,12 @@ def _find_source(merged: Merged, python: Interpreter) -> Callable[[str], str | N
                 if candidate in merged.files:
                     return merged.files[candidate]
             return None
+        package = editable.get(parts[0])  # the editable finder comes after the path search
+        if package is not None:
+            base = "/".join([package, *parts[1:]])
+            for candidate in (f"{base}.py", f"{base}/__init__.py"):
+                if candidate in merged.files:
+                    return merged.files[candidate]
         return None
 
     return find_source

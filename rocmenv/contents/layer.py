@@ -12,7 +12,8 @@ read in ``r|`` (stream) mode and only these are kept, as a :class:`LayerIndexJso
   symlinks), the ``python3.X-minimal`` stanzas of ``var/lib/dpkg/status`` and the
   ``PY_VERSION`` of ``include/pythonX.Y/patchlevel.h`` (for the patch level);
 - the source files of the shims' target modules, and the ``__init__.py`` of their top-level
-  packages (where the import system would find them);
+  packages (where the import system would find them); ``*.pth`` files and the ``MAPPING`` of
+  setuptools' editable finders in site directories (editable installs);
 - whiteouts (``.wh.<name>``) and opaque-directory markers (``.wh..wh..opq``).
 """
 
@@ -36,6 +37,8 @@ _METADATA = re.compile(r"(?:.*/)?[^/]+\.dist-info/METADATA|(?:.*/)?[^/]+\.egg-in
 _STDLIB = re.compile(r"(?:.*/)?lib/python\d+\.\d+/os\.py")
 _BINARY = re.compile(r"(?:.*/)?bin/python(?:\d+(?:\.\d+)?)?")
 _PATCHLEVEL = re.compile(r"(?:.*/)?include/python\d+\.\d+m?/patchlevel\.h")
+_PTH = re.compile(r"(?:.*/)?(?:site|dist)-packages/[^/]+\.pth")
+_EDITABLE = re.compile(r"(?:.*/)?(?:site|dist)-packages/__editable___[^/]+_finder\.py")
 _PLAIN = {"opt/rocm/.info/version", "etc/os-release", "usr/lib/os-release", "var/lib/dpkg/status"}
 
 
@@ -90,6 +93,8 @@ def _reduce(path: str, text: str) -> str:
         return _headers(text)
     if path == "var/lib/dpkg/status":
         return _dpkg_python(text)
+    if _EDITABLE.fullmatch(path):  # only its MAPPING = {...} line is used
+        return "\n".join(line for line in text.splitlines() if line.startswith("MAPPING"))
     if _PATCHLEVEL.fullmatch(path):
         match = re.search(r'#define\s+PY_VERSION\s+"([^"]+)"', text)
         return match.group(1) if match else ""
@@ -208,6 +213,8 @@ def index_layer(
                     or _METADATA.fullmatch(path) is not None
                     or _PATCHLEVEL.fullmatch(path) is not None
                     or path.endswith("/pyvenv.cfg")
+                    or _PTH.fullmatch(path) is not None
+                    or _EDITABLE.fullmatch(path) is not None
                     or any(path.endswith("/" + s) for s in sources | tops)
                 )
                 if _STDLIB.fullmatch(path) or _BINARY.fullmatch(path):

@@ -11,6 +11,9 @@ registry API (they share the demo's base and stand-in layers):
 - ``twosite``: ``torch`` also in ``/usr/lib/python3/dist-packages`` (the copy in
   ``/usr/local/lib/python3.11/dist-packages`` comes first on ``sys.path`` and wins) and a new
   ``numpy`` there;
+- ``develop``: aiter installed the ``setup.py develop`` way (egg-info and package in
+  ``/sgl-workspace/aiter``, on ``sys.path`` through ``easy-install.pth``), the site-packages
+  copy whited out;
 - ``zstd``: the very same layer as ``twosite``, zstd-compressed in an OCI manifest. The
   engine here (Docker 20.10) cannot unpack zstd layers, so its container probe is that of its
   gzip twin, ``twosite``.
@@ -148,6 +151,20 @@ def members(family: testenv.Family) -> Iterator[dict[str, str]]:
             ),
         }
     )
+    # aiter installed the `setup.py develop` way, as in the real images: the egg-info and
+    # the package in /sgl-workspace/aiter, put on sys.path by easy-install.pth
+    unhooked = _tar({f"{SITE}/.wh.amd_aiter-0.1.9.post1.dist-info": b"", f"{SITE}/.wh.aiter": b""})
+    develop = _tar(
+        {
+            "sgl-workspace/aiter/amd_aiter.egg-info/PKG-INFO": _metadata(
+                "amd-aiter", "0.1.12.dev5+gabc1234"
+            ),
+            "sgl-workspace/aiter/aiter/__init__.py": b"",
+            "sgl-workspace/aiter/aiter/ops/__init__.py": b"",
+            "sgl-workspace/aiter/aiter/ops/shuffle.py": b"def shuffle_scale_a16w4(src, n, g):\n    pass\n",
+            f"{SITE}/easy-install.pth": b"/sgl-workspace/aiter\n",
+        }
+    )
     with testenv.RegistryClient(host="127.0.0.1:5000") as client:
         assert old_aiter  # the stand-in's dist-info name (scripts/lib/testenv_setup.py)
         out = {
@@ -157,6 +174,9 @@ def members(family: testenv.Family) -> Iterator[dict[str, str]]:
             ),
             "twosite": push_member(client, demo, repo, "twosite", [(second_site, "gzip")]),
             "zstd": push_member(client, demo, repo, "zstd", [(second_site, "zstd")]),
+            "develop": push_member(
+                client, demo, repo, "develop", [(unhooked, "gzip"), (develop, "gzip")]
+            ),
         }
     yield out
     for ref in out.values():
@@ -205,7 +225,7 @@ def _facts(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 
 FAMILY = [image.name for image in testenv.load_family()]
-MEMBERS = ["base", "whiteout", "twosite", "zstd"]
+MEMBERS = ["base", "whiteout", "twosite", "zstd", "develop"]
 
 
 @pytest.mark.parametrize("name", FAMILY + MEMBERS)
@@ -233,6 +253,11 @@ def test_whiteouts_and_a_second_site_directory_are_read_as_the_image_has_them(
         ("1.13.0", "/usr/lib/python3/dist-packages"),
     ]
     assert twosite["distributions"]["torch"] == "2.9.0+rocm7.0.0"
+    develop = inspect_json(tmp_path, members["develop"])
+    assert develop["distributions"]["amd-aiter"] == "0.1.12.dev5+gabc1234"
+    assert "/sgl-workspace/aiter" in develop["python"]["site_dirs"]
+    (shim,) = develop["shims"]
+    assert shim["would_apply"] is True and "shuffle_scale_a16w4" in shim["reason"]
 
 
 def test_diff_names_exactly_the_changed_distributions(

@@ -226,3 +226,25 @@ def test_the_layer_store_reads_a_layer_once_and_again_for_new_shim_targets(tmp_p
     assert store.get(digest, ["aiter.ops.shuffle"]) is not None
     assert store.get(digest, ["aiter.ops.shuffle", "other.module"]) is None  # made again
     assert [p.name for p in (tmp_path / "sha256").iterdir()] == ["2" * 64 + ".json"]
+
+
+def test_editable_installs_are_followed_through_pth_files_and_editable_finders() -> None:
+    from rocmenv.contents.image import _find_source
+
+    layer = _index(
+        {
+            "usr/bin/python3": "python3.11",
+            "usr/lib/python3.11/os.py": b"",
+            f"{SITE}/easy-install.pth": b"# comment\nimport sys\n/src/a\n../../../../src/b\n",
+            "src/a/a_pkg-1.0.egg-info/PKG-INFO": _meta("a-pkg", "1.0"),
+            f"{SITE}/__editable___aiter_0_1_finder.py": b"import sys\nMAPPING = {'aiter': '/work/aiter/aiter'}\nNAMESPACES = {}\n",
+            "work/aiter/aiter/__init__.py": b"",
+            "work/aiter/aiter/ops/shuffle.py": b"def shuffle_scale(): ...\n",
+        }
+    )
+    merged = merge([layer])
+    python = find_python(merged, {})
+    site = python.site_dirs.index(SITE)
+    assert python.site_dirs[site + 1 : site + 3] == ("src/a", "usr/src/b")
+    assert [(d.name, d.location) for d in distributions(merged, python)] == [("a-pkg", "/src/a")]
+    assert _find_source(merged, python)("aiter.ops.shuffle") == "def shuffle_scale(): ...\n"
