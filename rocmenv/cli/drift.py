@@ -161,7 +161,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                     lambda: _bundle(ctx),
                 )
             else:
-                from rocmenv.contents.image import LayerStore
+                from rocmenv.contents.store import LayerStore
                 from rocmenv.shims.catalogue import discover_shims
 
                 prober = RegistryProber(client, LayerStore.default(ctx), discover_shims())

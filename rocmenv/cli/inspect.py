@@ -27,7 +27,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 def read(ctx: Context, text: str) -> tuple[dict[str, Any], Any]:
     from rocmenv.config import load_config
-    from rocmenv.contents.image import LayerStore, read_image
+    from rocmenv.contents.image import read_image
+    from rocmenv.contents.store import LayerStore
     from rocmenv.pinning import make_client
     from rocmenv.reference import parse
     from rocmenv.shims.catalogue import discover_shims

@@ -200,7 +200,7 @@ def test_egg_info_files_and_directories_are_distributions() -> None:
 def test_the_layer_store_reads_a_layer_once_and_again_for_new_shim_targets(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import threading
 
-    from rocmenv.contents.image import LayerStore
+    from rocmenv.contents.store import LayerStore
 
     store = LayerStore(tmp_path)
     digest = "sha256:" + "2" * 64
