@@ -54,6 +54,24 @@ def make(kind: EngineKind, options: EngineOptions) -> WhalesEngine:
     return WhalesEngine(kind, options)
 
 
+def _docker_events(line: str) -> list[PullEvent]:
+    layer, sep, status = line.partition(": ")
+    if not sep or " " in layer:
+        layer, status = "", line
+    return [PullEvent(layer=layer, status=status)]
+
+
+def _podman_events(line: str, seen: Sequence[str]) -> list[PullEvent]:
+    """``Copying blob sha256:<hex>`` starts a blob; ``Copying config`` comes after all."""
+    if line.startswith("Copying blob "):
+        blob = line.split()[2].split(":")[-1][:12]
+        return [PullEvent(layer=blob, status="Downloading")]
+    if line.startswith("Copying config "):
+        blobs = [s.split()[2].split(":")[-1][:12] for s in seen if s.startswith("Copying blob ")]
+        return [PullEvent(layer=b, status="Pull complete") for b in blobs]
+    return []
+
+
 class CliError(Exception):
     """A CLI command that failed: the command, its exit status and its stderr."""
 
@@ -173,10 +191,12 @@ class WhalesEngine:
         return info.env_map()
 
     def pull(self, image: str, *, progress: Callable[[PullEvent], None] | None = None) -> None:
-        """``docker pull`` (not quiet): each output line becomes a :class:`PullEvent`.
+        """``docker pull`` / ``podman pull`` (not quiet): each progress line becomes a
+        :class:`PullEvent`.
 
-        Off a terminal the CLI prints one line per layer state change (``<id>: Pull
-        complete``) and no byte counts; :mod:`rocmenv.pull` adds the layer sizes from the
+        Off a terminal the docker CLI prints one line per layer state change on stdout
+        (``<id>: Pull complete``), podman a ``Copying blob sha256:…`` line per blob on
+        stderr; neither gives byte counts: :mod:`rocmenv.pull` adds the layer sizes from the
         manifest."""
         argv = [*self._cmd, "pull", image]
         try:
@@ -189,26 +209,26 @@ class WhalesEngine:
             )
         except OSError as err:
             raise EngineUnavailable(f"{self.kind}: cannot run {argv[0]}: {err}") from None
-        errors: list[bytes] = []
-        reader = threading.Thread(
-            target=lambda: errors.append(proc.stderr.read() if proc.stderr else b""), daemon=True
-        )
+        podman = self.kind == "podman"
+        events, other = (proc.stderr, proc.stdout) if podman else (proc.stdout, proc.stderr)
+        assert events is not None and other is not None
+        rest: list[bytes] = []
+        reader = threading.Thread(target=lambda: rest.append(other.read()), daemon=True)
         reader.start()
-        assert proc.stdout is not None
-        for raw in proc.stdout:
+        lines: list[str] = []
+        for raw in events:
             line = raw.decode(errors="replace").strip()
+            lines.append(line)
             if progress is None or not line:
                 continue
-            layer, sep, status = line.partition(": ")
-            if not sep or " " in layer:
-                layer, status = "", line
-            progress(PullEvent(layer=layer, status=status))
+            for event in _podman_events(line, lines) if podman else _docker_events(line):
+                progress(event)
         code = proc.wait()
         reader.join()
         if code != 0:
-            stderr = b"".join(errors).decode(errors="replace").strip()
+            text = "\n".join(lines[-5:]) if podman else b"".join(rest).decode(errors="replace")
             raise EngineError(
-                f"{self.kind}: pulling {image} failed: {redact(stderr)}",
+                f"{self.kind}: pulling {image} failed: {redact(text.strip())}",
                 hint="check the reference, registry access and credentials (`docker login`)",
             ) from None
 
