@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     retry = RetryPolicy(attempts=args.retries, base_delay=args.retry_delay)
     results = [
         pull_for_cli(ctx, engine, image, quiet=args.json, reserve=reserve, retry=retry)
-        for image in images
+        for image in dict.fromkeys(images)  # two profiles on one image: one pull
     ]
     if args.json:
         emit_json(
