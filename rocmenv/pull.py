@@ -10,6 +10,10 @@ can fix (429, 5xx, connection reset, EOF, timeouts) waits with exponential backo
 again: the engine keeps the layers it finished, so a retry resumes. Every pull that
 succeeds is recorded in the image state file (:mod:`rocmenv.images`) for ``gc --images``.
 
+Cost: the plan's manifest ``GET`` is one more request the registry sees; Docker Hub counts
+manifest GETs against its pull limit, so a planned pull from Docker Hub counts twice (the
+disk check needs the layer sizes, which only the manifest has).
+
 Library code: it never prints; a :class:`PullObserver` is told everything.
 """
 
