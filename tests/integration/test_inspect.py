@@ -315,3 +315,42 @@ def test_a_sibling_costs_only_the_layers_not_yet_indexed(
         proxy.reset_log()
         again = inspect_json(tmp_path, via["whiteout"])
         assert fetched() == {} and again["read"]["bytes"] == 0
+
+
+def test_inspect_streams_layers_from_a_token_auth_registry(
+    auth_registry: testenv.AuthRegistry, docker_config_dir: Path, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "DOCKER_CONFIG": str(docker_config_dir),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
+    ref = f"{auth_registry.host}/{auth_registry.private_repo}:{auth_registry.private_tags[0]}"
+    done = subprocess.run(
+        [sys.executable, "-m", "rocmenv", "inspect", ref, "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["read"]["layers_read"] == doc["layers"] > 0
+    assert doc["distributions"]["amd-aiter"] == "0.1.9.post1"
+    anonymous = subprocess.run(
+        [sys.executable, "-m", "rocmenv", "inspect", ref],
+        cwd=tmp_path,
+        env={
+            **env,
+            "DOCKER_CONFIG": str(tmp_path / "no-config"),
+            "XDG_CACHE_HOME": str(tmp_path / "c2"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert anonymous.returncode == 3, anonymous.stderr
+    assert "Traceback" not in anonymous.stderr and auth_registry.password not in anonymous.stderr
