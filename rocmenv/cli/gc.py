@@ -104,9 +104,11 @@ def run_images(args: argparse.Namespace, ctx: Context, engine: Any, config: Any)
             lock = read_lock(path)
             for entry in (*lock.profiles.values(), *lock.references.values()):
                 locked |= {entry.digest, entry.platform_digest}
+    present = engine.list_images()
+    pulled = load_pulled(ctx)
     verdicts = plan_image_gc(
-        engine.list_images(),
-        load_pulled(ctx),
+        present,
+        pulled,
         locked_digests=locked,
         in_use=images_in_use(engine),
         now=dt.datetime.now(dt.timezone.utc),
@@ -129,7 +131,8 @@ def run_images(args: argparse.Namespace, ctx: Context, engine: Any, config: Any)
         for verdict in remove:
             engine.remove_image(verdict.image.id)
             removed.append(verdict)
-        forget(ctx, [v.image.id for v in removed])
+        gone = set(pulled) - {image.id for image in present}  # removed by other means
+        forget(ctx, [v.image.id for v in removed] + sorted(gone))
     after = free()
     removed_bytes = sum(v.image.size for v in removed)
     # what the disk got back (other writers make it approximate); None: the store is remote

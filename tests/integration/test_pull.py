@@ -242,13 +242,16 @@ def test_gc_images_removes_exactly_the_unreferenced_images_rocmenv_pulled_oldest
 ) -> None:
     refs = {}
     digests = {}
-    for name in ("old", "locked", "used", "new", "foreign"):
+    for name in ("old", "locked", "used", "new", "foreign", "gone"):
         digests[name], _ = push_random_image(scratch_repo, name, (200_000,))
         refs[name] = f"127.0.0.1:5000/{scratch_repo}:{name}"
         cleanup.append(refs[name])
-    for name in ("old", "locked", "used", "new"):
+    for name in ("old", "locked", "used", "new", "gone"):
         done = rocmenv(tmp_path, "pull", refs[name])
         assert done.returncode == 0, done.stderr
+    gone_id = image_id(refs["gone"])
+    assert docker("image", "rm", refs["gone"]).returncode == 0  # removed by other means
+    del refs["gone"]
     assert docker("pull", "-q", refs["foreign"]).returncode == 0  # plain docker pull
     ids = {name: image_id(ref) for name, ref in refs.items()}
     sizes = {
@@ -288,7 +291,8 @@ def test_gc_images_removes_exactly_the_unreferenced_images_rocmenv_pulled_oldest
         for name in ("locked", "used", "foreign"):
             assert image_id(refs[name]) == ids[name], name
         record = json.loads((tmp_path / "data" / "rocmenv" / "images.json").read_text())
-        assert set(record["images"]) == {ids["locked"], ids["used"]}
+        assert set(record["images"]) == {ids["locked"], ids["used"]}  # and `gone` forgotten
+        assert gone_id not in record["images"]
     finally:
         docker("rm", "-f", container)
 
