@@ -273,7 +273,7 @@ def fetch(
     sleep: Callable[[float], None] = time.sleep,
 ) -> PullResult:
     """Plan, check the disk, pull with retries, record: what ``pull``, ``run``, ``shell``,
-    ``shims check`` and ``bootstrap`` do to get an image.
+    ``shims check`` and ``suite run`` do to get an image.
 
     Without a registry client (or when the registry cannot be asked) the pull goes ahead
     unplanned: no sizes, no disk check."""
