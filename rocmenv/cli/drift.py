@@ -6,7 +6,7 @@ JSON (``--format json`` or ``--json``; ``report_version`` 1, keys stable)::
   {"report_version": 1, "lockfile": str, "fail_on": str, "exit_code": int,
    "status": "ok" | "drift" | "incomplete",
    "summary": {"images", "moved", "newer", "errors", "inspect_errors": int},
-   "round_trips": int, "probes": int,
+   "round_trips": int, "probes": int, "inspect_bytes": int | null,
    "images": [{"kind": "profile" | "reference", "key", "repository", "tag": str | null,
                "pinned_digest", "pinned_platform_digest",
                "status": "ok" | "drift" | "error", "fails": bool,
@@ -150,6 +150,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     progress = _progress(ctx) if ctx.stderr_is_tty and not ctx.in_github_actions else None
     probes = 0
+    inspect_bytes: int | None = None
     with make_client(ctx, config) as client:
         results = check_all(client, items, jobs=args.jobs, progress=progress)
         if progress is not None:
@@ -168,6 +169,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             cache = ProbeCache(prober)
             results = inspect_all(client, cache, results, jobs=min(args.jobs, 4))
             probes = cache.probes
+            if isinstance(prober, RegistryProber):
+                inspect_bytes = prober.bytes_read
         round_trips = client.stats.requests
     code = exit_code(results, fail_on)
     lock_arg = str(args.lock) if args.lock else None
@@ -189,6 +192,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 code=code,
                 round_trips=round_trips,
                 probes=probes,
+                inspect_bytes=inspect_bytes,
                 lock_arg=lock_arg,
                 notes=notes,
             ),

@@ -112,6 +112,7 @@ def report_json(
     probes: int = 0,
     lock_arg: str | None = None,
     notes: list[str] | None = None,
+    inspect_bytes: int | None = None,
 ) -> dict[str, Any]:
     from rocmenv.drift.check import REPORT_VERSION, fails
 
@@ -155,6 +156,7 @@ def report_json(
         "summary": _summary(results),
         "round_trips": round_trips,
         "probes": probes,
+        "inspect_bytes": inspect_bytes,  # layer bytes read from the registry by --inspect
         "notes": list(notes or []),
         "images": images,
     }

@@ -152,6 +152,9 @@ def test_inspect_shows_the_package_diff_and_that_the_shim_can_be_retired(
 
     if engine == "registry":  # nothing entered the engine's image store
         assert [line for line in _images() if scratch_repo in line] == before == []
+        assert data["inspect_bytes"] > 0  # the layers were read from the registry instead
+    else:
+        assert data["inspect_bytes"] is None
     md = rocmenv("drift", "--inspect", *how, "--format", "markdown", cwd=project)
     assert md.returncode == 1, md.stderr
     assert (
