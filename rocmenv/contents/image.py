@@ -52,6 +52,13 @@ def merge(layers: Sequence[LayerIndexJson]) -> Merged:
                 prefix = directory + "/" if directory else ""
                 for path in [p for p in table if p.startswith(prefix)]:
                     del table[path]
+        # a file or symlink replaces a directory of the layers below (the tar applier
+        # removes it first), so what was under it is gone
+        for path in [*layer["files"], *layer["links"]]:
+            prefix = path + "/"
+            for table in (files, links):
+                for gone in [p for p in table if p.startswith(prefix)]:
+                    del table[gone]
         for path, text in layer["files"].items():
             links.pop(path, None)
             files[path] = text
@@ -62,14 +69,22 @@ def merge(layers: Sequence[LayerIndexJson]) -> Merged:
 
 
 def _resolve(merged: Merged, path: str) -> str:
-    for _ in range(20):
-        target = merged.links.get(path)
-        if target is None:
+    """``path`` with every symlink among its components followed (as far as the index knows
+    them: python binaries, os-release, /opt entries, site and lib directories)."""
+    for _ in range(40):
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:i])
+            target = merged.links.get(prefix)
+            if target is not None:
+                base = posixpath.dirname(prefix)
+                head = (
+                    target.lstrip("/") if target.startswith("/") else posixpath.join(base, target)
+                )
+                path = posixpath.normpath("/".join([head, *parts[i:]]))
+                break
+        else:
             return path
-        base = posixpath.dirname(path)
-        path = posixpath.normpath(
-            target.lstrip("/") if target.startswith("/") else posixpath.join(base, target)
-        )
     return path
 
 
@@ -142,10 +157,11 @@ def _pth_entries(merged: Merged, site: str) -> list[str]:
     """The directories a site directory's ``*.pth`` files add to ``sys.path`` (in file-name
     order, as ``site.addsitedir`` reads them; ``import`` lines are code, not paths)."""
     out = []
+    real = _resolve(merged, site)  # where the files are; relative entries join `site` itself
     names = sorted(
         p
         for p in merged.files
-        if p.startswith(site + "/") and p.endswith(".pth") and "/" not in p[len(site) + 1 :]
+        if p.startswith(real + "/") and p.endswith(".pth") and "/" not in p[len(real) + 1 :]
     )
     for name in names:
         for line in merged.files[name].splitlines():
@@ -206,7 +222,7 @@ def distributions(merged: Merged, python: Interpreter) -> list[Distribution]:
     """Every distribution in a site directory of ``python``, in ``sys.path`` order."""
     out = []
     for site in python.site_dirs:
-        prefix = site + "/"
+        prefix = _resolve(merged, site) + "/"
         found = []
         for path, text in merged.files.items():
             if not path.startswith(prefix):
@@ -227,7 +243,8 @@ def _find_source(merged: Merged, python: Interpreter) -> Callable[[str], str | N
 
     def find_source(module: str) -> str | None:
         parts = module.split(".")
-        for site in python.site_dirs:
+        for entry in python.site_dirs:
+            site = _resolve(merged, entry)
             top = f"{site}/{parts[0]}"
             if f"{top}/__init__.py" not in merged.files and f"{top}.py" not in merged.files:
                 continue

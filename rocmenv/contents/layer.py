@@ -7,7 +7,7 @@ read in ``r|`` (stream) mode and only these are kept, as a :class:`LayerIndexJso
 
 - ``*.dist-info/METADATA``, ``*.egg-info/PKG-INFO`` and single-file ``*.egg-info``: their
   ``Name`` and ``Version`` headers only;
-- ``opt/rocm/.info/version``, ``etc/os-release`` / ``usr/lib/os-release``, ``pyvenv.cfg``;
+- ``opt/rocm*/.info/version`` (and the ``/opt/rocm`` symlink), ``etc/os-release`` / ``usr/lib/os-release``, ``pyvenv.cfg``;
 - the Python versions present: ``lib/pythonX.Y/os.py``, ``bin/python*`` (files and
   symlinks), the ``python3.X-minimal`` stanzas of ``var/lib/dpkg/status`` and the
   ``PY_VERSION`` of ``include/pythonX.Y/patchlevel.h`` (for the patch level);
@@ -39,7 +39,11 @@ _BINARY = re.compile(r"(?:.*/)?bin/python(?:\d+(?:\.\d+)?)?")
 _PATCHLEVEL = re.compile(r"(?:.*/)?include/python\d+\.\d+m?/patchlevel\.h")
 _PTH = re.compile(r"(?:.*/)?(?:site|dist)-packages/[^/]+\.pth")
 _EDITABLE = re.compile(r"(?:.*/)?(?:site|dist)-packages/__editable___[^/]+_finder\.py")
-_PLAIN = {"opt/rocm/.info/version", "etc/os-release", "usr/lib/os-release", "var/lib/dpkg/status"}
+_PLAIN = {"etc/os-release", "usr/lib/os-release", "var/lib/dpkg/status"}
+_ROCM_VERSION = re.compile(r"opt/rocm[^/]*/\.info/version")
+# symlinks that can stand for a directory we read through (/opt/rocm -> rocm-7.0.0, a
+# site directory or a python lib directory moved elsewhere)
+_DIR_LINK = re.compile(r"opt/[^/]+|(?:.*/)?(?:site|dist)-packages|(?:.*/)?lib/python\d+\.\d+")
 
 
 class LayerIndexJson(TypedDict):
@@ -203,13 +207,16 @@ def index_layer(
                     name = base[len(WHITEOUT) :]
                     index["whiteouts"].append(f"{directory}/{name}" if directory else name)
                     continue
-                if member.issym() and (_BINARY.fullmatch(path) or path in _PLAIN):
+                if member.issym() and (
+                    _BINARY.fullmatch(path) or path in _PLAIN or _DIR_LINK.fullmatch(path)
+                ):
                     index["links"][path] = member.linkname
                     continue
                 if not member.isfile():
                     continue
                 wanted = (
                     path in _PLAIN
+                    or _ROCM_VERSION.fullmatch(path) is not None
                     or _METADATA.fullmatch(path) is not None
                     or _PATCHLEVEL.fullmatch(path) is not None
                     or path.endswith("/pyvenv.cfg")

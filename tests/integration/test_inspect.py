@@ -14,6 +14,7 @@ registry API (they share the demo's base and stand-in layers):
 - ``develop``: aiter installed the ``setup.py develop`` way (egg-info and package in
   ``/sgl-workspace/aiter``, on ``sys.path`` through ``easy-install.pth``), the site-packages
   copy whited out;
+- ``rocmlink``: ``/opt/rocm`` replaced by a symlink to ``/opt/rocm-7.2.1``;
 - ``zstd``: the very same layer as ``twosite``, zstd-compressed in an OCI manifest. The
   engine here (Docker 20.10) cannot unpack zstd layers, so its container probe is that of its
   gzip twin, ``twosite``.
@@ -57,8 +58,9 @@ def _sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def _tar(entries: Mapping[str, bytes | None]) -> bytes:
-    """A layer tar: ``path -> content`` (``None``: a directory); parents are added."""
+def _tar(entries: Mapping[str, bytes | str | None]) -> bytes:
+    """A layer tar: ``path -> content`` (``None``: a directory, a ``str``: a symlink to it);
+    parents are added."""
     raw = io.BytesIO()
     seen: set[str] = set()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -74,6 +76,9 @@ def _tar(entries: Mapping[str, bytes | None]) -> bytes:
             info = tarfile.TarInfo(path)
             if content is None:
                 info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            elif isinstance(content, str):
+                info.type, info.linkname = tarfile.SYMTYPE, content
                 tar.addfile(info)
             else:
                 info.size, info.mode = len(content), 0o644
@@ -165,6 +170,8 @@ def members(family: testenv.Family) -> Iterator[dict[str, str]]:
             f"{SITE}/easy-install.pth": b"/sgl-workspace/aiter\n",
         }
     )
+    # /opt/rocm becomes a symlink to a versioned directory, as in the real ROCm images
+    rocm_link = _tar({"opt/rocm": "rocm-7.2.1", "opt/rocm-7.2.1/.info/version": b"7.2.1-99\n"})
     with testenv.RegistryClient(host="127.0.0.1:5000") as client:
         assert old_aiter  # the stand-in's dist-info name (scripts/lib/testenv_setup.py)
         out = {
@@ -174,6 +181,7 @@ def members(family: testenv.Family) -> Iterator[dict[str, str]]:
             ),
             "twosite": push_member(client, demo, repo, "twosite", [(second_site, "gzip")]),
             "zstd": push_member(client, demo, repo, "zstd", [(second_site, "zstd")]),
+            "rocmlink": push_member(client, demo, repo, "rocmlink", [(rocm_link, "gzip")]),
             "develop": push_member(
                 client, demo, repo, "develop", [(unhooked, "gzip"), (develop, "gzip")]
             ),
@@ -225,7 +233,7 @@ def _facts(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 
 FAMILY = [image.name for image in testenv.load_family()]
-MEMBERS = ["base", "whiteout", "twosite", "zstd", "develop"]
+MEMBERS = ["base", "whiteout", "twosite", "zstd", "develop", "rocmlink"]
 
 
 @pytest.mark.parametrize("name", FAMILY + MEMBERS)
@@ -253,6 +261,8 @@ def test_whiteouts_and_a_second_site_directory_are_read_as_the_image_has_them(
         ("1.13.0", "/usr/lib/python3/dist-packages"),
     ]
     assert twosite["distributions"]["torch"] == "2.9.0+rocm7.0.0"
+    rocm = inspect_json(tmp_path, members["rocmlink"])["rocm"]["version"]
+    assert rocm == "7.2.1-99"  # through the /opt/rocm symlink, not the directory it replaced
     develop = inspect_json(tmp_path, members["develop"])
     assert develop["distributions"]["amd-aiter"] == "0.1.12.dev5+gabc1234"
     assert "/sgl-workspace/aiter" in develop["python"]["site_dirs"]

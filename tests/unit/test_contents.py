@@ -248,3 +248,29 @@ def test_editable_installs_are_followed_through_pth_files_and_editable_finders()
     assert python.site_dirs[site + 1 : site + 3] == ("src/a", "usr/src/b")
     assert [(d.name, d.location) for d in distributions(merged, python)] == [("a-pkg", "/src/a")]
     assert _find_source(merged, python)("aiter.ops.shuffle") == "def shuffle_scale(): ...\n"
+
+
+def test_symlinked_directories_are_followed_and_replace_what_was_there() -> None:
+    from rocmenv.contents.image import _resolve
+
+    base = _index(
+        {
+            "usr/bin/python3": "python3.11",
+            "usr/lib/python3.11/os.py": b"",
+            "opt/rocm/.info/version": b"6.4.0-1\n",
+            f"{SITE}/old-1.0.dist-info/METADATA": _meta("old", "1.0"),
+        }
+    )
+    upper = _index(
+        {
+            "opt/rocm": "rocm-7.0.0",  # the directory becomes a symlink, as in ROCm images
+            "opt/rocm-7.0.0/.info/version": b"7.0.0-38\n",
+            SITE: "/opt/venv-site",  # the site directory moved elsewhere
+            "opt/venv-site/new-2.0.dist-info/METADATA": _meta("new", "2.0"),
+        }
+    )
+    merged = merge([base, upper])
+    assert "opt/rocm/.info/version" not in merged.files  # replaced with the directory
+    assert merged.files[_resolve(merged, "opt/rocm/.info/version")] == "7.0.0-38\n"
+    dists = distributions(merged, find_python(merged, {}))
+    assert [(d.name, d.version, d.location) for d in dists] == [("new", "2.0", f"/{SITE}")]
