@@ -60,9 +60,11 @@ def run_inspect(args: argparse.Namespace, ctx: Context) -> int:
     for shim in doc["shims"]:
         verdict = {True: "would apply", False: "not needed", None: "unknown"}[shim["would_apply"]]
         emit(ctx, f"  shim {shim['name']}: {verdict} — {shim['reason']}")
+    from rocmenv.pull import human_bytes
+
     emit(
         ctx,
-        f"  read {stats.layers_read} of {stats.layers} layers ({stats.bytes_read} bytes); "
+        f"  read {stats.layers_read} of {stats.layers} layers ({human_bytes(stats.bytes_read)}); "
         "the others were indexed before",
     )
     return 0
