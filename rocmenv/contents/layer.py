@@ -28,7 +28,7 @@ from typing import IO, TypedDict
 
 from rocmenv.errors import RegistryProtocolError
 
-INDEX_VERSION = 1
+INDEX_VERSION = 1  # bump whenever what is kept changes: older indexes are then re-read
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 MAX_TEXT = 4 << 20  # a kept file larger than this is not read (nothing we keep is that big)
