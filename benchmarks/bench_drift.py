@@ -74,7 +74,7 @@ def scenario(host: str, repos: list[str], runs: int, env: dict[str, str]) -> dic
         if check.returncode != 0 or report["summary"]["images"] != len(refs):
             raise SystemExit(f"drift did not run cleanly ({check.returncode}): {check.stderr}")
         print(
-            f"  rocmenv drift: {report['round_trips']} round trips (a HEAD and a tag list per image)"
+            f"  rocmenv drift: {report['stats']['round_trips']} round trips (a HEAD and a tag list per image)"
         )
         return interleaved(cases, runs, env, project)
 

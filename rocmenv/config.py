@@ -84,7 +84,29 @@ from rocmenv.profiles import (
 TOP_KEYS = (
     "default-profile", "lockfile", "engine", "registry", "host", "profiles", "suites", "slurm",
 )  # fmt: skip
-REGISTRY_KEYS = ("mirrors", "insecure", "timeout", "retries")
+REGISTRY_KEYS = (
+    "mirrors",
+    "insecure",
+    "timeout",
+    "retries",
+    "request-deadline",
+    "command-deadline",
+    "max-pages",
+    "limits",
+    "proxy",
+    "no-proxy",
+    "pull-from-mirror",
+    "ratelimit-warning",
+)
+#: Size caps (bytes) on registry responses by kind, enforced while reading.
+RESPONSE_LIMITS: dict[str, int] = {
+    "tags": 16 * 1024 * 1024,
+    "manifest": 4 * 1024 * 1024,
+    "index": 4 * 1024 * 1024,
+    "config": 8 * 1024 * 1024,
+    "token": 1024 * 1024,
+    "error": 1024 * 1024,
+}
 HOST_KEYS = ("sysfs-root", "dev-root")
 
 
@@ -92,8 +114,22 @@ HOST_KEYS = ("sysfs-root", "dev-root")
 class RegistrySettings:
     mirrors: tuple[tuple[str, tuple[str, ...]], ...] = ()
     insecure: tuple[str, ...] = ()
-    timeout: float = 30.0
+    timeout: float = 30.0  # connect and between reads
     retries: int = 4
+    request_deadline: float = 120.0  # total per request, retries excluded
+    command_deadline: float = 600.0  # total for every request of one command
+    max_pages: int = 1000  # tag-list pages followed
+    limits: tuple[tuple[str, int], ...] = ()  # overrides of RESPONSE_LIMITS
+    proxy: str | None = None  # overrides HTTPS_PROXY/HTTP_PROXY/ALL_PROXY
+    no_proxy: tuple[str, ...] = ()  # added to NO_PROXY
+    pull_from_mirror: bool = False  # `run` pulls through the first mirror, not canonical
+    ratelimit_warning: int = 10  # warn when ratelimit-remaining falls under this
+
+    def limit(self, kind: str) -> int:
+        for name, value in self.limits:
+            if name == kind:
+                return value
+        return RESPONSE_LIMITS[kind]
 
     def mirrors_for(self, domain: str) -> tuple[str, ...]:
         for name, hosts in self.mirrors:
@@ -218,6 +254,42 @@ def _registry(table: Any, where: str) -> RegistrySettings:
         if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r <= 20:
             raise ConfigError(f"{where}.retries must be an integer from 0 to 20")
         settings = replace(settings, retries=r)
+    for key, attr in (
+        ("request-deadline", "request_deadline"),
+        ("command-deadline", "command_deadline"),
+    ):
+        if key in table:
+            t = table[key]
+            if not isinstance(t, (int, float)) or isinstance(t, bool) or not 0 < t <= 86400:
+                raise ConfigError(f"{where}.{key} must be a number of seconds from 0 to 86400")
+            settings = replace(settings, **{attr: float(t)})  # type: ignore[arg-type]
+    for key, attr in (("max-pages", "max_pages"), ("ratelimit-warning", "ratelimit_warning")):
+        if key in table:
+            n = table[key]
+            if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 1_000_000:
+                raise ConfigError(f"{where}.{key} must be an integer from 0 to 1000000")
+            settings = replace(settings, **{attr: n})  # type: ignore[arg-type]
+    if "limits" in table:
+        limits = table["limits"]
+        if not isinstance(limits, dict):
+            raise ConfigError(f"{where}.limits must be a table of kind = bytes")
+        check_keys(limits, tuple(RESPONSE_LIMITS), f"{where}.limits")
+        pairs = []
+        for kind, n in limits.items():
+            if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= 1 << 32:
+                raise ConfigError(f"{where}.limits.{kind} must be a number of bytes up to 4 GiB")
+            pairs.append((kind, n))
+        settings = replace(settings, limits=tuple(pairs))
+    if "proxy" in table:
+        if not isinstance(table["proxy"], str):
+            raise ConfigError(f"{where}.proxy must be a URL string (http://host:port)")
+        settings = replace(settings, proxy=table["proxy"] or None)
+    if "no-proxy" in table:
+        settings = replace(settings, no_proxy=as_str_list(table["no-proxy"], f"{where}.no-proxy"))
+    if "pull-from-mirror" in table:
+        if not isinstance(table["pull-from-mirror"], bool):
+            raise ConfigError(f"{where}.pull-from-mirror must be true or false")
+        settings = replace(settings, pull_from_mirror=table["pull-from-mirror"])
     return settings
 
 
@@ -244,8 +316,22 @@ def _env_registry(ctx: Context, settings: RegistrySettings) -> RegistrySettings:
             settings = replace(settings, timeout=float(ctx.env["ROCMENV_REGISTRY_TIMEOUT"]))
         if ctx.env.get("ROCMENV_REGISTRY_RETRIES"):
             settings = replace(settings, retries=int(ctx.env["ROCMENV_REGISTRY_RETRIES"]))
+        if ctx.env.get("ROCMENV_REGISTRY_DEADLINE"):
+            settings = replace(
+                settings, command_deadline=float(ctx.env["ROCMENV_REGISTRY_DEADLINE"])
+            )
     except ValueError as err:
-        raise ConfigError(f"ROCMENV_REGISTRY_TIMEOUT/RETRIES: {err}") from None
+        raise ConfigError(f"ROCMENV_REGISTRY_TIMEOUT/RETRIES/DEADLINE: {err}") from None
+    import math
+
+    for name, value in (
+        ("ROCMENV_REGISTRY_TIMEOUT", settings.timeout),
+        ("ROCMENV_REGISTRY_DEADLINE", settings.command_deadline),
+    ):
+        if not math.isfinite(value) or not 0 < value <= 86400:
+            raise ConfigError(
+                f"{name}={value!r}: must be a number of seconds above 0 and at most 86400"
+            )
     return settings
 
 

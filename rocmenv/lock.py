@@ -284,6 +284,7 @@ def write_lock(path: Path, lock: Lock) -> None:
     import tempfile
 
     text = render_lock(lock)
+    parse_lock(path, text)  # what we write, we can read back: never a lock we then refuse
     _clean_stale_temps(path)
     fd, tmp = tempfile.mkstemp(
         prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent

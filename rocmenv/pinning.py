@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # imported by the functions that need them: `run` of a pinned
 def make_client(ctx: Context, config: Config) -> RegistryClient:
     from rocmenv.registry.client import RegistryClient
 
-    return RegistryClient(ctx, config.registry)
+    return RegistryClient(ctx, config.registry, token_cache=True)
 
 
 def now_utc() -> str:
@@ -147,13 +147,17 @@ class ImageChoice:
         return self.reference.digest
 
 
-def engine_reference(repository: str, digest: str, registry: str | None) -> Reference:
-    """``repo@digest`` as the engine should pull it: from the mirror that served it, if any."""
+def engine_reference(
+    repository: str, digest: str, registry: str | None, *, pull_from_mirror: bool = False
+) -> Reference:
+    """``repo@digest`` as the engine should pull it: the canonical reference, so the daemon's
+    own ``registry-mirrors`` apply (as ``docker pull`` does); the mirror that served the pin
+    (the lock's ``registry``, information only) only with ``[registry] pull-from-mirror``."""
     ref = parse(repository)
     from rocmenv.registry.manifest import DOCKER_HUB, DOCKER_HUB_API
 
     upstream = DOCKER_HUB_API if ref.domain == DOCKER_HUB else ref.domain
-    if registry and registry not in (upstream, ref.domain):
+    if pull_from_mirror and registry and registry not in (upstream, ref.domain):
         return parse(f"{registry}/{ref.path}@{digest}")
     return Reference(domain=ref.domain, path=ref.path, digest=digest)
 
@@ -195,7 +199,14 @@ def choose_image(
                 hint=f"run `rocmenv pin --profile {profile.name} --update` to pin the new image",
             )
         return _choice(
-            engine_reference(entry.repository, entry.digest, entry.registry), "lock", entry.tag
+            engine_reference(
+                entry.repository,
+                entry.digest,
+                entry.registry,
+                pull_from_mirror=config.registry.pull_from_mirror,
+            ),
+            "lock",
+            entry.tag,
         )
     repo = parse_repository(spec.repository)
     if spec.digest:
@@ -233,8 +244,9 @@ def entry_from(
     )
 
 
-def pin_spec(client: RegistryClient, spec: ImageSpec) -> LockEntry:
-    """Resolve a profile's image spec to a lock entry (network)."""
+def pin_spec(client: RegistryClient, spec: ImageSpec, old: LockEntry | None = None) -> LockEntry:
+    """Resolve a profile's image spec to a lock entry (network); ``old`` is kept, without a
+    manifest GET, when the tag it names still points at its digest."""
     repo = parse_repository(spec.repository)
     constraints: dict[str, str] | None = None
     if spec.digest:
@@ -245,12 +257,53 @@ def pin_spec(client: RegistryClient, spec: ImageSpec) -> LockEntry:
         constraints = constraints_json(c)
     else:
         ref = repo.with_tag(spec.tag or "latest")
-    return entry_from(ref, client.resolve_platform(ref), constraints)
+    kept = _unchanged(client, ref, old, constraints)
+    if kept is not None:
+        return kept
+    return checked_entry(entry_from(ref, client.resolve_platform(ref), constraints))
 
 
-def pin_reference(client: RegistryClient, ref: Reference) -> LockEntry:
+def pin_reference(
+    client: RegistryClient, ref: Reference, old: LockEntry | None = None
+) -> LockEntry:
     ref = ref if (ref.tag or ref.digest) else ref.with_tag("latest")
-    return entry_from(ref, client.resolve_platform(ref))
+    kept = _unchanged(client, ref, old, None)
+    if kept is not None:
+        return kept
+    return checked_entry(entry_from(ref, client.resolve_platform(ref)))
+
+
+def _unchanged(
+    client: RegistryClient,
+    ref: Reference,
+    old: LockEntry | None,
+    constraints: dict[str, str] | None,
+) -> LockEntry | None:
+    """``old`` when ``ref``'s tag still points at its digest (one HEAD: spares the pull limit)."""
+    if old is None or ref.digest or not ref.tag or old.tag != ref.tag:
+        return None
+    if old.repository != ref.name or dict(old.constraints) != (constraints or {}):
+        return None
+    _, head = client.head_manifest(ref)
+    return old if head.digest == old.digest else None
+
+
+def checked_entry(entry: LockEntry) -> LockEntry:
+    """Every digest of a new entry valid (sha256/384/512) before it can reach the lockfile, so
+    rocmenv never writes a lock that it then refuses to read."""
+    from rocmenv.errors import RegistryProtocolError
+    from rocmenv.reference import digest_problem
+
+    for name, value in (("digest", entry.digest), ("platform digest", entry.platform_digest)):
+        problem = digest_problem(value)
+        if problem is not None:
+            raise RegistryProtocolError(
+                f"{entry.repository}: the registry's {name} {value!r} is not valid: "
+                f"{problem.detail}",
+                hint="nothing was written to the lockfile; the registry or a mirror sent a "
+                "malformed or unsupported digest",
+            )
+    return entry
 
 
 # -- validate -------------------------------------------------------------------------------------
@@ -317,7 +370,14 @@ def validate(
                             detail=f"tag {ref.tag!r} moved: locked {locked}, now {head.digest}",
                         )
                     )
+            if entry is not None and head.digest == locked:
+                return _validated_by_head(client, subject, kind, ref, entry, checks)
             target = ref.with_digest(locked or head.digest)
+        elif entry is not None and ref.digest == locked:
+            host, head = client.head_manifest(ref)
+            current = head.digest
+            checks.append(Check(name="exists", ok=True, detail=f"{head.digest} on {host}"))
+            return _validated_by_head(client, subject, kind, ref, entry, checks)
         else:
             target = ref
         target = Reference(domain=target.domain, path=target.path, digest=target.digest)
@@ -365,4 +425,42 @@ def validate(
         checks=tuple(checks),
         locked_digest=locked,
         current_digest=current,
+    )
+
+
+def _validated_by_head(
+    client: RegistryClient,
+    subject: str,
+    kind: Literal["profile", "reference"],
+    ref: Reference,
+    entry: LockEntry,
+    checks: list[Check],
+) -> Validation:
+    """The registry's digest equals the lock: confirm the locked linux/amd64 manifest is still
+    served by ``HEAD`` too, and fetch nothing — a manifest ``GET`` counts against Docker Hub's
+    pull limit, a ``HEAD`` does not. The bytes were verified when the entry was pinned."""
+    if entry.platform_digest != entry.digest:
+        platform = Reference(domain=ref.domain, path=ref.path, digest=entry.platform_digest)
+        client.head_manifest(platform)
+    checks.append(
+        Check(
+            name="platform",
+            ok=True,
+            detail=f"{entry.platform} → {entry.platform_digest} (as locked; still served)",
+        )
+    )
+    checks.append(
+        Check(
+            name="bytes",
+            ok=True,
+            detail="unchanged since pinned (verified then); not downloaded again, sparing the "
+            "pull limit",
+        )
+    )
+    return Validation(
+        subject=subject,
+        kind=kind,
+        checks=tuple(checks),
+        locked_digest=entry.digest,
+        current_digest=entry.digest,
     )

@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from rocmenv.context import Context
 from rocmenv.engine import Engine, PullEvent
@@ -161,7 +161,9 @@ def plan_pull(client: RegistryClient, engine: Engine, image: str) -> PullPlan:
         Reference(domain=ref.domain, path=ref.path, digest=platform.platform_digest),
         platform.registry,
     )
-    config = client.image_config(ref, platform)
+    from rocmenv.contents.image import read_config
+
+    config = read_config(client, ref, platform)
     diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
     present_ids = {layer for img in engine.list_images() for layer in img.layers}
     layers = []
@@ -306,12 +308,11 @@ def fetch(
     return result
 
 
-def rate_limits(client: Any) -> list[str]:
+def rate_limits(client: RegistryClient) -> list[str]:
     """The registry's rate-limit state when it sends one (Docker Hub's ``ratelimit-*``
-    headers, kept by the registry client as ``RegistryClient.ratelimits()``)."""
-    read = getattr(client, "ratelimits", None)  # the client has it from issue 10 on
+    headers, kept by the registry client: ``RegistryClient.ratelimits()``)."""
     out = []
-    for item in read() if callable(read) else []:
+    for item in client.ratelimits():
         remaining, limit, window = item.get("remaining"), item.get("limit"), item.get("window")
         if remaining is None or limit is None:
             continue

@@ -355,8 +355,19 @@ def validate_tag(tag: str) -> str:
 
 
 def is_loopback_host(domain: str) -> bool:
+    """Exactly ``localhost`` or a loopback IP address (``127.0.0.0/8``, ``::1``).
+
+    Decided with :mod:`ipaddress`: ``127.attacker.example`` is a name, not a loopback address.
+    """
+    import ipaddress
+
     host = host_of(domain)
-    return host in {"localhost", "::1"} or host.startswith("127.")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def host_of(domain: str) -> str:

@@ -11,6 +11,7 @@
 #        open registry   127.0.0.1:5000  Distribution, no auth
 #        auth registry   127.0.0.1:5001  Distribution, token auth (realm 127.0.0.1:5002)
 #        token server    127.0.0.1:5002  tests/support/token_server.py (user ci-bot)
+#        TLS "Docker Hub" 127.0.0.1:5443 + tinyproxy 127.0.0.1:8888 (scripts/lib/registry_tls.sh)
 #   5. base images rocmenv-test/base:py39|py311|py313 from debootstrap trees cached in
 #      $ROCMENV_BASES_CACHE (bullseye, bookworm, trixie)
 #   6. the test image family of images/family.toml, built and pushed to 127.0.0.1:5000
@@ -36,7 +37,7 @@ VENV="$REPO/.venv"
 PY="$VENV/bin/python"
 # gpgv + debian-archive-keyring: debootstrap verifies the Release files (only Recommends)
 APT_PACKAGES=(docker.io docker-registry debootstrap skopeo git python3-venv ca-certificates curl
-  gpgv debian-archive-keyring shellcheck)
+  gpgv debian-archive-keyring shellcheck tinyproxy openssl)
 export ROCMENV_TESTENV_STATE="$STATE"
 
 [ "$(id -u)" = 0 ] || die "scripts/setup.sh must run as root (it installs packages and starts dockerd)" \
@@ -364,6 +365,7 @@ ensure_dockerd
 
 step "registries + token server"
 ensure_services
+. "$REPO/scripts/lib/registry_tls.sh" && ensure_registry_tls # TLS hub + proxy (issue 10)
 
 step "base images"
 wait_trees

@@ -104,7 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args, ctx))
     except RocmenvError as err:
-        return report_error(ctx, err, command=args.rocmenv_command)
+        return report_error(
+            ctx,
+            err,
+            command=args.rocmenv_command,
+            as_json=bool(getattr(args, "json", False)) or getattr(args, "format", None) == "json",
+        )
     except KeyboardInterrupt:
         ctx.stderr.write("rocmenv: interrupted\n")
         return EXIT_INTERRUPTED

@@ -10,6 +10,7 @@ from rocmenv.errors import RocmenvError
 
 if TYPE_CHECKING:
     from rocmenv.config import Config
+    from rocmenv.registry.client import RegistryClient
 
 
 def emit_json(ctx: Context, payload: Any) -> None:
@@ -39,10 +40,35 @@ def _annotation(message: str) -> str:
     return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def report_error(ctx: Context, err: RocmenvError, *, command: str) -> int:
-    """Print one clear paragraph (a traceback only with --debug) and return the exit code."""
+def registry_json(ctx: Context, client: RegistryClient) -> dict[str, Any]:
+    """What every registry command adds to its output: warnings on stderr (a mirror that failed
+    and why, a ``ratelimit-remaining`` under ``[registry] ratelimit-warning``), and for
+    ``--json`` the stable ``ratelimit`` list plus the ``stats`` object (round trips by kind:
+    for benchmarks and debugging, documented as unstable)."""
+    failures = list(dict.fromkeys(client.mirror_failures))
+    for line in failures[:5]:
+        warn(ctx, line)
+    if len(failures) > 5:
+        warn(ctx, f"… and {len(failures) - 5} more mirror failures")
+    for line in client.ratelimit_warnings():
+        warn(ctx, line)
+    return {
+        "ratelimit": client.ratelimits(),
+        "stats": {
+            "round_trips": client.stats.requests,
+            "by_kind": dict(sorted(client.stats.by_kind.items())),
+        },
+    }
+
+
+def report_error(ctx: Context, err: RocmenvError, *, command: str, as_json: bool = False) -> int:
+    """Print one clear paragraph (a traceback only with --debug) and return the exit code;
+    under ``--json`` also ``{"error": {"code", "what", "hint"}}`` on stdout."""
     from rocmenv.redact import redact
 
+    if as_json:
+        hint = redact(err.hint) if err.hint else None
+        emit_json(ctx, {"error": {"code": err.exit_code, "what": redact(err.what), "hint": hint}})
     if ctx.debug:
         import traceback
 

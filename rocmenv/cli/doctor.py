@@ -153,6 +153,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                             detail=f"{url} answered HTTP {resp.status}",
                         )
                     )
+            out += _pull_limits(client, lock, cfg)
         if not out:
             out.append(
                 Finding(
@@ -220,3 +221,43 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             if f.hint and f.status != "ok":
                 emit(ctx, f"    hint: {f.hint}")
     return 1 if failed else 0
+
+
+def _pull_limits(client: Any, lock: Any, cfg: Any) -> list[Finding]:
+    """``ratelimit-remaining`` per registry that sends it (Docker Hub), read from one manifest
+    ``HEAD`` per registry — a HEAD does not count against the pull limit."""
+    from rocmenv.errors import RocmenvError
+    from rocmenv.reference import Reference, parse
+
+    refs: dict[str, Reference] = {}
+    if lock is not None:
+        for _, _, entry in lock.entries():
+            repo = parse(entry.repository)
+            refs.setdefault(
+                repo.domain, Reference(domain=repo.domain, path=repo.path, digest=entry.digest)
+            )
+    for _, prof in cfg.profiles:
+        if prof.image is not None and prof.image.tag:
+            repo = parse(prof.image.repository)
+            refs.setdefault(repo.domain, repo.with_tag(prof.image.tag))
+    for ref in refs.values():
+        try:
+            client.head_manifest(ref)
+        except RocmenvError:
+            continue  # reachability is reported above
+    out = []
+    for limit in client.ratelimits():
+        if limit["remaining"] is None:
+            continue
+        low = limit["remaining"] < client.settings.ratelimit_warning
+        window = f" per {limit['window'] // 3600} h" if limit["window"] else ""
+        out.append(
+            Finding(
+                check=f"pull limit {limit['host']}",
+                status="warn" if low else "ok",
+                detail=f"{limit['remaining']} of {limit['limit']} pulls left{window} "
+                "(ratelimit-remaining)",
+                hint="`docker login` raises the limit; a mirror spares it" if low else None,
+            )
+        )
+    return out

@@ -6,7 +6,8 @@ JSON (``--format json`` or ``--json``; ``report_version`` 1, keys stable)::
   {"report_version": 1, "lockfile": str, "fail_on": str, "exit_code": int,
    "status": "ok" | "drift" | "incomplete",
    "summary": {"images", "moved", "newer", "errors", "inspect_errors": int},
-   "round_trips": int, "probes": int, "inspect_bytes": int | null,
+   "ratelimit": [{"host", "limit", "remaining", "window"}], "probes": int, "inspect_bytes": int | null,
+   "stats": {"round_trips": int, "by_kind": {kind: int}}   (unstable: may change any release),
    "images": [{"kind": "profile" | "reference", "key", "repository", "tag": str | null,
                "pinned_digest", "pinned_platform_digest",
                "status": "ok" | "drift" | "error", "fails": bool,
@@ -171,7 +172,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             probes = cache.probes
             if isinstance(prober, RegistryProber):
                 inspect_bytes = prober.bytes_read
-        round_trips = client.stats.requests
+        from rocmenv.cli._common import registry_json
+
+        registry = registry_json(ctx, client)
     code = exit_code(results, fail_on)
     lock_arg = str(args.lock) if args.lock else None
     notes = [
@@ -179,6 +182,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         f"`rocmenv pin --profile {name}` pins what it now asks for"
         for name in changed
         if any(t.kind == "profile" and t.key == name for t in items)
+    ]
+    notes += [
+        f"{r['host']}: {r['remaining']} of {r['limit']} pulls left (ratelimit-remaining)"
+        for r in registry["ratelimit"]
+        if r["remaining"] is not None
     ]
     if fmt == "json":
         from rocmenv.cli._common import emit_json
@@ -190,7 +198,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 lockfile=str(lock_file),
                 fail_on=fail_on,
                 code=code,
-                round_trips=round_trips,
+                registry=registry,
                 probes=probes,
                 inspect_bytes=inspect_bytes,
                 lock_arg=lock_arg,

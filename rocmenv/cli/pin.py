@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rocmenv.cli._common import add_lock_arg, emit, emit_json, lock_path
+from rocmenv.cli._common import add_lock_arg, emit, emit_json, lock_path, registry_json
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_OK
 
@@ -76,7 +76,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             if old is not None and not args.update and entry_matches_spec(old, specs[prof.name]):
                 results.append(_result("profile", prof.name, old, old, "unchanged"))
                 continue
-            entry = pin_spec(client, specs[prof.name])
+            entry = pin_spec(client, specs[prof.name], old)
+            if entry is old:  # the tag still points at the locked digest (HEAD only)
+                results.append(_result("profile", prof.name, old, old, "unchanged"))
+                continue
             new_profiles[prof.name] = entry
             results.append(_result("profile", prof.name, entry, old, _status(old, entry)))
         for ref in refs:
@@ -85,10 +88,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             if old is not None and not args.update:
                 results.append(_result("reference", key, old, old, "unchanged"))
                 continue
-            entry = pin_reference(client, ref)
+            entry = pin_reference(client, ref, old)
+            if entry is old:
+                results.append(_result("reference", key, old, old, "unchanged"))
+                continue
             new_refs[key] = entry
             results.append(_result("reference", key, entry, old, _status(old, entry)))
-        round_trips = client.stats.requests
+        extra = registry_json(ctx, client)
 
     def change(lock: Lock) -> Lock:
         for name, entry in new_profiles.items():
@@ -100,7 +106,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if new_profiles or new_refs:
         update_lock(lock_file, change)
     if args.json:
-        emit_json(ctx, {"lockfile": str(lock_file), "entries": results, "round_trips": round_trips})
+        emit_json(ctx, {"lockfile": str(lock_file), "entries": results, **extra})
         return EXIT_OK
     for item in results:
         line = f"{item['kind']} {item['key']}: {item['pinned']} ({item['status']})"

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from rocmenv.cli._args import add_constraint_args, constraints_from, has_constraints
-from rocmenv.cli._common import emit, emit_json
+from rocmenv.cli._common import emit, emit_json, registry_json
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_OK
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if args.digest or args.json:
             registry, head = client.head_manifest(ref)
             digest = head.digest
-        round_trips = client.stats.requests
+        extra = registry_json(ctx, client)
     pinned = f"{ref.familiar}@{digest}" if digest else ref.familiar
     if args.json:
         emit_json(
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 "info": info.to_json(),
                 "matching": matches,
                 "total": total,
-                "round_trips": round_trips,
+                **extra,
             },
         )
     else:

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from rocmenv.cli._args import add_constraint_args, constraints_from, has_constraints
-from rocmenv.cli._common import emit, emit_json
+from rocmenv.cli._common import emit, emit_json, registry_json
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_OK, EXIT_USAGE
 
@@ -24,7 +24,10 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     )
     add_constraint_args(p)
     p.add_argument(
-        "--page-size", type=int, metavar="N", help="ask the registry for pages of N tags (n=N)"
+        "--page-size",
+        type=int,
+        metavar="N",
+        help="ask the registry for pages of N tags (n=N, 1 to 1000)",
     )
     p.add_argument("--all", action="store_true", help="also list floating and unparsed tags")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -102,14 +105,18 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
 
     repo = parse_repository(args.repository)
     constraints = constraints_from(args)
-    if args.page_size is not None and not 1 <= args.page_size <= 100000:
+    if args.page_size is not None and not 1 <= args.page_size <= 1000:
         from rocmenv.errors import UsageError
 
-        raise UsageError(f"--page-size {args.page_size} is out of range", hint="use 1 to 100000")
+        raise UsageError(
+            f"--page-size {args.page_size} is out of range: registries accept 1 to 1000 tags "
+            "per page (Distribution answers 400 PAGINATION_NUMBER_INVALID above it)",
+            hint="use --page-size 1000 or less",
+        )
     config = load_config(ctx)
     with make_client(ctx, config) as client:
         tags = client.list_tags(repo, page_size=args.page_size)
-        round_trips = client.stats.requests
+        extra = registry_json(ctx, client)
     infos = [parse_tag(t) for t in tags]
     unknown = [i for i in infos if i.family == "unknown"]
     if has_constraints(args):
@@ -127,7 +134,7 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
                 "matching": len(shown),
                 "tags": [i.to_json() for i in shown],
                 "unparsed": [{"tag": i.tag, "problem": i.problem} for i in unknown],
-                "round_trips": round_trips,
+                **extra,
             },
         )
         return EXIT_OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rocmenv.cli._common import add_lock_arg, emit, emit_json, lock_path
+from rocmenv.cli._common import add_lock_arg, emit, emit_json, lock_path, registry_json
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_CHECK_FAILED, EXIT_OK
 
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     with make_client(ctx, config) as client:
         for kind, subject, ref, entry in jobs:
             results.append(validate(client, subject, kind, ref, entry))
-        round_trips = client.stats.requests
+        extra = registry_json(ctx, client)
     ok = all(r.ok for r in results)
     if args.json:
         emit_json(
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 "ok": ok,
                 "lockfile": str(lock_file),
                 "notes": notes,
-                "round_trips": round_trips,
+                **extra,
                 "results": [
                     {
                         "kind": r.kind,

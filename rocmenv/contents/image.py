@@ -88,6 +88,22 @@ def _resolve(merged: Merged, path: str) -> str:
     return path
 
 
+def read_config(client: RegistryClient, ref: Reference, platform: Any) -> dict[str, Any]:
+    """The image config JSON (env, rootfs diff ids) of a resolved platform image."""
+    import json
+
+    from rocmenv.errors import RegistryProtocolError
+
+    if platform.config_digest is None:
+        return {}
+    blob = client.get_blob(ref, platform.registry, platform.config_digest)
+    try:
+        data = json.loads(blob)
+    except ValueError:
+        raise RegistryProtocolError(f"{ref}: image config is not JSON") from None
+    return data if isinstance(data, dict) else {}
+
+
 def _env(config: Mapping[str, Any]) -> dict[str, str]:
     env = {}
     for item in (config.get("config") or {}).get("Env") or ():
@@ -365,7 +381,7 @@ def read_image(
         Reference(domain=ref.domain, path=ref.path, digest=platform.platform_digest),
         platform.registry,
     )
-    config = client.image_config(ref, platform)
+    config = read_config(client, ref, platform)
     targets = sorted({s.target for s in shims})
     entries = [e for e in manifest.data.get("layers") or [] if isinstance(e, dict)]
 

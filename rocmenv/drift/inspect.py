@@ -187,15 +187,22 @@ def inspect_one(client: RegistryClient, cache: ProbeCache, result: ImageDrift) -
     else:  # a tag that is gone: nothing to compare with
         return result
     repo = parse(entry.repository)
-    new_ref = engine_reference(entry.repository, digest, entry.registry).familiar
+    via_mirror = client.settings.pull_from_mirror
+    new_ref = engine_reference(
+        entry.repository, digest, entry.registry, pull_from_mirror=via_mirror
+    ).familiar
     try:
         image = client.resolve_platform(
             Reference(domain=repo.domain, path=repo.path, digest=digest)
         )
-        new_ref = engine_reference(entry.repository, digest, image.registry).familiar
+        new_ref = engine_reference(
+            entry.repository, digest, image.registry, pull_from_mirror=via_mirror
+        ).familiar
         pinned = cache.facts(
             entry.platform_digest,
-            engine_reference(entry.repository, entry.digest, entry.registry).familiar,
+            engine_reference(
+                entry.repository, entry.digest, entry.registry, pull_from_mirror=via_mirror
+            ).familiar,
         )
         new = cache.facts(image.platform_digest, new_ref)
     except (RegistryError, EngineError, ConfigError, CheckFailed) as err:

@@ -108,12 +108,14 @@ def report_json(
     lockfile: str,
     fail_on: str,
     code: int,
-    round_trips: int = 0,
+    registry: dict[str, Any] | None = None,
     probes: int = 0,
     lock_arg: str | None = None,
     notes: list[str] | None = None,
     inspect_bytes: int | None = None,
 ) -> dict[str, Any]:
+    """``registry``: ``ratelimit`` (stable) and ``stats`` (unstable: round trips, for
+    benchmarks) from :func:`rocmenv.cli._common.registry_json`."""
     from rocmenv.drift.check import REPORT_VERSION, fails
 
     images = []
@@ -154,7 +156,8 @@ def report_json(
         if errors
         else ("drift" if any(r.status == "drift" for r in results) else "ok"),
         "summary": _summary(results),
-        "round_trips": round_trips,
+        "ratelimit": (registry or {}).get("ratelimit", []),
+        "stats": (registry or {}).get("stats", {}),
         "probes": probes,
         "inspect_bytes": inspect_bytes,  # layer bytes read from the registry by --inspect
         "notes": list(notes or []),

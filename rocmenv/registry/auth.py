@@ -1,22 +1,38 @@
 """Registry authentication: challenges, bearer tokens, Basic auth, Docker config credentials.
 
 Credentials are read through docker-py's ``docker.auth`` (config file and credential
-helpers), imported only when a registry actually challenges us. Every secret handled is
-registered with :mod:`rocmenv.redact`, so it never appears in a message.
+helpers), imported only when a registry actually challenges us, and looked up by the host
+actually contacted (a mirror never gets Docker Hub's). They are sent only over HTTPS or to
+loopback, follow a token realm only on the registry's own host name (or ``auth.docker.io``
+for Docker Hub), and an ``IdentityToken`` is used as an OAuth2 refresh-token grant. A token
+service's 401/429 is not retried with the same credentials. Anonymous tokens may come from,
+and go to, :mod:`rocmenv.registry.token_cache`. Every secret handled is registered with
+:mod:`rocmenv.redact`, so it never appears in a message.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocmenv.context import Context
 from rocmenv.errors import RegistryAuthError, RegistryProtocolError
 from rocmenv.redact import redact, register_secret
+from rocmenv.reference import is_loopback_host
+from rocmenv.registry.manifest import DOCKER_HUB, DOCKER_HUB_API
+from rocmenv.registry.response import Response
 from rocmenv.registry.transport import Transport
+
+if TYPE_CHECKING:
+    from rocmenv.registry.token_cache import TokenCache
+
+IDENTITY_TOKEN = "<token>"
+HUB_HOSTS = frozenset({DOCKER_HUB_API, "index.docker.io", DOCKER_HUB})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,9 +77,11 @@ def parse_challenge(value: str) -> _Challenge | None:
 class RegistryAuth:
     """Tokens per (host, scope), Basic headers per host, credentials per host; thread-safe."""
 
-    def __init__(self, ctx: Context, transport: Transport) -> None:
+    def __init__(self, ctx: Context, transport: Transport, cache: TokenCache | None = None) -> None:
         self.ctx = ctx
         self.transport = transport
+        self.cache = cache  # anonymous tokens only
+        self._skip_cache: set[tuple[str, str]] = set()
         self._tokens: dict[tuple[str, str], str] = {}
         self._basic: dict[str, str] = {}  # host -> "Basic …" for registries that asked for it
         self._creds: dict[str, tuple[str, str] | None] = {}
@@ -74,20 +92,26 @@ class RegistryAuth:
         return creds[0] if creds else None
 
     def forget(self, host: str, scope: str) -> None:
+        """The token for ``(host, scope)`` was refused: ask the realm, not the cache, next."""
         with self._lock:
             self._tokens.pop((host, scope), None)
+            self._skip_cache.add((host, scope))
 
-    def _credentials(self, host: str, registry_name: str) -> tuple[str, str] | None:
-        """Username and password (or identity token) for ``host`` from the Docker config."""
+    def _credentials(self, host: str) -> tuple[str, str] | None:
+        """Username and password (or ``("<token>", identity token)``) for the host contacted.
+
+        Looked up by ``host`` only — a mirror of Docker Hub never gets the Hub's credentials
+        unless the Docker config has an entry for the mirror itself.
+        """
         with self._lock:
             if host in self._creds:
                 return self._creds[host]
-        creds = self._load_credentials(host, registry_name)
+        creds = self._load_credentials(host)
         with self._lock:
             self._creds[host] = creds
         return creds
 
-    def _load_credentials(self, host: str, registry_name: str) -> tuple[str, str] | None:
+    def _load_credentials(self, host: str) -> tuple[str, str] | None:
         config_dir = self.ctx.env.get("DOCKER_CONFIG")
         if config_dir:
             path = Path(config_dir) / "config.json"
@@ -100,14 +124,13 @@ class RegistryAuth:
             from docker import auth as docker_auth
         except ImportError:  # pragma: no cover - docker is a dependency
             return None
+        # Docker Hub's registry host keeps its credentials under the index name.
+        lookup = DOCKER_HUB if host in HUB_HOSTS else host
         try:
             authconfig = docker_auth.load_config(
                 config_path=str(path), credstore_env=dict(self.ctx.env)
             )
-            for name in dict.fromkeys((registry_name, host)):
-                entry = docker_auth.resolve_authconfig(authconfig, registry=name)
-                if entry:
-                    break
+            entry = docker_auth.resolve_authconfig(authconfig, registry=lookup)
         except Exception as err:  # docker-py raises several kinds for broken helpers/configs
             raise RegistryAuthError(
                 f"cannot read credentials for {host} from {path}: {redact(str(err))}",
@@ -121,7 +144,7 @@ class RegistryAuth:
         register_secret(password)
         register_secret(token)
         if token:
-            return ("<token>", str(token))
+            return (IDENTITY_TOKEN, str(token))
         if username and password:
             return (str(username), str(password))
         return None
@@ -130,25 +153,38 @@ class RegistryAuth:
         with self._lock:
             token = self._tokens.get((host, scope))
             basic = self._basic.get(host)
+            fresh = (host, scope) in self._skip_cache
+        if token is None and basic is None and self.cache is not None and not fresh:
+            # an anonymous token cached for this host's realm: sent with the first request,
+            # sparing the 401 round trip (a refused one is forgotten and asked for anew)
+            token = self.cache.for_host(host, scope)
+            if token is not None:
+                with self._lock:
+                    self._tokens[(host, scope)] = token
         if token:
             return {"Authorization": f"Bearer {token}"}
         if basic:
             return {"Authorization": basic}
         return {}
 
-    def authenticate(self, host: str, registry_name: str, scope: str, challenge_value: str) -> None:
+    def authenticate(self, host: str, scope: str, challenge_value: str, scheme: str) -> None:
+        """Answer ``host``'s challenge; ``scheme`` is how ``host`` itself is spoken to."""
         challenge = parse_challenge(challenge_value)
         if challenge is None:
             raise RegistryProtocolError(f"{host} answered 401 with an unreadable challenge")
-        creds = self._credentials(host, registry_name)
+        creds = self._credentials(host)
+        if creds is not None and scheme != "https" and not is_loopback_host(host):
+            raise RegistryAuthError(
+                f"{host} asks for credentials over plain HTTP; refusing to send them in cleartext",
+                hint="serve the registry over HTTPS (credentials travel in cleartext only to "
+                "loopback registries)",
+            )
         if challenge.scheme == "basic":
-            if creds is None:
+            if creds is None or creds[0] == IDENTITY_TOKEN:
                 raise RegistryAuthError(
                     f"{host} requires credentials and none are configured",
                     hint=f"run `docker login {host}` (or set DOCKER_CONFIG to a config with them)",
                 )
-            import base64
-
             value = "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
             register_secret(value.split(" ", 1)[1])
             with self._lock:
@@ -160,50 +196,128 @@ class RegistryAuth:
             )
         realm = challenge.params["realm"]
         realm_parts = urllib.parse.urlsplit(realm)
-        if realm_parts.scheme not in ("http", "https") or not realm_parts.netloc:
+        if realm_parts.scheme not in ("http", "https") or not realm_parts.hostname:
             raise RegistryProtocolError(f"{host} gave an invalid token realm {realm!r}")
-        if realm_parts.scheme == "http" and self.transport.scheme_for(realm_parts.netloc) != "http":
+        realm_host = realm_parts.netloc
+        if realm_parts.scheme == "http" and not (
+            is_loopback_host(realm_host) or self.transport.is_insecure(host)
+        ):
             raise RegistryAuthError(
                 f"{host} sends us to a token server over plain HTTP ({realm})",
-                hint="refusing to send credentials unencrypted; list it under [registry] insecure "
-                "if this is intended",
+                hint="refusing to talk to a token server unencrypted; list the registry under "
+                "[registry] insecure if this is intended",
             )
-        query = [("service", challenge.params.get("service", host))]
+        # Credentials follow the realm only to the credential's own host, and never in
+        # cleartext off loopback; otherwise the token is asked for anonymously.
+        withheld = None
+        if creds is not None:
+            if not _same_owner(host, realm_parts.hostname or ""):
+                withheld = f"the token server {realm_host} is not {host}'s own host"
+            elif realm_parts.scheme == "http" and not is_loopback_host(realm_host):
+                withheld = f"the token server {realm_host} is not on HTTPS"
+            if withheld:
+                creds = None
+        service = challenge.params.get("service", host)
         want_scope = challenge.params.get("scope") or scope
-        if want_scope:
-            query.append(("scope", want_scope))
-        if creds is not None and creds[0] != "<token>":
-            query.append(("account", creds[0]))
-        url = realm + ("&" if realm_parts.query else "?") + urllib.parse.urlencode(query)
-        headers: dict[str, str] = {}
-        if creds is not None and creds[0] != "<token>":
-            import base64
-
-            encoded = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
-            register_secret(encoded)
-            headers["Authorization"] = f"Basic {encoded}"
-        resp = self.transport.send_with_retries("GET", url, headers, "token")
-        if resp.status in (401, 403):
-            who = f"user {creds[0]!r}" if creds else "anonymous access"
-            raise RegistryAuthError(
-                f"the token server {realm_parts.netloc} refused {who} for {want_scope or host} "
-                f"(HTTP {resp.status})",
-                hint=f"check the credentials for {host} (`docker login {host}`)"
+        key = (realm, service, want_scope)
+        with self._lock:
+            fresh = (host, scope) in self._skip_cache
+        if creds is None and not fresh:
+            cached = self.cache.get(key) if self.cache is not None else None
+            if cached is not None:
+                with self._lock:
+                    self._tokens[(host, scope)] = cached
+                return
+        if creds is not None and creds[0] == IDENTITY_TOKEN:
+            resp = self._refresh_token_grant(realm, service, want_scope, creds[1], host)
+        else:
+            query = [("service", service)]
+            if want_scope:
+                query.append(("scope", want_scope))
+            if creds is not None:
+                query.append(("account", creds[0]))
+            url = realm + ("&" if realm_parts.query else "?") + urllib.parse.urlencode(query)
+            headers: dict[str, str] = {}
+            if creds is not None:
+                encoded = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+                register_secret(encoded)
+                headers["Authorization"] = f"Basic {encoded}"
+            # with credentials, a 429 ("too many failed logins") is not retried with them
+            resp = self.transport.send_with_retries(
+                "GET",
+                url,
+                headers,
+                "token",
+                registry_host=host,
+                no_retry=(429,) if creds is not None else (),
+            )
+        if resp.status in (401, 403) or (resp.status == 429 and creds is not None):
+            who = (
+                "the identity token"
+                if creds and creds[0] == IDENTITY_TOKEN
+                else f"user {creds[0]!r}"
                 if creds
-                else f"this repository needs credentials: run `docker login {host}`",
+                else "anonymous access"
+            )
+            raise RegistryAuthError(
+                f"the token server {realm_host} refused {who} for {want_scope or host} "
+                f"(HTTP {resp.status})" + (" — too many attempts" if resp.status == 429 else ""),
+                hint=f"check the credentials for {host} (`docker login {host}`); they are not "
+                "retried"
+                if creds
+                else f"this repository needs credentials: run `docker login {host}`"
+                + (f" ({withheld}, so credentials were not sent)" if withheld else ""),
             )
         if resp.status != 200:
             raise RegistryProtocolError(
-                f"the token server {realm_parts.netloc} answered HTTP {resp.status}",
+                f"the token server {realm_host} answered HTTP {resp.status}",
                 hint="retry later; if it persists the registry's auth service is down",
             )
         try:
             payload = json.loads(resp.body)
             token = payload.get("token") or payload.get("access_token")
+            expires_in = payload.get("expires_in")
         except (ValueError, AttributeError):
-            token = None
+            token, expires_in = None, None
         if not isinstance(token, str) or not token:
-            raise RegistryProtocolError(f"the token server {realm_parts.netloc} sent no token")
+            raise RegistryProtocolError(f"the token server {realm_host} sent no token")
         register_secret(token)
         with self._lock:
             self._tokens[(host, scope)] = token
+        if creds is None and self.cache is not None:
+            lifetime = expires_in if isinstance(expires_in, int) and expires_in > 0 else 60
+            self.cache.put(key, token, lifetime, host=host)
+
+    def _refresh_token_grant(
+        self, realm: str, service: str, scope: str, refresh_token: str, host: str
+    ) -> Response:
+        """Docker's use of an ``IdentityToken``: OAuth2 ``grant_type=refresh_token`` POST."""
+        form = [
+            ("grant_type", "refresh_token"),
+            ("service", service),
+            ("client_id", "rocmenv"),
+            ("refresh_token", refresh_token),
+        ]
+        if scope:
+            form.append(("scope", scope))
+        return self.transport.send_with_retries(
+            "POST",
+            realm,
+            {"Content-Type": "application/x-www-form-urlencoded"},
+            "token",
+            registry_host=host,
+            no_retry=(429,),
+            body=urllib.parse.urlencode(form).encode(),
+        )
+
+
+def _same_owner(registry_host: str, realm_hostname: str) -> bool:
+    """Whether a token realm on ``realm_hostname`` may receive ``registry_host``'s credentials:
+    the same host name (any port), or Docker Hub's own token service for Docker Hub."""
+    from rocmenv.reference import host_of
+
+    registry_name = host_of(registry_host).lower()
+    realm_hostname = realm_hostname.lower()
+    if registry_name == realm_hostname:
+        return True
+    return registry_name in HUB_HOSTS and realm_hostname == "auth.docker.io"

@@ -1,17 +1,21 @@
 """OCI Distribution API v2 client: tags, manifest digests, platform manifests, blobs.
 
-- HTTPS, except for loopback registries and those configured as insecure (plain HTTP).
-- Auth: anonymous bearer tokens from the ``WWW-Authenticate`` challenge; credentials from the
-  Docker config and credential helpers through docker-py's ``docker.auth`` (imported only when
-  a registry actually asks for authentication), Basic auth where a registry asks for it.
-- Tag listing follows ``Link: <…>; rel="next"`` pages; ``page_size`` sets ``n=``.
-- ``HEAD`` for digests, with every manifest and index media type in ``Accept``.
-- Retries with exponential backoff on 429/5xx and connection failures, honouring
-  ``Retry-After``; a timeout on every request; manifest and blob bytes are hashed and compared
-  with the digest claimed.
-- Mirrors: hosts tried in order before the registry itself.
-- Every HTTP round trip is counted (:attr:`RegistryClient.stats`); what was fetched once in a
-  client's life is not fetched again.
+- Transport (urllib3, TLS trust, proxies, size caps, deadlines, retries):
+  :mod:`rocmenv.registry.transport`; schemes: HTTPS, plain HTTP only for loopback registries
+  without certs.d, ``insecure`` as Docker has it (unverified HTTPS, then HTTP).
+- Auth (:mod:`rocmenv.registry.auth`): bearer tokens from the ``WWW-Authenticate`` challenge,
+  credentials per host contacted, anonymous tokens cached between commands (CLI clients).
+  A 401 after an anonymous token is Docker Hub's "not found, or private".
+- Tag listing (:mod:`rocmenv.registry.tag_list`): relative or absolute ``Link`` pages on the
+  same host, at most ``max-pages``; ``page_size`` (1 to 1000) sets ``n=``.
+- ``HEAD`` for digests (no Docker Hub pull counted), with every manifest and index media type
+  in ``Accept``; manifest and blob bytes are hashed and compared with the digest claimed;
+  digests from the registry must be sha256/384/512.
+- Mirrors: tried in order before the registry itself; any error falls through to the next
+  (:attr:`RegistryClient.mirror_failures` says which and why).
+- Every HTTP round trip is counted (:attr:`RegistryClient.stats`), ``ratelimit-*`` headers
+  kept (:meth:`RegistryClient.ratelimits`); what was fetched once in a client's life is not
+  fetched again.
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ from rocmenv.registry.manifest import (
     sha256_digest,
     verify_digest,
 )
-from rocmenv.registry.transport import Response, Transport
+from rocmenv.registry.response import Response
+from rocmenv.registry.transport import Transport
 
 if TYPE_CHECKING:  # imported on the first 401: open registries never pay for it
     from rocmenv.registry.auth import RegistryAuth
@@ -60,11 +65,14 @@ class RegistryClient:
         settings: RegistrySettings | None = None,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        token_cache: bool = False,
     ) -> None:
         self.ctx = ctx
         self.settings = settings or RegistrySettings()
         self.transport = Transport(self.settings, ctx.env, sleep)
         self.stats = self.transport.stats
+        self.token_cache = token_cache
+        self.mirror_failures: list[str] = []  # "mirror: why", for the user
         self._auth: RegistryAuth | None = None
         self._cache: dict[tuple[str, ...], Any] = {}
 
@@ -73,11 +81,35 @@ class RegistryClient:
         if self._auth is None:
             from rocmenv.registry.auth import RegistryAuth
 
-            self._auth = RegistryAuth(self.ctx, self.transport)
+            cache = None
+            if self.token_cache:
+                from rocmenv.registry.token_cache import TokenCache, cache_path
+
+                path = cache_path(self.ctx.env)
+                cache = TokenCache(path) if path is not None else None
+            self._auth = RegistryAuth(self.ctx, self.transport, cache)
         return self._auth
 
+    def ratelimits(self) -> list[dict[str, Any]]:
+        """The last ``ratelimit-*`` values seen, per registry host (Docker Hub sends them)."""
+        return [v.as_json() for _, v in sorted(self.transport.ratelimits.items())]
+
+    def ratelimit_warnings(self) -> list[str]:
+        """One line per host whose ``ratelimit-remaining`` is under the configured threshold."""
+        out = []
+        for host, limit in sorted(self.transport.ratelimits.items()):
+            if limit.remaining is not None and limit.remaining < self.settings.ratelimit_warning:
+                window = f" per {limit.window // 3600} h" if limit.window else ""
+                out.append(
+                    f"{host}: only {limit.remaining} pulls left of {limit.limit}{window} "
+                    "(ratelimit-remaining); `docker login` raises the limit, a mirror spares it"
+                )
+        return out
+
     def _auth_header(self, host: str, scope: str) -> dict[str, str]:
-        return self._auth.header(host, scope) if self._auth is not None else {}
+        if self._auth is None and not self.token_cache:
+            return {}  # open registries never load the auth module
+        return self.auth.header(host, scope)
 
     def close(self) -> None:
         self.transport.close()
@@ -101,7 +133,7 @@ class RegistryClient:
     def scheme_for(self, host: str) -> str:
         return self.transport.scheme_for(host)
 
-    def _request(
+    def request(
         self,
         ref: Reference,
         host: str,
@@ -114,10 +146,11 @@ class RegistryClient:
     ) -> Response:
         """A request to ``host`` for repository ``ref``, authenticating when challenged."""
         scope = f"repository:{ref.path}:{scope_action}"
-        url = f"{self.scheme_for(host)}://{host}{path}"
+        scheme = self.scheme_for(host)
+        url = f"{scheme}://{host}{path}"
         headers = {"Accept": accept} if accept else {}
         resp = self.transport.send_with_retries(
-            method, url, {**headers, **self._auth_header(host, scope)}, kind
+            method, url, {**headers, **self._auth_header(host, scope)}, kind, registry_host=host
         )
         if resp.status == 401:
             challenge = resp.header("www-authenticate")
@@ -127,15 +160,23 @@ class RegistryClient:
                 )
             if self._auth_header(host, scope):
                 self.auth.forget(host, scope)  # expired or revoked: ask for a new one
-            self.auth.authenticate(host, ref.domain, scope, challenge)
+            self.auth.authenticate(host, scope, challenge, self.scheme_for(host))
+            url = f"{self.scheme_for(host)}://{host}{path}"
             resp = self.transport.send_with_retries(
-                method, url, {**headers, **self._auth_header(host, scope)}, kind
+                method, url, {**headers, **self._auth_header(host, scope)}, kind, registry_host=host
             )
             if resp.status == 401:
                 user = self.auth.user_for(host)
+                if user is None:
+                    # Docker Hub grants an anonymous token for any name, then refuses it.
+                    raise RegistryNotFound(
+                        f"{host}: repository {ref.path} not found, or private: check the name, "
+                        "or log in",
+                        hint=f"check the spelling of {ref.familiar_name}; if it is private, run "
+                        f"`docker login {host}`",
+                    )
                 raise RegistryAuthError(
-                    f"{host} refused access to {ref.name} (HTTP 401)"
-                    + (f" for user {user!r}" if user else " without credentials"),
+                    f"{host} refused access to {ref.name} (HTTP 401) for user {user!r}",
                     hint=f"check `docker login {host}` and that the account can pull {ref.path}",
                 )
         if resp.status == 403:
@@ -145,30 +186,31 @@ class RegistryClient:
             )
         return resp
 
-    def _on_hosts(self, ref: Reference, call: Callable[[str], Any]) -> Any:
-        """Run ``call(host)`` on the mirrors then the registry; first success wins."""
-        errors: list[str] = []
-        last: RegistryError | None = None
+    def on_hosts(self, ref: Reference, call: Callable[[str], Any]) -> Any:
+        """Run ``call(host)`` on the mirrors then the registry; first success wins.
+
+        As Docker does: any error from a mirror falls through to the next mirror and then the
+        registry itself, and :attr:`mirror_failures` says which mirror failed and why.
+        """
         hosts = self.hosts_for(ref)
-        for host in hosts:
+        upstream = hosts[-1]
+        for host in hosts[:-1]:
             try:
                 return call(host)
-            except (RegistryUnavailable, RegistryNotFound) as err:
-                if len(hosts) == 1:
-                    raise
-                errors.append(f"{host}: {err.what}")
-                last = err
-        assert last is not None
-        summary = "; ".join(errors)
-        if isinstance(last, RegistryNotFound) and all(" not found" in e for e in errors):
-            raise RegistryNotFound(
-                f"{ref.name}: not found on any of {', '.join(hosts)} ({summary})", hint=last.hint
-            )
-        raise RegistryUnavailable(f"{ref.name}: no registry answered ({summary})", hint=last.hint)
+            except RegistryError as err:
+                why = err.what + (f" — {err.hint}" if err.hint else "")
+                self.mirror_failures.append(f"mirror {host} failed for {ref.name}: {why}")
+        try:
+            return call(upstream)
+        except RegistryError as err:
+            if len(hosts) > 1:
+                tried = "; ".join(self.mirror_failures[-(len(hosts) - 1) :])
+                err.what = f"{err.what} (after the mirrors: {tried})"
+            raise
 
     # -- API --------------------------------------------------------------------------------
 
-    def _not_found(self, ref: Reference, host: str, resp: Response, what: str) -> RegistryNotFound:
+    def not_found(self, ref: Reference, host: str, resp: Response, what: str) -> RegistryNotFound:
         code = ""
         try:
             errors = json.loads(resp.body).get("errors") or []
@@ -185,56 +227,14 @@ class RegistryClient:
             hint=f"list the available tags with `rocmenv tags list {ref.familiar_name}`",
         )
 
-    def iter_tag_pages(self, ref: Reference, page_size: int | None = None) -> Iterator[list[str]]:
-        """Pages of tags as the registry sends them (``n=`` when ``page_size`` is given)."""
-
-        def first(host: str) -> tuple[str, Response]:
-            path = f"/v2/{ref.path}/tags/list"
-            if page_size:
-                path += f"?n={page_size}"
-            return host, self._fetch_tag_page(ref, host, path)
-
-        host, resp = self._on_hosts(ref, first)
-        seen: set[str] = set()
-        while True:
-            tags = self._tags_of(ref, host, resp)
-            yield tags
-            link = resp.header("link")
-            next_path = _next_link(link) if link else None
-            if not next_path or next_path in seen:
-                return
-            seen.add(next_path)
-            resp = self._fetch_tag_page(ref, host, next_path)
-
-    def _fetch_tag_page(self, ref: Reference, host: str, path: str) -> Response:
-        resp = self._request(ref, host, "GET", path, kind="tags")
-        if resp.status == 404:
-            raise self._not_found(ref, host, resp, "repository")
-        if resp.status != 200:
-            raise RegistryProtocolError(
-                f"{host}: listing tags of {ref.name} answered HTTP {resp.status}"
-            )
-        return resp
-
-    def _tags_of(self, ref: Reference, host: str, resp: Response) -> list[str]:
-        try:
-            data = json.loads(resp.body)
-            tags = data.get("tags") or []
-        except (ValueError, AttributeError):
-            raise RegistryProtocolError(
-                f"{host}: the tag list of {ref.name} is not JSON ({_snippet(resp.body)})",
-                hint="a proxy or captive portal may be answering instead of the registry",
-            ) from None
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise RegistryProtocolError(f"{host}: the tag list of {ref.name} is malformed")
-        return tags
-
     def list_tags(self, ref: Reference, page_size: int | None = None) -> list[str]:
         key = ("tags", ref.name, str(page_size))
         if key in self._cache:
             return list(self._cache[key])
         tags: list[str] = []
-        for page in self.iter_tag_pages(ref, page_size):
+        from rocmenv.registry.tag_list import tag_pages
+
+        for page in tag_pages(self, ref, page_size):
             tags.extend(page)
         self._cache[key] = tuple(tags)
         return tags
@@ -248,7 +248,7 @@ class RegistryClient:
             return cached
 
         def call(host: str) -> tuple[str, ManifestHead]:
-            resp = self._request(
+            resp = self.request(
                 ref,
                 host,
                 "HEAD",
@@ -257,7 +257,7 @@ class RegistryClient:
                 accept=ACCEPT_MANIFESTS,
             )
             if resp.status == 404:
-                raise self._not_found(ref, host, resp, f"manifest {target!r}")
+                raise self.not_found(ref, host, resp, f"manifest {target!r}")
             if resp.status != 200:
                 raise RegistryProtocolError(
                     f"{host}: HEAD manifest {target} answered HTTP {resp.status}"
@@ -270,14 +270,14 @@ class RegistryClient:
                 return host, ManifestHead(
                     digest=manifest.digest, media_type=manifest.media_type, size=len(manifest.raw)
                 )
-            validate_digest(digest)
+            _registry_digest(digest, f"{host}: the digest of {ref.name}:{target}")
             return host, ManifestHead(
                 digest=digest,
                 media_type=media_type,
                 size=int(size) if size and size.isdigit() else None,
             )
 
-        result: tuple[str, ManifestHead] = self._on_hosts(ref, call)
+        result: tuple[str, ManifestHead] = self.on_hosts(ref, call)
         self._cache[key] = result
         return result
 
@@ -286,7 +286,7 @@ class RegistryClient:
         target = ref.digest or ref.tag or "latest"
         if host is not None:
             return host, self._get_manifest_on(ref, host, target)
-        result: tuple[str, Manifest] = self._on_hosts(
+        result: tuple[str, Manifest] = self.on_hosts(
             ref, lambda h: (h, self._get_manifest_on(ref, h, target))
         )
         return result
@@ -296,7 +296,7 @@ class RegistryClient:
         if key in self._cache:
             cached: Manifest = self._cache[key]
             return cached
-        resp = self._request(
+        resp = self.request(
             ref,
             host,
             "GET",
@@ -305,7 +305,7 @@ class RegistryClient:
             accept=ACCEPT_MANIFESTS,
         )
         if resp.status == 404:
-            raise self._not_found(ref, host, resp, f"manifest {target!r}")
+            raise self.not_found(ref, host, resp, f"manifest {target!r}")
         if resp.status != 200:
             raise RegistryProtocolError(
                 f"{host}: GET manifest {target} of {ref.name} answered HTTP {resp.status}"
@@ -316,7 +316,7 @@ class RegistryClient:
             verify_digest(resp.body, target, what)
             digest = target
         elif claimed:
-            validate_digest(claimed)
+            _registry_digest(claimed, f"{what}: Docker-Content-Digest")
             verify_digest(resp.body, claimed, what)
             digest = claimed
         else:
@@ -347,7 +347,7 @@ class RegistryClient:
             cached: bytes = self._cache[key]
             return cached
         validate_digest(digest)
-        resp = self._request(ref, host, "GET", f"/v2/{ref.path}/blobs/{digest}", kind="blob")
+        resp = self.request(ref, host, "GET", f"/v2/{ref.path}/blobs/{digest}", kind="blob")
         redirects = 0
         while resp.status in (301, 302, 303, 307, 308) and redirects < 5:
             location = resp.header("location")
@@ -355,10 +355,10 @@ class RegistryClient:
                 break
             url = urllib.parse.urljoin(resp.url, location)
             # Storage back-ends get no registry credentials.
-            resp = self.transport.send_with_retries("GET", url, {}, "blob")
+            resp = self.transport.send_with_retries("GET", url, {}, "blob", registry_host=host)
             redirects += 1
         if resp.status == 404:
-            raise self._not_found(ref, host, resp, f"blob {digest}")
+            raise self.not_found(ref, host, resp, f"blob {digest}")
         if resp.status != 200:
             raise RegistryProtocolError(
                 f"{host}: GET blob {digest} of {ref.name} answered HTTP {resp.status}"
@@ -370,63 +370,62 @@ class RegistryClient:
         return resp.body
 
     def open_blob(
-        self,
-        ref: Reference,
-        host: str,
-        digest: str,
-        *,
-        max_bytes: int = 64 << 30,
-        chunk: int = 1 << 20,
-        resumes: int = 3,
+        self, ref: Reference, host: str, digest: str, *, max_bytes: int = 64 << 30
     ) -> Iterator[bytes]:
-        """A (large) blob as chunks, streamed and hashed on the way; the last chunk is
-        followed by a :class:`DigestMismatch` check. A dropped connection resumes with a
-        ``Range`` request (``resumes`` times). Authentication goes through :meth:`_request`
-        (a ``HEAD`` first); redirects to a storage back-end get no registry credentials."""
+        """A (large) blob as 1 MiB chunks, hashed on the way (:class:`DigestMismatch` after
+        the last), resumed with ``Range`` after a dropped connection (3 times). Auth by a
+        ``HEAD`` through :meth:`request`; the same TLS trust (certs.d, SSL_CERT_FILE,
+        insecure) and proxy as the transport; no registry credentials to a redirect."""
         import hashlib
         import http.client
         import urllib.error
         import urllib.request
 
         from rocmenv.errors import DigestMismatch
+        from rocmenv.registry.proxy import proxy_for
+        from rocmenv.registry.tls import build_context, trust_inputs
 
         validate_digest(digest)
         path = f"/v2/{ref.path}/blobs/{digest}"
-        head = self._request(ref, host, "HEAD", path, kind="blob-head")
+        head = self.request(ref, host, "HEAD", path, kind="blob-head")
         if head.status == 404:
-            raise self._not_found(ref, host, head, f"blob {digest}")
+            raise self.not_found(ref, host, head, f"blob {digest}")
         url = f"{self.scheme_for(host)}://{host}{path}"
+        env = self.ctx.env
+        verify = not self.transport.is_insecure(host)
+        context = build_context(env, *trust_inputs(host, env, host), verify=verify)
+        proxy = proxy_for(url, env, self.settings.proxy, self.settings.no_proxy)
+        opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=context),
+            urllib.request.ProxyHandler({"http": proxy, "https": proxy} if proxy else {}),
+        )
         auth = self._auth_header(host, f"repository:{ref.path}:pull")
-        hasher = hashlib.sha256()
-        done, failures = 0, 0
+        hasher, done, failures = hashlib.sha256(), 0, 0
         while True:
-            request = urllib.request.Request(url)
+            request = urllib.request.Request(
+                url, headers={"Range": f"bytes={done}-"} if done else {}
+            )
             for key, value in auth.items():
                 request.add_unredirected_header(key, value)
-            if done:
-                request.add_header("Range", f"bytes={done}-")
             try:
-                with urllib.request.urlopen(request, timeout=60) as resp:
+                with opener.open(request, timeout=self.settings.timeout) as resp:
                     self.stats.add("blob-stream")
                     if done and resp.status != 206:
                         raise RegistryProtocolError(f"{host}: blob {digest}: Range refused")
-                    while True:
-                        data = resp.read(chunk)
-                        if not data:
-                            break
+                    while data := resp.read(1 << 20):
                         done += len(data)
                         if done > max_bytes:
                             raise RegistryProtocolError(
-                                f"{host}: blob {digest} is larger than {max_bytes} bytes"
+                                f"{host}: blob {digest} is over {max_bytes} bytes"
                             )
                         hasher.update(data)
                         yield data
             except (OSError, urllib.error.URLError, http.client.HTTPException) as err:
                 failures += 1
-                if failures > resumes:
+                if failures > 3:
                     raise RegistryUnavailable(
-                        f"{host}: reading blob {digest} of {ref.name} failed after "
-                        f"{done} bytes: {err}",
+                        f"{host}: reading blob {digest} of {ref.name} failed after {done} "
+                        f"bytes: {err}",
                         hint="check the network; the layers read so far are kept",
                     ) from None
                 continue
@@ -456,6 +455,7 @@ class RegistryClient:
                     f"{ref} has no {os_name}/{arch} image (platforms: {', '.join(available) or 'none'})",
                     hint="pick a tag built for linux/amd64",
                 )
+            _registry_digest(entry["digest"], f"{ref}: the {os_name}/{arch} entry of the index")
             platform_ref = Reference(domain=ref.domain, path=ref.path, digest=entry["digest"])
             _, platform = self.get_manifest(platform_ref, host)
         else:
@@ -469,6 +469,7 @@ class RegistryClient:
             config_digest = config.get("digest") if isinstance(config, dict) else None
             if not isinstance(config_digest, str):
                 raise RegistryProtocolError(f"{ref}: image manifest has no config digest")
+            _registry_digest(config_digest, f"{ref}: the config digest of the image manifest")
             if top.is_index:
                 os_found, arch_found = os_name, arch  # the index said so
             else:
@@ -495,27 +496,19 @@ class RegistryClient:
             platform=f"{os_name}/{arch}",
         )
 
-    def image_config(self, ref: Reference, image: PlatformImage) -> dict[str, Any]:
-        """The image config JSON (env, labels, …) of a resolved platform image."""
-        if image.config_digest is None:
-            return {}
-        blob = self.get_blob(ref, image.registry, image.config_digest)
-        try:
-            data = json.loads(blob)
-        except ValueError:
-            raise RegistryProtocolError(f"{ref}: image config is not JSON") from None
-        return data if isinstance(data, dict) else {}
 
+def _registry_digest(value: str, what: str) -> str:
+    """A digest the registry sent: sha256/384/512 in canonical form, else a protocol error."""
+    from rocmenv.reference import digest_problem
 
-def _next_link(link: str) -> str | None:
-    """The path of ``Link: </v2/…?last=x&n=100>; rel="next"``."""
-    for part in link.split(","):
-        url, _, params = part.partition(";")
-        if 'rel="next"' in params.replace(" ", "") or "rel=next" in params.replace(" ", ""):
-            url = url.strip().strip("<>")
-            split = urllib.parse.urlsplit(url)
-            return split.path + (f"?{split.query}" if split.query else "")
-    return None
+    problem = digest_problem(value)
+    if problem is not None:
+        raise RegistryProtocolError(
+            f"{what} is not a valid digest: {problem.detail}",
+            hint="the registry or a mirror sent a malformed or unsupported digest "
+            "(only sha256, sha384 and sha512 are accepted); nothing was written",
+        )
+    return value
 
 
 def _snippet(body: bytes) -> str:

@@ -1,8 +1,25 @@
-"""The registry client's transport: keep-alive connections, retries, backoff, Retry-After.
+"""The registry client's transport, on urllib3: connections, proxies, TLS, caps, deadlines,
+retries.
 
-Every HTTP round trip goes through :meth:`Transport.send` and is counted in
-:class:`RegistryStats`; :meth:`Transport.send_with_retries` retries 429/5xx answers and
-connection failures with exponential backoff (honouring ``Retry-After``).
+urllib3 (a maintained library, already installed through docker-py → requests) owns HTTP/1.1:
+keep-alive pools shared by every host of a command (registry, token realm, blob CDN), proxy
+tunnels, TLS, chunked and gzip bodies. rocmenv keeps its policy above it:
+
+* **bounded against hostile servers** — every response body is read in pieces under a size cap
+  by kind (``[registry] limits``: tags, manifest, index, config, token, error), refused at once
+  when ``Content-Length`` already exceeds it; every request has a total deadline
+  (``request-deadline``) and the command as a whole another (``command-deadline``), checked
+  between reads, so a server dripping a byte every half second cannot hold a command;
+* **retries** — 408/429/5xx answers and connection failures, exponential backoff with jitter,
+  ``Retry-After`` honoured up to 120 s (a connection the server closed while idle — a TLS EOF on
+  keep-alive — is noticed by urllib3 before reuse and replaced, at no retry);
+* **schemes** — HTTPS everywhere; plain HTTP for loopback registries (``ipaddress`` loopback or
+  exactly ``localhost``) unless a certs.d directory exists for them; ``insecure`` registries
+  as Docker treats them: HTTPS without verification, then HTTP;
+* proxies from :mod:`rocmenv.registry.proxy`, trust from :mod:`rocmenv.registry.tls`,
+  connections raced across addresses by :mod:`rocmenv.registry.connect` (happy eyeballs);
+* every round trip counted by kind (:class:`RegistryStats`), ``ratelimit-*`` headers kept
+  per host (:attr:`Transport.ratelimits`).
 """
 
 from __future__ import annotations
@@ -11,93 +28,36 @@ import random
 import threading
 import time
 import urllib.parse
-from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
 from rocmenv.config import RegistrySettings
-from rocmenv.errors import RegistryUnavailable
+from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
 from rocmenv.redact import redact
 from rocmenv.reference import is_loopback_host
-from rocmenv.registry.connection import Connection, StaleConnection, TransportError
+from rocmenv.registry.response import (
+    RateLimit,
+    RegistryStats,
+    Response,
+    parse_ratelimit,
+    retry_after,
+)
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+if TYPE_CHECKING:
+    import ssl
+
+    import urllib3
+
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 120.0
 USER_AGENT = "rocmenv (+https://github.com/rocmenv)"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Response:
-    status: int
-    headers: Mapping[str, str]  # lower-case names
-    body: bytes
-    url: str
-
-    def header(self, name: str) -> str | None:
-        return self.headers.get(name.lower())
-
-
-@dataclass
-class RegistryStats:
-    """HTTP round trips made, by kind (``tags``, ``manifest-head``, ``token``, …)."""
-
-    by_kind: Counter[str] = field(default_factory=Counter)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, kind: str) -> None:
-        with self._lock:
-            self.by_kind[kind] += 1
-
-    @property
-    def requests(self) -> int:
-        return sum(self.by_kind.values())
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    import email.utils  # only for the rare HTTP-date form
-
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-class _Connections:
-    """Keep-alive connections, one per (thread, scheme, host)."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self._local = threading.local()
-        self._ssl: Any = None
-
-    def _pool(self) -> dict[tuple[str, str], Connection]:
-        pool: dict[tuple[str, str], Connection] = self._local.__dict__.setdefault("pool", {})
-        return pool
-
-    def get(self, scheme: str, host: str) -> Connection:
-        pool = self._pool()
-        conn = pool.get((scheme, host))
-        if conn is None:
-            if scheme == "https" and self._ssl is None:
-                import ssl  # only for HTTPS registries: ~5 ms
-
-                self._ssl = ssl.create_default_context()
-            conn = Connection(scheme, host, self.timeout, self._ssl)
-            pool[(scheme, host)] = conn
-        return conn
-
-    def close(self) -> None:
-        pool = self._pool()
-        for conn in pool.values():
-            conn.close()
-        pool.clear()
+CHUNK = 64 * 1024
+INDEX_MEDIA_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+#: request kind → response size cap kind (``manifest-get`` picks manifest or index by type)
+CAP_KIND = {"tags": "tags", "manifest-get": "manifest", "blob": "config", "token": "token"}
 
 
 class _Transient(Exception):
@@ -105,63 +65,347 @@ class _Transient(Exception):
 
 
 class Transport:
-    """Connections, retries and round-trip counting, shared by the client and its auth."""
+    """Connections, retries, caps, deadlines and round-trip counting, shared by the client and
+    its auth. Thread-safe (urllib3 pools are)."""
 
     def __init__(
         self,
         settings: RegistrySettings,
         env: Mapping[str, str],
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
+        self.env = env
         self.stats = RegistryStats()
+        self.ratelimits: dict[str, RateLimit] = {}
         self._sleep = sleep
-        self._conns = _Connections(settings.timeout)
+        self._clock = clock
+        self._command_end = clock() + settings.command_deadline
         backoff = env.get("ROCMENV_REGISTRY_BACKOFF")
-        self._backoff = float(backoff) if backoff else 0.5
+        try:
+            self._backoff = float(backoff) if backoff else 0.5
+        except ValueError:
+            self._backoff = -1.0
+        if not 0 <= self._backoff <= 60:
+            from rocmenv.errors import ConfigError
+
+            raise ConfigError(
+                f"ROCMENV_REGISTRY_BACKOFF={backoff!r} is not a number of seconds from 0 to 60"
+            )
+        self._lock = threading.Lock()
+        self._managers: dict[str | None, urllib3.PoolManager] = {}
+        self._contexts: dict[tuple[Any, ...], ssl.SSLContext] = {}
+        self._plain: set[str] = set()  # insecure hosts that answered only plain HTTP
+        self._tls_ok: set[str] = set()  # insecure hosts that answered over HTTPS
 
     def close(self) -> None:
-        self._conns.close()
+        with self._lock:
+            managers = list(self._managers.values())
+            self._managers.clear()
+        for manager in managers:
+            manager.clear()
+
+    # -- where and how ----------------------------------------------------------------------
+
+    def is_insecure(self, host: str) -> bool:
+        return host in self.settings.insecure
 
     def scheme_for(self, host: str) -> str:
-        """Plain HTTP only for loopback registries and those configured as insecure."""
-        if is_loopback_host(host) or host in self.settings.insecure:
+        """HTTPS, except loopback registries without certs.d and insecure ones without TLS."""
+        if host in self._plain:
             return "http"
+        if is_loopback_host(host) and not self.is_insecure(host):
+            from rocmenv.registry.tls import has_certs_dir
+
+            return "https" if has_certs_dir(host, self.env) else "http"
         return "https"
 
-    def send(self, method: str, url: str, headers: Mapping[str, str], kind: str) -> Response:
+    def _manager(self, key: str | None) -> urllib3.PoolManager:
+        proxy = key
+        with self._lock:
+            manager = self._managers.get(key)
+            if manager is None:
+                import urllib3
+
+                if proxy is None:
+                    manager = urllib3.PoolManager(num_pools=32, maxsize=4, retries=False)
+                else:
+                    parts = urllib.parse.urlsplit(proxy)
+                    headers = None
+                    if parts.username is not None:
+                        from rocmenv.redact import register_secret
+
+                        userinfo = (
+                            urllib.parse.unquote(parts.username)
+                            + ":"
+                            + (urllib.parse.unquote(parts.password or ""))
+                        )
+                        register_secret(parts.password)
+                        headers = urllib3.make_headers(proxy_basic_auth=userinfo)
+                        netloc = parts.hostname or ""
+                        if ":" in netloc:
+                            netloc = f"[{netloc}]"
+                        if parts.port:
+                            netloc += f":{parts.port}"
+                        proxy = urllib.parse.urlunsplit((parts.scheme, netloc, "", "", ""))
+                    manager = urllib3.ProxyManager(
+                        proxy, proxy_headers=headers, num_pools=32, maxsize=4, retries=False
+                    )
+                from rocmenv.registry.connect import pool_classes
+
+                manager.pool_classes_by_scheme = pool_classes()
+                self._managers[key] = manager
+            return manager
+
+    def _ssl_context(self, host: str, registry: str, verify: bool) -> ssl.SSLContext:
+        """One context per distinct set of trust inputs, shared by every host it applies to."""
+        from rocmenv.registry.tls import build_context, trust_inputs
+
+        cas, pairs = trust_inputs(host, self.env, registry)
+        key = (cas, pairs, verify)
+        with self._lock:
+            ctx = self._contexts.get(key)
+        if ctx is None:
+            ctx = build_context(self.env, cas, pairs, verify=verify)
+            with self._lock:
+                ctx = self._contexts.setdefault(key, ctx)
+        return ctx
+
+    # -- one round trip ---------------------------------------------------------------------
+
+    def deadline_left(self) -> float:
+        return self._command_end - self._clock()
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        kind: str,
+        *,
+        registry_host: str | None = None,
+        body: bytes | None = None,
+    ) -> Response:
+        """One request, its body read under the cap of ``kind`` within the deadlines.
+
+        ``registry_host``: the registry this request is for (its insecure setting applies).
+        """
+        import urllib3
+
         parts = urllib.parse.urlsplit(url)
         host = parts.netloc
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        conn = self._conns.get(parts.scheme, host)
+        insecure = self.is_insecure(registry_host or host) or self.is_insecure(host)
+        now = self._clock()
+        if now >= self._command_end:
+            raise RegistryUnavailable(
+                f"the registry requests of this command took longer than its deadline "
+                f"({self.settings.command_deadline:g} s); stopped before {method} {redact(url)}",
+                hint="the registry or a proxy on the way is too slow or stalling; raise "
+                "[registry] command-deadline or ROCMENV_REGISTRY_DEADLINE if it is just slow",
+            )
+        deadline = min(now + self.settings.request_deadline, self._command_end)
+        left = deadline - now
+        timeout = urllib3.Timeout(
+            connect=min(self.settings.timeout, left), read=min(self.settings.timeout, left)
+        )
+        from rocmenv.registry.proxy import proxy_for
+
+        proxy = proxy_for(url, self.env, self.settings.proxy, self.settings.no_proxy)
+        manager = self._manager(proxy)
+        from rocmenv.registry.connect import DEADLINE_HEADER
+
+        full = {
+            "User-Agent": USER_AGENT,
+            "Accept-Encoding": "gzip",
+            **headers,
+            DEADLINE_HEADER: repr(deadline),  # removed by the connection before sending
+        }
         self.stats.add(kind)
-        full = {"User-Agent": USER_AGENT, **headers}
         try:
-            try:
-                status, hdrs, body = conn.request(method, path, full)
-            except StaleConnection:
-                # The server closed an idle keep-alive connection: reconnect once, at no cost.
-                status, hdrs, body = conn.request(method, path, full)
-        except TransportError as err:
-            raise _Transient(f"{host}: {err}") from err
-        return Response(status=status, headers=hdrs, body=body, url=url)
+            if parts.scheme == "https":
+                verify = not insecure
+                pool_kwargs: dict[str, Any] = {
+                    "ssl_context": self._ssl_context(host, registry_host or host, verify)
+                }
+                if not verify:
+                    pool_kwargs.update(cert_reqs="CERT_NONE", assert_hostname=False)
+                pool = manager.connection_from_url(url, pool_kwargs=pool_kwargs)
+                target = parts.path + (f"?{parts.query}" if parts.query else "")
+                raw = pool.urlopen(
+                    method,
+                    target or "/",
+                    body=body,
+                    headers=full,
+                    redirect=False,
+                    retries=False,
+                    preload_content=False,
+                    timeout=timeout,
+                    assert_same_host=False,
+                )
+            else:
+                raw = manager.urlopen(
+                    method,
+                    url,
+                    body=body,
+                    headers=full,
+                    redirect=False,
+                    retries=False,
+                    preload_content=False,
+                    timeout=timeout,
+                )
+        except urllib3.exceptions.SSLError as err:
+            if insecure and parts.scheme == "https" and host not in self._tls_ok:
+                raise _FallBackToHttp() from err
+            text = str(err)
+            if "CERTIFICATE_VERIFY_FAILED" in text or "certificate" in text.lower():
+                raise RegistryUnavailable(
+                    f"{host}: the TLS certificate is not trusted ({_short(text)})",
+                    hint=f"add the registry's CA to /etc/docker/certs.d/{host}/ca.crt, or point "
+                    "SSL_CERT_FILE/REQUESTS_CA_BUNDLE at it; list it under [registry] insecure "
+                    "only if unverified HTTPS is acceptable",
+                ) from err
+            raise _Transient(f"{host}: TLS error: {_short(text)}") from err
+        except urllib3.exceptions.ProxyError as err:
+            raise _Transient(
+                f"{host}: through proxy {redact(str(proxy))}: {_short(str(err))}"
+            ) from err
+        except (
+            urllib3.exceptions.NewConnectionError,
+            urllib3.exceptions.ConnectTimeoutError,
+        ) as err:
+            if insecure and parts.scheme == "https" and host not in self._tls_ok:
+                raise _FallBackToHttp() from err
+            reason = str(err).rsplit("Failed to establish a new connection: ", 1)[-1]
+            reason = reason.rsplit("timed out. ", 1)[0] + (
+                " timed out" if "timed out" in reason else ""
+            )
+            raise _Transient(f"{host}: cannot connect: {_short(reason)}") from err
+        except urllib3.exceptions.ReadTimeoutError as err:
+            if self._clock() >= deadline - 0.05:
+                raise self._stalled(host, url, 0) from err
+            raise _Transient(f"{host}: no answer within {timeout.read_timeout} s") from err
+        except urllib3.exceptions.ProtocolError as err:
+            if self._clock() >= deadline - 0.05:
+                raise self._stalled(host, url, 0) from err
+            text = str(err)
+            if insecure and parts.scheme == "https" and host not in self._tls_ok:
+                raise _FallBackToHttp() from err
+            raise _Transient(f"{host}: {_short(text)}") from err
+        except urllib3.exceptions.HTTPError as err:
+            raise _Transient(f"{host}: {_short(str(err))}") from err
+        if insecure and parts.scheme == "https":
+            with self._lock:
+                self._tls_ok.add(host)
+        try:
+            hdrs = {k.lower(): v for k, v in raw.headers.items()}
+            limit = parse_ratelimit(registry_host or host, hdrs)
+            if limit is not None:
+                with self._lock:
+                    self.ratelimits[limit.host] = limit
+            if method == "HEAD" or raw.status in (204, 304):
+                data = b""
+            else:
+                data = self._read_body(raw, hdrs, kind, host, url, deadline)
+        finally:
+            raw.release_conn()
+        return Response(status=raw.status, headers=hdrs, body=data, url=url)
+
+    def _read_body(
+        self,
+        raw: urllib3.BaseHTTPResponse,
+        hdrs: Mapping[str, str],
+        kind: str,
+        host: str,
+        url: str,
+        deadline: float,
+    ) -> bytes:
+        import urllib3
+
+        cap_kind = CAP_KIND.get(kind, "error") if 200 <= raw.status < 300 else "error"
+        if cap_kind == "manifest" and hdrs.get("content-type", "").split(";")[0].strip() in (
+            INDEX_MEDIA_TYPES
+        ):
+            cap_kind = "index"
+        cap = self.settings.limit(cap_kind)
+        length = hdrs.get("content-length", "")
+        if length.strip().isdigit() and int(length) > cap:
+            raw.close()
+            raise _too_large(host, url, cap_kind, cap, f"announces {int(length)} bytes")
+        buf = bytearray()
+        sock = getattr(getattr(raw, "connection", None), "sock", None)
+        try:
+            while True:
+                left = deadline - self._clock()
+                if left <= 0:
+                    raw.close()
+                    raise self._stalled(host, url, len(buf))
+                if sock is not None:
+                    sock.settimeout(max(0.01, min(self.settings.timeout, left)))
+                chunk = raw.read1(CHUNK)
+                if not chunk:
+                    break
+                buf += chunk
+                if len(buf) > cap:
+                    raw.close()
+                    raise _too_large(host, url, cap_kind, cap, "sent more")
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as err:
+            raw.close()
+            if deadline - self._clock() <= 0.05:
+                raise self._stalled(host, url, len(buf)) from err
+            raise _Transient(f"{host}: the answer stalled ({len(buf)} bytes received)") from err
+        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.DecodeError, OSError) as err:
+            raw.close()
+            if "IncompleteRead" in str(err):
+                raise _Transient(
+                    f"{host}: the answer was truncated ({len(buf)} bytes received, "
+                    f"{length or 'more'} announced)"
+                ) from err
+            raise _Transient(f"{host}: the answer broke off: {_short(str(err))}") from err
+        return bytes(buf)
+
+    def _stalled(self, host: str, url: str, received: int) -> RegistryUnavailable:
+        return RegistryUnavailable(
+            f"{host}: the answer to {redact(url)} was still arriving after "
+            f"{min(self.settings.request_deadline, self.settings.command_deadline):g} s "
+            f"({received} bytes so far); gave up",
+            hint="the registry or a proxy on the way is stalling; raise [registry] "
+            "request-deadline or command-deadline (ROCMENV_REGISTRY_DEADLINE) if it is only slow",
+        )
+
+    # -- policy -----------------------------------------------------------------------------
 
     def send_with_retries(
-        self, method: str, url: str, headers: Mapping[str, str], kind: str
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        kind: str,
+        *,
+        registry_host: str | None = None,
+        no_retry: Collection[int] = (),
+        body: bytes | None = None,
     ) -> Response:
+        """:meth:`send` with the retry policy; ``no_retry``: statuses returned at once."""
         attempts = self.settings.retries + 1
         last = ""
-        for attempt in range(attempts):
+        attempt = 0
+        while attempt < attempts:
             try:
-                resp = self.send(method, url, headers, kind)
+                resp = self.send(method, url, headers, kind, registry_host=registry_host, body=body)
+            except _FallBackToHttp:
+                host = urllib.parse.urlsplit(url).netloc
+                with self._lock:
+                    self._plain.add(host)
+                url = "http://" + url.split("://", 1)[1]
+                continue
             except _Transient as err:
-                last = str(err)
-                wait = None
+                last, wait = str(err), None
             else:
-                if resp.status not in RETRY_STATUSES:
+                if resp.status not in RETRY_STATUSES or resp.status in no_retry:
                     return resp
                 last = f"HTTP {resp.status} from {urllib.parse.urlsplit(url).netloc}"
-                wait = _retry_after(resp.header("retry-after"))
+                wait = retry_after(resp.header("retry-after"))
                 if wait is not None and wait > MAX_RETRY_AFTER:
                     raise RegistryUnavailable(
                         f"{redact(url)}: rate limited (HTTP {resp.status}); the registry asks to "
@@ -181,9 +425,30 @@ class Transport:
                 break
             if wait is None:
                 wait = min(30.0, self._backoff * (2**attempt)) * (0.5 + random.random() / 2)
+            wait = min(wait, max(0.0, self.deadline_left()))
             self._sleep(wait)
+            attempt += 1
         raise RegistryUnavailable(
             f"{method} {redact(url)} failed after {attempts} attempts: {last}",
             hint="check that the registry is up and reachable (network, proxy, firewall); "
             "set [registry] timeout/retries or ROCMENV_REGISTRY_TIMEOUT to adjust",
         )
+
+
+class _FallBackToHttp(Exception):
+    """An insecure registry that does not speak TLS: try plain HTTP (Docker's order)."""
+
+
+def _short(text: str) -> str:
+    text = redact(text)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def _too_large(host: str, url: str, kind: str, cap: int, how: str) -> RegistryProtocolError:
+    return RegistryProtocolError(
+        f"{host}: the {kind} response to {redact(url)} {how} than its limit of {cap} bytes"
+        if how == "sent more"
+        else f"{host}: the {kind} response to {redact(url)} {how}, over its limit of {cap} bytes",
+        hint=f"a hostile or broken registry, mirror or proxy; if the registry is right, raise "
+        f"[registry] limits.{kind}",
+    )

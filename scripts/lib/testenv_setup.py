@@ -424,6 +424,11 @@ def cmd_summary(args: argparse.Namespace) -> int:
         f"  auth registry   http://{te.AUTH_REGISTRY}  (token realm {te.TOKEN_REALM}, "
         f"user {te.TEST_USERNAME})"
     )
+    hub = te.HubTLS()
+    print(
+        f"  TLS hub         https://{hub.registry} (certs.d), https://{hub.registry_cafile} "
+        f"(SSL_CERT_FILE={hub.ca_file}); proxy http://{hub.proxy}: {hub.problem() or 'up'}"
+    )
     for base in family.bases.values():
         info = docker_inspect(base.image)
         size = _mb(float(info["Size"])) if info else "MISSING"

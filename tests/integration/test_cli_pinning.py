@@ -82,7 +82,7 @@ def test_tags_list_json_reports_every_tag_and_unparsed(
     assert unparsed == {e.tag for e in tagset if e.family == "unknown"} | (
         unparsed - set(tagset.tags)
     )
-    assert data["round_trips"] == 1
+    assert data["stats"]["round_trips"] == 1
 
 
 def test_resolve_newest_matching_and_digest(registry: Any, tagset: Any, project: Path) -> None:

@@ -92,7 +92,7 @@ def test_moved_floating_tag_is_drift_and_fail_on_decides_the_exit_code(
     assert image["pinned_digest"] == moved["old"] and image["current_digest"] == moved["new"]
     assert image["accept"] == f"rocmenv pin --update {moved['ref']}"
     assert image["inspect"] is None  # no pulls without --inspect
-    assert data["round_trips"] == 1  # one HEAD: a moving tag has no "newer"
+    assert data["stats"]["round_trips"] == 1  # one HEAD: a moving tag has no "newer"
 
     text = rocmenv("drift", cwd=project)
     assert text.returncode == 1

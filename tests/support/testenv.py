@@ -1097,3 +1097,71 @@ class AuthRegistry:
         if resp.status != 200:
             return f"the test token server {self.realm} answered HTTP {resp.status}"
         return None
+
+
+# --------------------------------------------------------------------------- TLS hub + proxy
+
+HUB_LISTEN = "127.0.0.1:5443"
+HUB_REGISTRY = "registry.rocmenv.test:5443"  # CA trusted through /etc/docker/certs.d
+HUB_REGISTRY_CAFILE = "hub.rocmenv.test:5443"  # no certs.d entry: SSL_CERT_FILE only
+FORWARD_PROXY = "127.0.0.1:8888"  # tinyproxy
+
+
+@dataclass(frozen=True, kw_only=True)
+class HubTLS:
+    """The TLS registry with Docker Hub's habits (tests/support/hub_server.py) and the forward
+    proxy in front of it, both started by scripts/lib/registry_tls.sh."""
+
+    registry: str = HUB_REGISTRY
+    registry_cafile: str = HUB_REGISTRY_CAFILE
+    proxy: str = FORWARD_PROXY
+    ca_file: Path = field(default_factory=lambda: state_dir() / "tls" / "ca.crt")
+    proxy_log: Path = field(default_factory=lambda: state_dir() / "logs" / "tinyproxy-access.log")
+
+    def _get(self, path: str) -> tuple[int, bytes]:
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        host, _, port = self.registry.rpartition(":")
+        conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=5)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    def problem(self) -> str | None:
+        if not self.ca_file.is_file():
+            return f"the test CA {self.ca_file} is missing (run scripts/setup.sh)"
+        try:
+            addr = socket.gethostbyname(self.registry.rsplit(":", 1)[0])
+        except OSError:
+            return "registry.rocmenv.test does not resolve (/etc/hosts; run scripts/setup.sh)"
+        if addr != "127.0.0.1":
+            return f"registry.rocmenv.test resolves to {addr}, not 127.0.0.1"
+        try:
+            status, _ = self._get("/v2/")
+        except OSError as err:
+            return f"the TLS hub registry https://{self.registry}/v2/ does not answer: {err}"
+        if status != 401:
+            return f"the TLS hub registry answered /v2/ with HTTP {status}, not 401"
+        try:
+            with socket.create_connection(tuple(self.proxy.split(":")), timeout=3):  # type: ignore[arg-type]
+                pass
+        except OSError as err:
+            return f"the forward proxy (tinyproxy) at {self.proxy} does not answer: {err}"
+        return None
+
+    def log(self, since: int = 0) -> list[dict[str, Any]]:
+        """The hub's request log after sequence number ``since``."""
+        status, body = self._get(f"/_hub/log?since={since}")
+        assert status == 200, status
+        entries: list[dict[str, Any]] = json.loads(body)
+        return entries
+
+    def last_seq(self) -> int:
+        status, body = self._get("/_hub/seq")
+        assert status == 200, status
+        seq: int = json.loads(body)["seq"]
+        return seq

@@ -162,3 +162,43 @@ def test_bad_environment_values_are_named(tmp_path: Path) -> None:
         engine_name(ctx_in(tmp_path, ROCMENV_ENGINE="dockr"))
     with pytest.raises(ConfigError, match="ROCMENV_MIRRORS"):
         load_config(ctx_in(tmp_path, ROCMENV_MIRRORS="nonsense"))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[registry]\nlimits = { tgas = 1 }", "did you mean 'tags'"),
+        ("[registry]\nlimits = { tags = 0 }", "limits.tags must be a number of bytes"),
+        ("[registry]\ncommand-deadline = -1", "command-deadline must be a number of seconds"),
+        ("[registry]\nmax-pages = 'many'", "max-pages must be an integer"),
+        ("[registry]\nproxy = 3128", "proxy must be a URL string"),
+        ("[registry]\npull-from-mirror = 'yes'", "pull-from-mirror must be true or false"),
+    ],
+)
+def test_bad_registry_settings_are_clear_errors(tmp_path: Path, text: str, message: str) -> None:
+    write(tmp_path, text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(ctx_in(tmp_path))
+
+
+def test_registry_settings_are_read(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "[registry]\nlimits = { tags = 1000 }\nrequest-deadline = 5\ncommand-deadline = 9\n"
+        "max-pages = 3\nproxy = 'http://p:1'\nno-proxy = ['a']\npull-from-mirror = true\n"
+        "ratelimit-warning = 50\n",
+    )
+    reg = load_config(ctx_in(tmp_path)).registry
+    assert reg.limit("tags") == 1000 and reg.limit("manifest") == 4 * 1024 * 1024
+    assert (reg.request_deadline, reg.command_deadline, reg.max_pages) == (5.0, 9.0, 3)
+    assert reg.proxy == "http://p:1" and reg.no_proxy == ("a",) and reg.pull_from_mirror
+    assert reg.ratelimit_warning == 50
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
+def test_registry_deadline_and_timeout_from_the_environment_must_be_finite(
+    tmp_path: Path, value: str
+) -> None:
+    for name in ("ROCMENV_REGISTRY_TIMEOUT", "ROCMENV_REGISTRY_DEADLINE"):
+        with pytest.raises(ConfigError, match=name):
+            load_config(ctx_in(tmp_path, **{name: value}))

@@ -152,7 +152,7 @@ def test_markdown_cells_escape_pipes() -> None:
 
 
 JSON_TOP = {
-    "report_version", "lockfile", "fail_on", "exit_code", "status", "summary", "round_trips",
+    "report_version", "lockfile", "fail_on", "exit_code", "status", "summary", "ratelimit", "stats",
     "probes", "inspect_bytes", "notes", "images",
 }  # fmt: skip
 JSON_IMAGE = {

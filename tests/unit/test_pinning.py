@@ -111,8 +111,11 @@ def test_a_pinned_profile_runs_the_locked_digest_not_the_tag(ctx: Context, tmp_p
     assert choice.tag == NIGHTLY and choice.gpu_family == "mi30x"
 
 
-def test_a_lock_pinned_through_a_mirror_pulls_from_that_mirror(tmp_path: Path) -> None:
+def test_a_lock_pinned_through_a_mirror_pulls_the_canonical_reference(tmp_path: Path) -> None:
+    # the daemon's registry-mirrors apply; the mirror in the lock is information only
     ref = engine_reference("docker.io/rocm/sgl-dev", D1, "127.0.0.1:5000")
+    assert ref.familiar == f"rocm/sgl-dev@{D1}"
+    ref = engine_reference("docker.io/rocm/sgl-dev", D1, "127.0.0.1:5000", pull_from_mirror=True)
     assert ref.familiar == f"127.0.0.1:5000/rocm/sgl-dev@{D1}"
     assert engine_reference("docker.io/rocm/sgl-dev", D1, "registry-1.docker.io").familiar == (
         f"rocm/sgl-dev@{D1}"

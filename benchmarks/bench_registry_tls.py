@@ -1,0 +1,250 @@
+"""Registry benchmark at a distance: rocmenv vs skopeo over TLS with token auth (issue 10).
+
+    .venv/bin/python benchmarks/bench_registry_tls.py [--runs N] [--rtt 0,30]
+
+Set-up (needs the test bed of scripts/setup.sh: /etc/hosts names, the test CA, the open
+registry with the ~2,850-tag set): a private tests/support/hub_server.py (TLS, anonymous
+bearer tokens from auth.rocmenv.test, blob GETs redirected to cdn.rocmenv.test) behind
+benchmarks/_delay_proxy.py, which adds RTT/2 in each direction; every host name (registry,
+token realm, CDN) goes through the delay. Both tools trust the CA through SSL_CERT_FILE.
+
+Cases (interleaved runs, median wall time; ratio < 1: rocmenv is faster), each at every RTT:
+- tags list:  `rocmenv tags list REPO --json`         vs `skopeo list-tags`
+- digest:     `rocmenv resolve REPO:TAG --digest`     vs `skopeo inspect --no-tags`
+- validate:   `rocmenv validate` of 20 lock entries   vs 20 × `skopeo inspect --raw`
+rocmenv with a cold token cache (emptied before each run) and a warm one. Round trips are
+counted by the hub server (HTTP requests, TLS handshakes not included).
+Targets at 30 ms: tags ≤ 1.2× skopeo, digest ≤ 0.7×, warm token cache ≤ 0.5×, never more
+round trips than skopeo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import ROOT, machine_note, median_ms, rocmenv_cmd, table, time_once
+from benchmarks._delay_proxy import DelayProxy
+
+STATE = Path(os.environ.get("ROCMENV_TESTENV_STATE", "/var/lib/rocmenv-testenv"))
+SKOPEO = ["skopeo", "--override-os", "linux", "--override-arch", "amd64"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def hub_behind_delay(one_way: float, upstream: str) -> Iterator[tuple[int, DelayProxy]]:
+    hub_port = free_port()
+    with DelayProxy(("127.0.0.1", hub_port), one_way) as proxy:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "tests/support/hub_server.py"),
+                "--listen",
+                f"127.0.0.1:{hub_port}",
+                "--upstream",
+                upstream,
+                "--cert",
+                str(STATE / "tls/server.crt"),
+                "--key",
+                str(STATE / "tls/server.key"),
+                "--public-port",
+                str(proxy.port),
+            ]
+        )
+        try:
+            for _ in range(100):
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection(("127.0.0.1", hub_port)),
+                ):
+                    break
+                time.sleep(0.05)
+            yield proxy.port, proxy
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def hub_seq(port: int) -> int:
+    import ssl
+    import urllib.request
+
+    ctx = ssl.create_default_context(cafile=str(STATE / "tls/ca.crt"))
+    with urllib.request.urlopen(
+        f"https://registry.rocmenv.test:{port}/_hub/seq", context=ctx, timeout=30
+    ) as resp:
+        seq: int = json.loads(resp.read())["seq"]
+        return seq
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rtt", default="0,30", help="round-trip times in ms, comma-separated")
+    parser.add_argument("--upstream", default="127.0.0.1:5000")
+    parser.add_argument("--repo", default="rocm/sgl-dev")
+    parser.add_argument("--tag", default="v0.5.8-rocm700-mi30x-20260215")
+    parser.add_argument("--entries", type=int, default=20)
+    args = parser.parse_args()
+    if not (STATE / "tls/ca.crt").is_file():
+        raise SystemExit(f"no test CA at {STATE}/tls/ca.crt: run scripts/setup.sh first")
+    rocmenv = rocmenv_cmd()
+    work = Path(tempfile.mkdtemp(prefix="rocmenv-bench-tls-"))
+    cache = work / "cache"
+    base_env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(work),
+        "SSL_CERT_FILE": str(STATE / "tls/ca.crt"),
+        "XDG_CACHE_HOME": str(cache),
+        "ROCMENV_TOKEN_CACHE": "1",
+    }
+    rows = []
+    verdicts = []
+    try:
+        for rtt in (float(x) for x in args.rtt.split(",")):
+            with hub_behind_delay(rtt / 2000, args.upstream) as (port, _):
+                host = f"registry.rocmenv.test:{port}"
+                repo = f"{host}/{args.repo}"
+                project = work / f"project-{rtt:g}"
+                project.mkdir()
+                listing = subprocess.run(
+                    [*rocmenv, "tags", "list", repo, "--json", "--all"],
+                    env=base_env,
+                    cwd=project,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                tags = [t["tag"] for t in json.loads(listing.stdout)["tags"]][: args.entries]
+                subprocess.run(
+                    [*rocmenv, "pin", *(f"{repo}:{t}" for t in tags)],
+                    env=base_env,
+                    cwd=project,
+                    capture_output=True,
+                    check=True,
+                )
+                loop = " && ".join(
+                    f"skopeo inspect --raw docker://{repo}:{t} >/dev/null" for t in tags
+                )
+                cases = {
+                    "rocmenv tags list": [*rocmenv, "tags", "list", repo, "--json"],
+                    "skopeo list-tags": [*SKOPEO, "list-tags", f"docker://{repo}"],
+                    "rocmenv resolve --digest": [
+                        *rocmenv,
+                        "resolve",
+                        f"{repo}:{args.tag}",
+                        "--digest",
+                    ],
+                    "skopeo inspect --no-tags": [
+                        *SKOPEO,
+                        "inspect",
+                        "--no-tags",
+                        f"docker://{repo}:{args.tag}",
+                    ],
+                    "rocmenv validate": [*rocmenv, "validate"],
+                    "skopeo loop": ["sh", "-c", loop],
+                }
+                # round trips, once each: cold token cache, then warm (rocmenv)
+                trips: dict[str, int] = {}
+                warm_trips: dict[str, int] = {}
+                for name, argv in cases.items():
+                    shutil.rmtree(cache, ignore_errors=True)
+                    before = hub_seq(port)
+                    time_once(argv, base_env, project)
+                    trips[name] = hub_seq(port) - before
+                    before = hub_seq(port)
+                    time_once(argv, base_env, project)
+                    warm_trips[name] = hub_seq(port) - before
+                samples: dict[str, list[float]] = {
+                    f"{n} ({c})": [] for n in cases for c in ("cold", "warm")
+                }
+                for _ in range(args.runs):
+                    for name, argv in cases.items():
+                        if name.startswith("rocmenv"):
+                            shutil.rmtree(cache, ignore_errors=True)
+                            samples[f"{name} (cold)"].append(time_once(argv, base_env, project))
+                            samples[f"{name} (warm)"].append(time_once(argv, base_env, project))
+                        else:
+                            samples[f"{name} (cold)"].append(time_once(argv, base_env, project))
+                med = {k: median_ms(v) for k, v in samples.items() if v}
+                for label, ours, theirs, target in (
+                    ("tags list", "rocmenv tags list", "skopeo list-tags", 1.2),
+                    ("digest lookup", "rocmenv resolve --digest", "skopeo inspect --no-tags", 0.7),
+                    (f"validate {len(tags)}", "rocmenv validate", "skopeo loop", None),
+                ):
+                    base = med[f"{theirs} (cold)"]
+                    cold, warm = med[f"{ours} (cold)"], med[f"{ours} (warm)"]
+                    rows.append(
+                        [
+                            f"{rtt:g} ms",
+                            label,
+                            f"{cold:.0f}",
+                            f"{warm:.0f}",
+                            f"{base:.0f}",
+                            f"{cold / base:.2f}x",
+                            f"{warm / base:.2f}x",
+                            f"{trips[ours]} ({warm_trips[ours]} warm) vs {trips[theirs]}",
+                        ]
+                    )
+                    if rtt == 30:
+                        if target is not None:
+                            verdicts.append(
+                                f"{label} ≤ {target}x: {'met' if warm / base <= target else 'MISSED'} "
+                                f"({warm / base:.2f}x warm, {cold / base:.2f}x cold)"
+                            )
+                        verdicts.append(
+                            f"{label} warm ≤ 0.5x: {'met' if warm / base <= 0.5 else 'MISSED'}"
+                        )
+                        verdicts.append(
+                            f"{label} round trips ≤ skopeo: "
+                            f"{'met' if trips[ours] <= trips[theirs] else 'MISSED'}"
+                        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"registry over TLS + token auth behind a delay proxy; {args.runs} interleaved runs, "
+        "median wall ms; round trips = HTTP requests seen by the server"
+    )
+    print(machine_note())
+    print(
+        table(
+            rows,
+            [
+                "RTT",
+                "what",
+                "rocmenv cold",
+                "rocmenv warm",
+                "skopeo",
+                "cold ratio",
+                "warm ratio",
+                "round trips",
+            ],
+        )
+    )
+    for line in verdicts:
+        print("target:", line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

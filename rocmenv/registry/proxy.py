@@ -1,0 +1,89 @@
+"""Which forward proxy a registry request goes through, read as requests/curl read it.
+
+* ``[registry] proxy`` in the config, when set, wins over the environment.
+* Otherwise ``https_proxy``/``HTTPS_PROXY`` for HTTPS URLs, ``http_proxy``/``HTTP_PROXY`` for
+  HTTP URLs, then ``all_proxy``/``ALL_PROXY``; the lower-case spelling wins (as in requests).
+* ``no_proxy``/``NO_PROXY`` (plus ``[registry] no-proxy``): comma- or space-separated entries;
+  ``*`` bypasses every host; ``example.com`` and ``.example.com`` match the host and its
+  subdomains; ``host:port`` matches only that port; ``10.0.0.0/8`` or ``::1/128`` (CIDR)
+  matches IP addresses in the network; an IP address matches itself.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+from collections.abc import Iterable, Mapping
+
+from rocmenv.errors import ConfigError
+
+
+def _env(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name.lower()) or env.get(name.upper())
+    return value.strip() if value and value.strip() else None
+
+
+def no_proxy_entries(env: Mapping[str, str], extra: Iterable[str] = ()) -> list[str]:
+    raw = _env(env, "no_proxy") or ""
+    entries = [e for e in raw.replace(" ", ",").split(",") if e.strip()]
+    return [e.strip() for e in (*entries, *extra) if e.strip()]
+
+
+def bypasses(host: str, port: int, entries: Iterable[str]) -> bool:
+    """Whether ``host:port`` is excluded from proxying by the ``NO_PROXY`` entries."""
+    host = host.strip("[]").lower().rstrip(".")
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    for entry in entries:
+        entry = entry.strip().lower()
+        if entry == "*":
+            return True
+        if "/" in entry and ip is not None:
+            try:
+                if ip in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        name, want_port = entry, None
+        if entry.startswith("["):  # [::1]:5000
+            name, _, rest = entry[1:].partition("]")
+            want_port = rest[1:] if rest.startswith(":") else None
+        elif entry.count(":") == 1:
+            name, _, want_port = entry.partition(":")
+        if want_port is not None and want_port != str(port):
+            continue
+        name = name.lstrip(".").rstrip(".")
+        if not name:
+            continue
+        if host == name or (ip is None and host.endswith("." + name)):
+            return True
+    return False
+
+
+def proxy_for(
+    url: str, env: Mapping[str, str], proxy: str | None = None, no_proxy: Iterable[str] = ()
+) -> str | None:
+    """The proxy URL for ``url`` (``None`` = connect directly)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme
+    port = parts.port or (443 if scheme == "https" else 80)
+    if bypasses(parts.hostname or "", port, no_proxy_entries(env, no_proxy)):
+        return None
+    chosen = proxy or _env(env, f"{scheme}_proxy") or _env(env, "all_proxy")
+    if not chosen:
+        return None
+    if "://" not in chosen:
+        chosen = "http://" + chosen  # curl's default
+    proxy_parts = urllib.parse.urlsplit(chosen)
+    if proxy_parts.scheme not in ("http", "https") or not proxy_parts.hostname:
+        from rocmenv.redact import redact
+
+        raise ConfigError(
+            f"proxy {redact(chosen)!r} for {scheme} is not an http:// or https:// URL",
+            hint="set HTTPS_PROXY/HTTP_PROXY (or [registry] proxy) to http://host:port; "
+            "SOCKS proxies are not supported",
+        )
+    return chosen

@@ -1,0 +1,116 @@
+"""Anonymous bearer tokens kept between commands, so a second ``resolve``/``tags list``/``drift``
+within a token's life skips the token round trip.
+
+One file, ``$XDG_CACHE_HOME/rocmenv/registry-tokens.json`` (``~/.cache`` by default), mode
+0600, written atomically; entries keyed by (realm, service, scope) and dropped at their
+``expires_in`` (less a 10 s margin). Only tokens obtained **without** credentials are ever
+stored. ``ROCMENV_TOKEN_CACHE=0`` turns the cache off. A missing, unreadable or malformed file
+is an empty cache, never an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from rocmenv.redact import register_secret
+
+VERSION = 1
+MARGIN = 10.0
+MAX_ENTRIES = 256
+
+
+def cache_path(env: Mapping[str, str]) -> Path | None:
+    if env.get("ROCMENV_TOKEN_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
+    return Path(base) / "rocmenv" / "registry-tokens.json"
+
+
+class TokenCache:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[str, float]] | None = None
+        self._hosts: dict[str, tuple[str, str]] = {}  # registry host -> (realm, service)
+        self.hits = 0
+
+    @staticmethod
+    def _key(key: tuple[str, str, str]) -> str:
+        return "\x1f".join(key)
+
+    def _load(self) -> dict[str, tuple[str, float]]:
+        if self._entries is not None:
+            return self._entries
+        entries: dict[str, tuple[str, float]] = {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("version") == VERSION:
+                now = self._clock()
+                for k, v in (data.get("tokens") or {}).items():
+                    if (
+                        isinstance(v, dict)
+                        and isinstance(v.get("token"), str)
+                        and isinstance(v.get("expires"), (int, float))
+                        and v["expires"] > now
+                    ):
+                        entries[k] = (v["token"], float(v["expires"]))
+                        register_secret(v["token"])
+                for host, pair in (data.get("hosts") or {}).items():
+                    if (
+                        isinstance(pair, list)
+                        and len(pair) == 2
+                        and all(isinstance(x, str) for x in pair)
+                    ):
+                        self._hosts[host] = (pair[0], pair[1])
+        except (OSError, ValueError, UnicodeDecodeError):
+            pass
+        self._entries = entries
+        return entries
+
+    def get(self, key: tuple[str, str, str]) -> str | None:
+        with self._lock:
+            hit = self._load().get(self._key(key))
+            if hit is None or hit[1] - MARGIN <= self._clock():
+                return None
+            self.hits += 1
+            return hit[0]
+
+    def for_host(self, host: str, scope: str) -> str | None:
+        """A live token for ``scope`` from the realm ``host`` sent us to last time."""
+        with self._lock:
+            self._load()
+            pair = self._hosts.get(host)
+        return self.get((pair[0], pair[1], scope)) if pair else None
+
+    def put(
+        self, key: tuple[str, str, str], token: str, expires_in: float, *, host: str = ""
+    ) -> None:
+        with self._lock:
+            entries = self._load()
+            if host:
+                self._hosts[host] = (key[0], key[1])
+            now = self._clock()
+            entries[self._key(key)] = (token, now + expires_in)
+            live = {k: v for k, v in entries.items() if v[1] > now}
+            keep = dict(sorted(live.items(), key=lambda kv: -kv[1][1])[:MAX_ENTRIES])
+            self._entries = keep
+            payload = {
+                "version": VERSION,
+                "tokens": {k: {"token": t, "expires": e} for k, (t, e) in sorted(keep.items())},
+                "hosts": {h: list(p) for h, p in sorted(self._hosts.items())[:MAX_ENTRIES]},
+            }
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    json.dump(payload, fh, sort_keys=True)
+                os.replace(tmp, self.path)
+            except OSError:
+                pass  # a cache that cannot be written is only slower
