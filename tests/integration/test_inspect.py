@@ -364,3 +364,48 @@ def test_inspect_streams_layers_from_a_token_auth_registry(
     )
     assert anonymous.returncode == 3, anonymous.stderr
     assert "Traceback" not in anonymous.stderr and auth_registry.password not in anonymous.stderr
+
+
+def test_inspect_streams_over_tls_through_the_cdn_redirect_and_a_proxy(tmp_path: Path) -> None:
+    """The TLS test bed with Docker Hub's habits: blobs answer 307 to a CDN host."""
+    import time
+
+    hub = testenv.HubTLS()
+    problem = hub.problem()
+    if problem:
+        testenv.missing_environment(problem)
+    ref = f"{hub.registry}/rocm/sgl-dev:v0.5.8-rocm700-mi30x-20260215"
+    base = {"PATH": os.environ["PATH"], "ROCMENV_TOKEN_CACHE": "0"}
+
+    def run(home: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        env = {**base, "HOME": str(tmp_path / home), **extra}
+        return subprocess.run(
+            [sys.executable, "-m", "rocmenv", "inspect", ref, "--json"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+
+    def proxied() -> int:
+        try:
+            text = hub.proxy_log.read_text()
+        except FileNotFoundError:
+            return 0
+        return sum("rocmenv.test" in line for line in text.splitlines())
+
+    seq = hub.last_seq()
+    done = run("a")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["distributions"]["amd-aiter"] == "0.1.9.post1"
+    cdn = [e for e in hub.log(seq) if e["host"] == "cdn.rocmenv.test" and "/blobs/" in e["path"]]
+    assert cdn and not any(e["authorization"] for e in cdn)  # no registry token to the CDN
+
+    before = proxied()
+    through = run("b", HTTPS_PROXY=f"http://{hub.proxy}")
+    assert through.returncode == 0, through.stderr
+    for _ in range(20):  # tinyproxy writes its log line after the tunnel closes
+        if proxied() > before:
+            break
+        time.sleep(0.1)
+    assert proxied() > before
+
+    untrusted = run("c", ROCMENV_CERTS_D=str(tmp_path))
+    assert untrusted.returncode == 3 and "Traceback" not in untrusted.stderr
