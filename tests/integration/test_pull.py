@@ -314,3 +314,22 @@ def test_pull_of_a_profile_pulls_its_image_and_reports_json(
     assert pulled["downloaded"] == pulled["bytes"] > 100_000
     assert done.stderr == ""  # --json: no progress on stderr
     assert image_id(ref) is not None
+
+
+def test_pull_says_the_rate_limit_state_the_registry_sends(tmp_path: Path) -> None:
+    """The TLS test bed sends Docker Hub's ``ratelimit-*`` headers."""
+    hub = testenv.HubTLS()
+    problem = hub.problem()
+    if problem:
+        testenv.missing_environment(problem)
+    ref = f"{hub.registry}/rocm/sgl-dev:v0.5.8-rocm700-mi30x-20260215"
+    try:
+        done = rocmenv(tmp_path, "pull", ref, env={"ROCMENV_TOKEN_CACHE": "0"})
+        assert done.returncode == 0, done.stderr
+        assert re.search(
+            rf"rocmenv: registry rate limit on {re.escape(hub.registry)}: \d+ of 100 pulls left "
+            r"per 6h00m\n",
+            done.stderr,
+        ), done.stderr
+    finally:
+        docker("image", "rm", ref)  # the tag only: the image is the demo's
