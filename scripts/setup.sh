@@ -379,6 +379,10 @@ step "tag set"
 "$PY" "$REPO/scripts/lib/testenv_setup.py" auth-seed
 "$PY" "$REPO/scripts/lib/testenv_setup.py" prune
 
+step "test tools + podman"
+# shellcheck source=scripts/lib/test_tools.sh disable=SC2086
+. "$REPO/scripts/lib/test_tools.sh" && ensure_test_tools "$TE_OPEN_REGISTRY" $TE_FAMILY_REFS
+
 step "slurm test bed" && . "$REPO/scripts/lib/slurm_setup.sh" && ensure_slurm
 step_end
 log "== summary"

@@ -5,8 +5,9 @@
 # pytest (default: the whole tests/ tree), ruff check, ruff format --check and mypy.
 # Every check runs even when an earlier one fails; the exit status is non-zero if any failed.
 #
-#   ROCMENV_REQUIRE_ENGINE=1   integration tests fail instead of skipping without the engine
-#                              (.ci/run sets it)
+#   ROCMENV_REQUIRE_ENGINE=1   every skip is a failure (a missing engine, registry, git,
+#                              system Python, tool …); the skip count printed at the end must
+#                              be 0 or the run fails (.ci/run sets it)
 #   ROCMENV_SKIP_SETUP=1       do not run scripts/setup.sh (environment already up, not root)
 set -uo pipefail
 
@@ -27,7 +28,24 @@ run_check() { # NAME CMD...
 }
 
 if [ $# -eq 0 ]; then set -- tests/; fi
-run_check pytest "$BIN/pytest" "$@"
+JUNIT="$(mktemp "${TMPDIR:-/tmp}/rocmenv-junit.XXXXXX.xml")"
+trap 'rm -f "$JUNIT"' EXIT
+run_check pytest "$BIN/pytest" --junitxml="$JUNIT" "$@"
+# The skip count, from pytest's own report (junit testsuite attributes).
+skips=$("$BIN/python" -c '
+import sys, xml.etree.ElementTree as ET
+try:
+    root = ET.parse(sys.argv[1]).getroot()
+except (OSError, ET.ParseError):
+    print("unknown"); raise SystemExit
+# an xfail is reported as <skipped type="pytest.xfail">: not a skip
+print(sum(1 for s in root.iter("skipped") if s.get("type") != "pytest.xfail"))
+' "$JUNIT")
+printf 'test: %s skipped\n' "$skips"
+case "${ROCMENV_REQUIRE_ENGINE:-}" in
+  1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss])
+    [ "$skips" = 0 ] || failed+=("skips ($skips skipped under ROCMENV_REQUIRE_ENGINE)") ;;
+esac
 run_check "ruff check" "$BIN/ruff" check .
 run_check "ruff format" "$BIN/ruff" format --check .
 run_check mypy "$BIN/mypy"

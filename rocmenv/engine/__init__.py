@@ -254,4 +254,8 @@ def _tail(text: str) -> str:
     for marker in ("unable to start container process: ", "OCI runtime create failed: "):
         if marker in text:
             text = text.split(marker, 1)[1]
-    return text.removesuffix(": unknown")
+    # podman appends its classification of the runtime's error
+    for suffix in (": unknown", ": OCI runtime attempted to invoke a command that was not found",
+                   ": OCI permission denied", ": OCI runtime error"):  # fmt: skip
+        text = text.removesuffix(suffix)
+    return text

@@ -54,8 +54,9 @@ def socket_answers(path: str, timeout: float = 1.0) -> bool:
 
 
 def _uses_cli_context(env: Mapping[str, str]) -> bool:
-    if env.get("DOCKER_CONTEXT", "default") not in ("", "default"):
-        return True
+    context = env.get("DOCKER_CONTEXT", "")
+    if context:  # the variable overrides the config's currentContext, as in the docker CLI
+        return context != "default"
     config = Path(env.get("DOCKER_CONFIG") or Path(env.get("HOME", "/root")) / ".docker")
     try:
         text = (config / "config.json").read_text()

@@ -16,6 +16,18 @@ The CLI reports a start failure (e.g. a refused ulimit) on its stderr before the
 has written anything; a first stderr chunk that looks like the CLI's error is held back
 until we know whether the container started, so the user sees rocmenv's explanation
 instead of the raw OCI text.
+
+podman renders ulimits differently from docker: a container without ``--ulimit`` gets
+podman's ``default_ulimits`` (not the engine's inherited limits, as with docker), and a
+container with any ``--ulimit`` also gets ``RLIMIT_NPROC`` set to podman's own limit, which
+``RLIMIT_NOFILE`` to podman's defaults, which its runtime (under conmon, whose limits are
+capped at ``kernel.pid_max`` for nproc) may not be allowed to set.
+:func:`podman_args` renders a profile for podman so it means what it means for docker.
+``--shm-size`` with ``--ipc=host`` (docker ignores it, podman refuses it) and
+``--memory=0``/``--memory-swap=0`` (docker: no limit; podman refuses a swap limit without a
+memory limit) are left out. Ulimits: no ulimits → ``--ulimit=host`` (inherit); ulimits without ``nofile``/``nproc`` →
+those two explicitly at the host's hard limit (``nproc`` capped at ``kernel.pid_max``: no
+process count can exceed it anyway), which is what a docker container inherits.
 """
 
 from __future__ import annotations
@@ -94,6 +106,42 @@ def _whales() -> Iterator[None]:
 
 
 _GONE = ("No such container", "no container with", "no such container")
+_NOT_RUNNING = ("is not running", "can only kill running containers")  # docker, podman
+
+
+def _pid_max() -> int | None:
+    try:
+        with open("/proc/sys/kernel/pid_max", encoding="ascii") as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def podman_args(args: Sequence[str], spec: RunSpec) -> list[str]:
+    """``render_docker``'s arguments as podman needs them to mean the same (module docstring)."""
+    # podman copies the host's proxy variables into every container (containers.conf
+    # http_proxy = true); rocmenv passes exactly the variables the profile declares
+    out = [*args, "--http-proxy=false"]
+    if spec.ipc == "host":  # docker ignores --shm-size with the host's IPC; podman refuses it
+        out = [a for a in out if not a.startswith("--shm-size=")]
+    if spec.memory in (None, "0"):  # 0 = no limit (docker); podman refuses a lone swap limit
+        out = [a for a in out if not a.startswith(("--memory=", "--memory-swap="))]
+    if not spec.ulimits:
+        return [*out, "--ulimit=host"]
+    import resource
+
+    named = {u.name for u in spec.ulimits}
+    for name, number, cap in (
+        ("nofile", resource.RLIMIT_NOFILE, None),
+        ("nproc", resource.RLIMIT_NPROC, _pid_max()),
+    ):
+        if name in named:
+            continue
+        hard = resource.getrlimit(number)[1]
+        limits = [n for n in (cap, None if hard == resource.RLIM_INFINITY else hard) if n]
+        if limits:  # what a docker container would inherit, explicitly
+            out.append(f"--ulimit={name}={min(limits)}:{min(limits)}")
+    return out
 
 
 class WhalesEngine:
@@ -175,8 +223,11 @@ class WhalesEngine:
         for item in (doc.get("Config") or {}).get("Env") or ():
             name, _, value = item.partition("=")
             env.append((name, value))
+        image_id = str(doc.get("Id", ""))
+        if image_id and ":" not in image_id:  # podman prints the bare hex of the config digest
+            image_id = f"sha256:{image_id}"
         return ImageInfo(
-            id=str(doc.get("Id", "")),
+            id=image_id,
             repo_digests=tuple(doc.get("RepoDigests") or ()),
             env=tuple(env),
         )
@@ -280,6 +331,8 @@ class WhalesEngine:
         # The options renderer's arguments; host-taken variables (--env NAME) are resolved by
         # the CLI from its environment, which is ours: values never appear on a command line.
         args = [a for a in render_docker(spec) if not a.startswith("--env=")]
+        if self.kind == "podman":
+            args = podman_args(args, spec)
         for var in spec.env:
             if var.value is None:
                 continue
@@ -355,7 +408,7 @@ class WhalesEngine:
         try:
             self._cli("kill", f"--signal={signal}", container_id, timeout=30)
         except CliError as err:
-            if "is not running" in err.stderr or any(g in err.stderr for g in _GONE):
+            if any(t in err.stderr for t in _NOT_RUNNING) or any(g in err.stderr for g in _GONE):
                 return
             raise self._fail(f"sending {signal} to {container_id[:12]}", err) from None
 

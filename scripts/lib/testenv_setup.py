@@ -462,6 +462,7 @@ def cmd_shell_env(args: argparse.Namespace) -> int:
     family = te.load_family()
     bases = " ".join(f"{b.key}:{b.suite}:{b.image}" for b in family.bases.values())
     values["BASES"] = bases
+    values["FAMILY_REFS"] = " ".join(i.ref for i in family)
     for key, value in values.items():
         print(f"TE_{key}={shlex.quote(value)}")
     return 0

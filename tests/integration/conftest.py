@@ -39,7 +39,7 @@ def auth_registry() -> testenv.AuthRegistry:
     reg = testenv.AuthRegistry()
     problem = reg.problem()
     if problem:
-        testenv.missing_environment(problem)
+        testenv.missing_environment(problem, kind="auth-registry")
     return reg
 
 
@@ -48,7 +48,7 @@ def slurm() -> Path:
     """The Slurm test bed (one node, 8 stand-in GPUs): the stand-in host's root."""
     problem = testenv.slurm_problem()
     if problem:
-        testenv.missing_environment(problem)
+        testenv.missing_environment(problem, kind="slurm")
     return testenv.slurm_gpu_root()
 
 

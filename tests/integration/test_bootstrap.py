@@ -149,7 +149,9 @@ def test_bootstrap_waits_for_a_rocm_smi_that_fails_twice_then_succeeds(
     attempts = gpu["details"]["attempts"]
     assert [a["returncode"] for a in attempts] == [1, 1, 0]
     assert attempts[-1]["gpus"] == 8
-    assert attempts[2]["at_s"] >= 3.0  # backed off 1 s, then 2 s
+    # in order, one after the other (the 1 s, 2 s backoff schedule itself is unit-tested with
+    # a recorded sleep in tests/unit/test_bootstrap_gpuwait.py; timings: benchmarks/)
+    assert attempts[0]["at_s"] < attempts[1]["at_s"] < attempts[2]["at_s"]
     assert "8 GPUs after 3 attempts" in ran.stderr
     assert ran.stdout.startswith("export PYTHONPATH=/opt/rocmenv/launcher:")
 
@@ -171,7 +173,9 @@ def test_bootstrap_gives_up_on_a_rocm_smi_that_never_succeeds(
     assert report["ok"] is False
     assert [s["status"] for s in report["steps"]] == [
         "failed", "skipped", "skipped", "skipped", "ok"]  # fmt: skip
-    assert report["steps"][0]["duration_s"] < 6
+    # it gave up (a rocm-smi failing forever would otherwise be retried until docker_run's
+    # 120 s ceiling): how quickly is measured in benchmarks/bench_timings.py
+    assert report["steps"][0]["details"]["attempts"], report["steps"][0]
     assert ran.stdout == ""  # nothing exported after a failure
 
 
@@ -350,7 +354,7 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Upstream:
     """An sglang look-alike upstream: python/ is a project named 'sglang' whose version and
     VALUE differ per commit; refs/pull/7/head exists only in the upstream."""
     if shutil.which("git") is None:
-        testenv.missing_environment("git is not installed on this host")
+        testenv.missing_environment("git is not installed on this host", kind="git")
     root = tmp_path_factory.mktemp("upstream")
     work = root / "work"
     (work / "python" / "sglang").mkdir(parents=True)
@@ -530,8 +534,8 @@ EOF
     )
 
 
-def test_bootstrap_wall_time_in_a_container(image: str, out_dir: Path) -> None:
-    """Every step with the image's stand-in rocm-smi; reported, loosely bounded."""
+def test_bootstrap_runs_every_step_in_a_container(image: str, out_dir: Path) -> None:
+    """Every step with the image's stand-in rocm-smi (its wall time: benchmarks/bench_timings.py)."""
     ran = docker_run(
         image,
         "python3 -m rocmenv bootstrap --report /out/report.json > /dev/null",
@@ -539,9 +543,10 @@ def test_bootstrap_wall_time_in_a_container(image: str, out_dir: Path) -> None:
     )
     assert ran.code == 0, ran.stderr
     report = json.loads((out_dir / "report.json").read_text())
-    print(f"bootstrap in a container: {report['duration_s']:.3f} s inside, "
-          f"{ran.seconds:.2f} s docker run wall time")  # fmt: skip
-    assert report["duration_s"] < 5
+    assert report["ok"] is True
+    assert [(s["name"], s["status"]) for s in report["steps"]] == [
+        ("gpu-wait", "ok"), ("reap", "ok"), ("shims", "ok"), ("overrides", "disabled"),
+        ("environment", "ok")]  # fmt: skip
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -255,21 +255,34 @@ def test_wrong_password_never_appears_in_output(
 
 
 def test_two_pins_at_once_both_land(registry: Any, family: Any, project: Path) -> None:
-    env = {"PATH": os.environ["PATH"], "HOME": str(project)}
+    """Two `rocmenv pin` processes; a barrier inside the lockfile writer
+    (tests/support/lock_race.py) holds each one at its write until the other is blocked on
+    the lock or writing too, so the overlap happens every run (without the lock, one pin's
+    entry is lost every run)."""
+    root = Path(__file__).resolve().parents[2]
+    env = {"PATH": os.environ["PATH"], "HOME": str(project), "PYTHONPATH": str(root)}
+    rendezvous = project / ".rendezvous"
+    rendezvous.mkdir()
     refs = [family["demo"].ref, family["sgl-new"].ref]
+    code = (
+        "import sys; from pathlib import Path; from tests.support import lock_race; "
+        "lock_race.install(Path(sys.argv[1]), sys.argv[2], sys.argv[3]); "
+        "from rocmenv.cli import main; raise SystemExit(main(['pin', sys.argv[4]]))"
+    )
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "rocmenv", "pin", ref],
+            [sys.executable, "-c", code, str(rendezvous), me, other, ref],
             cwd=project,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for ref in refs
+        for me, other, ref in (("a", "b", refs[0]), ("b", "a", refs[1]))
     ]
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
+    assert any((rendezvous / f"{n}.blocked").exists() for n in "ab")
     lock = json.loads((project / "rocmenv.lock").read_text())
     assert set(lock["references"]) == set(refs)

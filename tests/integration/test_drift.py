@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from rocmenv.lock import read_lock, update_lock
+from tests.support import testenv
 from tests.support.faultproxy import FaultProxy, Match, status
 
 pytestmark = pytest.mark.integration
@@ -125,10 +126,12 @@ def _images() -> list[str]:
 
 
 # "registry": streamed from the registry (the default); the engines: pulled and probed
-@pytest.mark.parametrize("engine", ("registry", *ENGINES))
+@pytest.mark.parametrize("engine", ["registry", *ENGINES, "podman"])
 def test_inspect_shows_the_package_diff_and_that_the_shim_can_be_retired(
     engine: str, moved: dict[str, str], scratch_repo: str, project: Path
 ) -> None:
+    if engine == "podman":
+        testenv.need("podman")
     how = (
         ("--inspect-from", "registry")
         if engine == "registry"

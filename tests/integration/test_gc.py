@@ -15,6 +15,7 @@ from tests.integration.test_run_support import (  # noqa: F401 - fixtures
     docker,
     engine_fixture,
     inspect,
+    podman,
     project_fixture,
     wait_for,
 )
@@ -26,11 +27,16 @@ def _dead_pid() -> int:
     return child.pid
 
 
-def _create(project: Project, labels: dict[str, str]) -> str:
+def _cli(engine: str):  # type: ignore[no-untyped-def]
+    """The CLI of the engine under test (podman's containers live in podman's store)."""
+    return podman if engine == "podman" else docker
+
+
+def _create(project: Project, labels: dict[str, str], engine: str = "docker-cli") -> str:
     args = ["create", "--label", project.label, "--label", "rocmenv.profile=gc-test"]
     for key, value in labels.items():
         args += ["--label", f"{key}={value}"]
-    return docker(*args, project.image, "sleep", "300").stdout.strip()
+    return _cli(engine)(*args, project.image, "sleep", "300").stdout.strip()
 
 
 def test_gc_removes_orphans_and_keeps_containers_whose_owner_lives(
@@ -41,7 +47,9 @@ def test_gc_removes_orphans_and_keeps_containers_whose_owner_lives(
     try:
         live_start = process_start(live.pid)
         assert live_start
-        dead = _create(project, {"rocmenv.owner-pid": str(_dead_pid()), "rocmenv.owner-host": here})
+        dead = _create(
+            project, {"rocmenv.owner-pid": str(_dead_pid()), "rocmenv.owner-host": here}, engine
+        )
         alive = _create(
             project,
             {
@@ -49,6 +57,7 @@ def test_gc_removes_orphans_and_keeps_containers_whose_owner_lives(
                 "rocmenv.owner-host": here,
                 "rocmenv.owner-start": live_start,
             },
+            engine,
         )
         reused = _create(
             project,
@@ -57,11 +66,14 @@ def test_gc_removes_orphans_and_keeps_containers_whose_owner_lives(
                 "rocmenv.owner-host": here,
                 "rocmenv.owner-start": "0000:1",
             },
+            engine,
         )
         elsewhere = _create(
-            project, {"rocmenv.owner-pid": str(_dead_pid()), "rocmenv.owner-host": "other-host"}
+            project,
+            {"rocmenv.owner-pid": str(_dead_pid()), "rocmenv.owner-host": "other-host"},
+            engine,
         )
-        docker("start", alive)
+        _cli(engine)("start", alive)
         mine = {dead, alive, reused, elsewhere}
 
         dry = project.run("gc", "--engine", engine, "--dry-run", "--json")
@@ -81,7 +93,7 @@ def test_gc_removes_orphans_and_keeps_containers_whose_owner_lives(
     finally:
         live.kill()
         live.wait()
-        docker("rm", "-f", *project.containers(), check=False)
+        _cli(engine)("rm", "-f", *project.containers(), check=False)
 
 
 def test_gc_cleans_up_after_a_run_that_was_killed(project: Project, engine: str) -> None:

@@ -238,7 +238,7 @@ def test_exit_codes_are_the_commands(
 
 
 def test_a_container_killed_from_outside_exits_137(project: Project, engine: str) -> None:
-    from tests.integration.test_run_support import docker, wait_for
+    from tests.integration.test_run_support import docker, podman, wait_for
 
     proc = project.popen(
         "run",
@@ -255,7 +255,7 @@ def test_a_container_killed_from_outside_exits_137(project: Project, engine: str
     try:
         assert wait_for(lambda: any(_running(c) for c in project.containers()), 30)
         for c in project.containers():
-            docker("kill", c, check=False)
+            (podman if engine == "podman" else docker)("kill", c, check=False)
         assert proc.wait(30) == 137
     finally:
         proc.kill()
@@ -354,6 +354,13 @@ def test_an_image_pythonpath_survives_the_launcher(project: Project, engine: str
 
 
 def test_engine_not_running_says_how_to_start_it(project: Project, engine: str) -> None:
+    if engine == "podman":  # daemonless: "not running" is "not installed"
+        done = run(project, engine, "--", "true", profile="plain", env={"PATH": str(project.data)})
+        assert done.returncode == 125
+        assert (
+            "the podman command is not on PATH" in done.stderr and "install podman" in done.stderr
+        )
+        return
     env = {"DOCKER_HOST": f"unix://{project.data}/no-docker.sock"}
     done = run(project, engine, "--", "true", profile="plain", env=env)
     assert done.returncode == 125

@@ -5,8 +5,8 @@ A private registry with ``auth.token`` is started per module on a free loopback 
 check talks plain HTTP with ``http.client`` — no rocmenv code is involved — so these
 tests pin down the behaviour other tests rely on.
 
-Skip rule: skipped only when the ``docker-registry`` binary is missing and
-``ROCMENV_REQUIRE_ENGINE`` is unset; with it set, a missing binary is a failure.
+Skip rule: a missing ``docker-registry`` binary goes through
+:func:`tests.support.testenv.missing_environment` (a failure under ROCMENV_REQUIRE_ENGINE=1).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import testenv
 from tests.support.token_server import (
     DEFAULT_ISSUER,
     DEFAULT_SERVICE,
@@ -56,9 +57,7 @@ def _require(binary: str) -> str:
     path = shutil.which(binary)
     if path is None:
         msg = f"{binary} not found on PATH (install it: scripts/testenv.sh, or apt-get install)"
-        if os.environ.get("ROCMENV_REQUIRE_ENGINE"):
-            pytest.fail(f"ROCMENV_REQUIRE_ENGINE is set but {msg}")
-        pytest.skip(msg)
+        testenv.missing_environment(msg, kind="tool")
     return path
 
 
@@ -674,11 +673,7 @@ def test_docker_login_completes_the_token_flow(
     env = {**os.environ, "DOCKER_CONFIG": str(tmp_path / "docker-config")}
     info = subprocess.run([docker, "info"], capture_output=True, text=True, timeout=60, env=env)
     if info.returncode != 0:
-        if os.environ.get("ROCMENV_REQUIRE_ENGINE"):
-            pytest.fail(
-                f"ROCMENV_REQUIRE_ENGINE is set but the Docker engine is not reachable: {info.stderr}"
-            )
-        pytest.skip(f"Docker engine not reachable: {info.stderr.strip()}")
+        testenv.missing_environment(f"the Docker engine is not reachable: {info.stderr.strip()}")
     host = private_registry.url.removeprefix("http://")
 
     def login(password: str) -> subprocess.CompletedProcess[str]:

@@ -29,10 +29,12 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import sys
 import tarfile
 import time
+import typing
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,24 +93,148 @@ def state_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(env.get("ROCMENV_TESTENV_STATE") or DEFAULT_STATE_DIR)
 
 
+REQUIRE_VAR = "ROCMENV_REQUIRE_ENGINE"
+_REQUIRE_TRUE = frozenset({"1", "true", "yes"})
+_REQUIRE_FALSE = frozenset({"", "0", "false", "no"})
+
+# Every kind of environment a test may need and the host may lack. Each has a probe in
+# ``ENVIRONMENT_PROBES`` (``None`` = present, else why not) used by the ``requires`` marker.
+EnvironmentKind = Literal[
+    "engine",
+    "registry",
+    "auth-registry",
+    "git",
+    "system-python",
+    "debian-sitecustomize",
+    "slurm",
+    "proxy",
+    "podman",
+    "tool",
+]
+ENVIRONMENT_KINDS: tuple[EnvironmentKind, ...] = typing.get_args(EnvironmentKind)
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's: has the Debian sitecustomize to chain-load
+
+
+class RequireFlagError(ValueError):
+    """``ROCMENV_REQUIRE_ENGINE`` holds a value that is neither yes nor no."""
+
+
 def require_engine(env: Mapping[str, str] | None = None) -> bool:
-    """``ROCMENV_REQUIRE_ENGINE`` set (and not ``0``/``false``): a missing engine fails tests."""
+    """Whether a missing environment must FAIL tests (``ROCMENV_REQUIRE_ENGINE``).
+
+    ``1``/``true``/``yes`` (any case): fail. Unset, empty, ``0``/``false``/``no``: may skip.
+    Anything else raises :class:`RequireFlagError` (a typo must not silently allow skips).
+    """
     env = os.environ if env is None else env
-    value = env.get("ROCMENV_REQUIRE_ENGINE", "").strip().lower()
-    return value not in ("", "0", "false", "no", "off")
+    raw = env.get(REQUIRE_VAR, "")
+    value = raw.strip().lower()
+    if value in _REQUIRE_TRUE:
+        return True
+    if value in _REQUIRE_FALSE:
+        return False
+    raise RequireFlagError(
+        f"{REQUIRE_VAR}={raw!r} is not a yes/no value: use 1/true/yes (skips fail) or "
+        "0/false/no or unset (skips allowed)"
+    )
 
 
-def missing_environment(reason: str) -> None:
-    """In a test: skip, or fail when ``ROCMENV_REQUIRE_ENGINE`` is set. Never returns."""
+def missing_environment(reason: str, *, kind: EnvironmentKind = "engine") -> typing.NoReturn:
+    """In a test: skip, or fail when ``ROCMENV_REQUIRE_ENGINE`` is set. Never returns.
+
+    The one exit for every environment-dependent test (engine, registry, git, system Python,
+    Debian sitecustomize, Slurm, proxies, podman, external tools): no test calls
+    ``pytest.skip`` for a missing environment itself.
+    """
     import pytest
 
+    if kind not in ENVIRONMENT_KINDS:
+        raise ValueError(f"unknown environment kind {kind!r} (known: {ENVIRONMENT_KINDS})")
     if require_engine():
         pytest.fail(
-            f"ROCMENV_REQUIRE_ENGINE is set but {reason}.\n"
-            "Run scripts/setup.sh (as root) to start the engine, registries and token server.",
+            f"{REQUIRE_VAR} is set but {reason} [{kind}].\n"
+            "Run scripts/setup.sh (as root) to install and start what the tests need.",
             pytrace=False,
         )
-    pytest.skip(f"{reason} (run scripts/setup.sh; ROCMENV_REQUIRE_ENGINE=1 makes this a failure)")
+    pytest.skip(f"{reason} [{kind}] (run scripts/setup.sh; {REQUIRE_VAR}=1 makes this a failure)")
+
+
+def _tool_problem(name: str, kind_text: str) -> str | None:
+    return None if shutil.which(name) else f"{kind_text} ({name}) is not on PATH"
+
+
+def _system_python_problem() -> str | None:
+    if not Path(SYSTEM_PYTHON).exists():
+        return f"the system Python {SYSTEM_PYTHON} is missing (apt-get install python3)"
+    return None
+
+
+def debian_sitecustomize_path() -> Path | None:
+    """The Debian ``sitecustomize.py`` of the system Python, if it has one."""
+    if _system_python_problem():
+        return None
+    import subprocess
+
+    done = subprocess.run(
+        [SYSTEM_PYTHON, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    path = Path(f"/usr/lib/python{done.stdout.strip()}/sitecustomize.py")
+    return path if path.is_file() else None
+
+
+def _debian_sitecustomize_problem() -> str | None:
+    problem = _system_python_problem()
+    if problem:
+        return problem
+    path = debian_sitecustomize_path()
+    if path is None or "apport_python_hook" not in path.read_text(encoding="utf-8"):
+        return f"{SYSTEM_PYTHON} has no Debian sitecustomize calling apport_python_hook"
+    return None
+
+
+def _registry_problem() -> str | None:
+    status = registry_status(OPEN_REGISTRY)
+    if status == 200:
+        return None
+    got = "no answer" if status is None else f"HTTP {status}"
+    return f"the open test registry http://{OPEN_REGISTRY}/v2/ is not serving ({got})"
+
+
+ENVIRONMENT_PROBES: dict[EnvironmentKind, typing.Callable[[], str | None]] = {
+    "engine": lambda: engine_ping(),
+    "registry": _registry_problem,
+    "auth-registry": lambda: AuthRegistry().problem(),
+    "git": lambda: _tool_problem("git", "git"),
+    "system-python": _system_python_problem,
+    "debian-sitecustomize": _debian_sitecustomize_problem,
+    "slurm": lambda: slurm_problem(),
+    "proxy": lambda: None,  # the fault proxy is in-process (tests/support/faultproxy.py)
+    "podman": lambda: _tool_problem("podman", "podman"),
+    "tool": lambda: None,  # external tools: call need_tool(name)
+}
+
+
+def environment_problem_of(kind: EnvironmentKind) -> str | None:
+    """Why the environment ``kind`` is missing here, or ``None`` when it is present."""
+    return ENVIRONMENT_PROBES[kind]()
+
+
+def need(kind: EnvironmentKind) -> None:
+    """In a test: return when ``kind`` is present, else :func:`missing_environment`."""
+    problem = environment_problem_of(kind)
+    if problem:
+        missing_environment(problem, kind=kind)
+
+
+def need_tool(name: str, *, hint: str = "") -> str:
+    """In a test: the path of the program ``name`` on ``PATH``, else missing_environment."""
+    path = shutil.which(name)
+    if path is None:
+        missing_environment(f"{name} is not on PATH{f' ({hint})' if hint else ''}", kind="tool")
+    return path
 
 
 # --------------------------------------------------------------------------- the family

@@ -26,7 +26,7 @@ from rocmenv.bootstrap.refs import (
 from rocmenv.errors import InvalidGitRef, OverrideFailed, PatchConflict, UsageError
 
 GIT = shutil.which("git")
-needs_git = pytest.mark.skipif(GIT is None, reason="git is not installed on this host")
+needs_git = pytest.mark.requires("git")
 
 
 def git_accepts(name: str) -> bool:

@@ -158,16 +158,25 @@ def test_no_engine_at_all_says_how_to_start_one(tmp_path: Path) -> None:
     assert info.value.exit_code == 4
 
 
-def test_a_docker_cli_context_selects_the_cli(ping_socket: Path, tmp_path: Path) -> None:
+def test_a_docker_cli_context_selects_the_cli(
+    ping_socket: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "dockercfg"
     config.mkdir()
     (config / "config.json").write_text('{"currentContext": "remote-box"}')
     env = {"DOCKER_CONFIG": str(config), "PATH": _bin_dir(tmp_path, "docker")}
+    # the default socket answers: still the CLI, because the context points elsewhere
+    monkeypatch.setattr("rocmenv.engine.select.DEFAULT_SOCKET", str(ping_socket))
     assert detect_engine(env) == "docker-cli"
-    assert detect_engine({**env, "DOCKER_CONTEXT": "default", "DOCKER_CONFIG": str(tmp_path)}) in (
-        "docker-api",
-        "docker-cli",
-    )
+    # the default context: the default socket decides (answers → API, silent → CLI)
+    default = {**env, "DOCKER_CONTEXT": "default", "DOCKER_CONFIG": str(tmp_path)}
+    assert detect_engine(default) == "docker-api"
+    monkeypatch.setattr("rocmenv.engine.select.DEFAULT_SOCKET", str(tmp_path / "none.sock"))
+    assert detect_engine(default) == "docker-cli"
+    # DOCKER_CONTEXT=default wins over the config's currentContext (as in the docker CLI)
+    monkeypatch.setattr("rocmenv.engine.select.DEFAULT_SOCKET", str(ping_socket))
+    assert detect_engine({**env, "DOCKER_CONTEXT": "default"}) == "docker-api"
+    assert detect_engine({**env, "DOCKER_CONTEXT": "remote-box"}) == "docker-cli"
 
 
 def test_tcp_docker_host_selects_docker_api_without_probing(tmp_path: Path) -> None:

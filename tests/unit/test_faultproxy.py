@@ -348,20 +348,16 @@ def test_rules_apply_in_order_and_match_method_path_and_query(proxy: FaultProxy)
 
 
 def test_hang_sends_nothing_longer_than_the_client_timeout(proxy: FaultProxy) -> None:
-    proxy.add_rule(Match(path=r"/v2/"), hang(3), times=1)
-    t0 = time.monotonic()
-    with pytest.raises(TimeoutError):
+    proxy.add_rule(Match(path=r"/v2/"), hang(60), times=1)
+    with pytest.raises(TimeoutError):  # the client gave up: nothing came within its 0.3 s
         call(proxy.host, "GET", "/v2/", timeout=0.3)
-    assert time.monotonic() - t0 < 2
     assert call(proxy.host, "GET", "/v2/").status == 200
 
 
 def test_hang_closes_the_connection_after_its_time(proxy: FaultProxy) -> None:
     proxy.add_rule(None, hang(0.3), times=1)
-    t0 = time.monotonic()
-    with pytest.raises(http.client.RemoteDisconnected):
-        call(proxy.host, "GET", "/v2/", timeout=5)
-    assert 0.25 < time.monotonic() - t0 < 3
+    with pytest.raises(http.client.RemoteDisconnected):  # closed, long before the 30 s timeout
+        call(proxy.host, "GET", "/v2/", timeout=30)
     deadline = time.monotonic() + 2
     while not proxy.log and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -424,11 +420,16 @@ def test_drop_closes_without_a_response(proxy: FaultProxy, upstream: Upstream) -
     assert len(upstream.seen) == 1
 
 
-def test_delay_forwards_after_waiting(proxy: FaultProxy) -> None:
-    proxy.add_rule(None, delay(0.3), times=1)
-    t0 = time.monotonic()
+def test_delay_forwards_after_waiting(proxy: FaultProxy, upstream: Upstream) -> None:
+    proxy.add_rule(None, delay(5), times=1)
+    with pytest.raises(TimeoutError):  # nothing within 0.3 s: the proxy is waiting …
+        call(proxy.host, "GET", "/v2/", timeout=0.3)
+    assert len(upstream.seen) == 0  # … and has not forwarded yet
+    deadline = time.monotonic() + 60  # a ceiling that only catches "never forwarded"
+    while len(upstream.seen) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(upstream.seen) == 1  # then it forwards
     assert call(proxy.host, "GET", "/v2/").status == 200
-    assert time.monotonic() - t0 >= 0.3
 
 
 def test_rewrite_headers_sets_and_removes_response_headers(proxy: FaultProxy) -> None:
@@ -566,10 +567,8 @@ def test_unreachable_port_refuses_connections() -> None:
 
 def test_blackhole_accepts_but_never_answers() -> None:
     with Blackhole() as b:
-        t0 = time.monotonic()
         with pytest.raises(TimeoutError):
             call(b.host, "GET", "/v2/", timeout=0.3)
-        assert time.monotonic() - t0 < 2
         assert b.connections == 1
         deadline = time.monotonic() + 2
         while b"GET /v2/" not in b.received and time.monotonic() < deadline:
@@ -594,10 +593,8 @@ def test_close_is_prompt_even_while_a_request_hangs(upstream: Upstream) -> None:
     deadline = time.monotonic() + 2
     while p.rules[0].hits == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
-    t0 = time.monotonic()
     p.close()
-    t.join(timeout=10)
-    assert time.monotonic() - t0 < 5
+    t.join(timeout=30)  # a ceiling that only catches a hang: the rule hangs for 60 s
     assert not t.is_alive()
     assert errors and isinstance(errors[0], (http.client.RemoteDisconnected, OSError))
     with socket.socket() as s:

@@ -7,22 +7,18 @@ container; the container versions of these checks live in tests/integration/test
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.unit.test_launcher_support import (
-    SYSTEM_PYTHON,
     make_bundle,
     run_python,
     standin_site,
     write_shim,
 )
 
-pytestmark = pytest.mark.skipif(
-    not Path(SYSTEM_PYTHON).exists(), reason="needs the system python3 (Debian)"
-)
+pytestmark = pytest.mark.requires("system-python")
 
 CALLS = """
 import torch
@@ -241,14 +237,10 @@ def test_strict_mode_makes_a_broken_shim_fatal(broken_bundle, old_site, tmp_path
     assert "ShimFailure: rocmenv: shim broken-one failed on import of aiter.ops.shuffle" in r.stderr
 
 
+@pytest.mark.requires("debian-sitecustomize")
 def test_debian_sitecustomize_still_runs(bundle, old_site, tmp_path):
     # Debian's /usr/lib/python3.X/sitecustomize.py does `import apport_python_hook` and
     # calls install(): a module of that name on the path proves it was chain-loaded.
-    if (
-        "apport_python_hook"
-        not in Path(f"/usr/lib/python3.{sys.version_info[1]}/sitecustomize.py").read_text()
-    ):
-        pytest.skip("this Python has no Debian sitecustomize")
     hook = tmp_path / "hookdir"
     hook.mkdir()
     marker = tmp_path / "marker"

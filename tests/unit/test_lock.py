@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from rocmenv.lock import (
     write_lock,
 )
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
 
@@ -99,28 +99,39 @@ def test_future_lock_version_says_upgrade(tmp_path: Path) -> None:
 
 WRITER = textwrap.dedent(
     """
-    import sys, time
+    import sys
     from pathlib import Path
-    from rocmenv.lock import Lock, LockEntry, update_lock
-    path, name, digest, delay = Path(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+    from rocmenv.lock import LockEntry, update_lock
+    from tests.support import lock_race
+    path, name, digest, other = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    lock_race.install(path.parent / "rendezvous", name, other, timeout=60)
     e = LockEntry(repository="docker.io/a/b", tag=name, digest=digest, media_type="m",
                   platform="linux/amd64", platform_digest=digest, resolved_at="now")
-    def change(lock):
-        time.sleep(delay)   # hold the lock a while: the other writer must wait, not clobber
-        return lock.with_profile(name, e)
-    update_lock(path, change)
+    update_lock(path, lambda lock: lock.with_profile(name, e))
     """
 )
 
 
 def test_two_concurrent_pins_both_land(tmp_path: Path) -> None:
+    """A barrier inside the writer forces the overlap: without the lock one entry is lost."""
     path = tmp_path / "rocmenv.lock"
+    (tmp_path / "rendezvous").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, digest, "0.5"])
-        for name, digest in (("a", D1), ("b", D2))
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), name, digest, other],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, digest, other in (("a", D1, "b"), ("b", D2, "a"))
     ]
     for p in procs:
-        assert p.wait(timeout=30) == 0
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    # the race really happened: one writer waited on the lock while the other held it
+    assert {m.name for m in (tmp_path / "rendezvous").iterdir()} >= {"a.writing", "b.writing"}
+    assert any((tmp_path / "rendezvous" / f"{n}.blocked").exists() for n in "ab")
     lock = read_lock(path)
     assert set(lock.profiles) == {"a", "b"}
 
@@ -167,17 +178,41 @@ def test_kill_minus_9_mid_write_leaves_the_old_lock(tmp_path: Path) -> None:
     assert set(read_lock(path).profiles) == {"ci", "other"}
 
 
-def test_kill_at_random_points_never_corrupts(tmp_path: Path) -> None:
+HALF_WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from rocmenv import lock as L
+    from tests.support import lock_race
+    path = Path(sys.argv[1])
+    e = L.LockEntry(repository="docker.io/a/b", tag="t", digest="sha256:" + "3" * 64,
+                    media_type="m", platform="linux/amd64",
+                    platform_digest="sha256:" + "3" * 64, resolved_at="now")
+    big = L.Lock()
+    for i in range(200):
+        big = big.with_reference(f"docker.io/a/b:t{i}", e)
+    lock_race.kill_mid_write(threshold=4096)
+    L.update_lock(path, lambda lock: big)
+    """
+)
+
+
+def test_kill_minus_9_with_half_the_bytes_written_leaves_the_old_lock(tmp_path: Path) -> None:
+    """The writer is killed when half of the new file's bytes are on disk (a hook inside the
+    write, not a random delay): an in-place writer would leave half a JSON document."""
     path = tmp_path / "rocmenv.lock"
     write_lock(path, Lock().with_profile("ci", entry()))
-    script = WRITER.replace("time.sleep(delay)", "time.sleep(delay * 0)")
-    for i in range(15):
-        proc = subprocess.Popen([sys.executable, "-c", script, str(path), f"p{i}", D2, "0"])
-        time.sleep(0.02 * (i % 8))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        lock = read_lock(path)  # parses every time: old or new, never half
-        assert lock.profiles["ci"] == entry()
+    before = path.read_text()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HALF_WRITER, str(path)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "half"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert path.read_text() == before
+    assert read_lock(path).profiles["ci"] == entry()
 
 
 def test_render_ends_with_newline_and_is_stable() -> None:

@@ -145,7 +145,7 @@ def test_entry_point_shims_are_discovered_without_importing_them(third_party):
     assert "aiter-shuffle-scale" in shims
 
 
-@pytest.mark.skipif(not Path(SYSTEM_PYTHON).exists(), reason="needs the system python3")
+@pytest.mark.requires("system-python")
 def test_entry_point_shims_are_bundled_and_applied(third_party, tmp_path):
     bundle = prepare_launcher(Context(env={}), cache_dir=tmp_path / "cache")
     assert {s.name for s in bundle.shims} == {"aiter-shuffle-scale", "third-party-attr"}
@@ -272,7 +272,7 @@ class LocalEngine:
         return p.returncode, p.stdout, p.stderr
 
 
-@pytest.mark.skipif(not Path(SYSTEM_PYTHON).exists(), reason="needs the system python3")
+@pytest.mark.requires("system-python")
 def test_check_image_versions_runs_probe_py_and_parses_it(tmp_path):
     bundle = make_bundle(tmp_path / "cache")
     engine = LocalEngine(SYSTEM_PYTHON, standin_site(tmp_path, layout="old"))
