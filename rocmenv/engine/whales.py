@@ -66,6 +66,11 @@ def make(kind: EngineKind, options: EngineOptions) -> WhalesEngine:
     return WhalesEngine(kind, options)
 
 
+def _full_id(image_id: str) -> str:
+    """``sha256:<hex>``: podman prints the bare hex of the config digest."""
+    return f"sha256:{image_id}" if image_id and ":" not in image_id else image_id
+
+
 def _docker_events(line: str) -> list[PullEvent]:
     layer, sep, status = line.partition(": ")
     if not sep or " " in layer:
@@ -223,11 +228,8 @@ class WhalesEngine:
         for item in (doc.get("Config") or {}).get("Env") or ():
             name, _, value = item.partition("=")
             env.append((name, value))
-        image_id = str(doc.get("Id", ""))
-        if image_id and ":" not in image_id:  # podman prints the bare hex of the config digest
-            image_id = f"sha256:{image_id}"
         return ImageInfo(
-            id=image_id,
+            id=_full_id(str(doc.get("Id", ""))),
             repo_digests=tuple(doc.get("RepoDigests") or ()),
             env=tuple(env),
         )
@@ -301,7 +303,7 @@ class WhalesEngine:
             raise self._fail("listing images", err) from None
         return [
             LocalImage(
-                id=str(d.get("Id", "")),
+                id=_full_id(str(d.get("Id", ""))),
                 repo_tags=tuple(t for t in d.get("RepoTags") or () if t != "<none>:<none>"),
                 repo_digests=tuple(d.get("RepoDigests") or ()),
                 size=int(d.get("Size") or 0),

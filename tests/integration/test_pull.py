@@ -106,9 +106,17 @@ def docker(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
 
 
-def image_id(ref: str) -> str | None:
-    done = docker("image", "inspect", "--format", "{{.Id}}", ref)
-    return done.stdout.strip() if done.returncode == 0 else None
+def image_id(ref: str, cli: str = "docker") -> str | None:
+    done = subprocess.run(
+        [cli, "image", "inspect", "--format", "{{.Id}}", ref],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = done.stdout.strip()
+    if done.returncode != 0:
+        return None
+    return found if ":" in found else f"sha256:{found}"  # podman: the bare hex
 
 
 @pytest.fixture
@@ -116,7 +124,10 @@ def cleanup() -> Iterator[list[str]]:
     refs: list[str] = []
     yield refs
     for ref in refs:
-        docker("image", "rm", "--force", ref)
+        if ref.startswith("podman:"):
+            subprocess.run(["podman", "rmi", "--force", ref[7:]], capture_output=True, check=False)
+        else:
+            docker("image", "rm", "--force", ref)
 
 
 PROGRESS = re.compile(
@@ -125,14 +136,21 @@ PROGRESS = re.compile(
 )
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", [*ENGINES, "podman"])
 def test_pull_off_a_terminal_prints_a_few_progress_lines_and_a_final_line(
     tmp_path: Path, scratch_repo: str, engine: str, cleanup: list[str]
 ) -> None:
+    cli = "docker"
+    if engine == "podman":
+        testenv.need("podman")
+        cli = "podman"
     push_random_image(scratch_repo, "t1", (2_000_000, 2_000_000, 2_000_000))
     ref = f"127.0.0.1:5000/{scratch_repo}:t1"
     cleanup.append(ref)
     done = rocmenv(tmp_path, "pull", "--engine", engine, ref)
+    if cli == "podman":
+        cleanup.pop()
+        cleanup.append(f"podman:{ref}")
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[0] == f"rocmenv: pulling {ref} (6.0 MB to download in 3 of 3 layers)"
@@ -148,9 +166,10 @@ def test_pull_off_a_terminal_prints_a_few_progress_lines_and_a_final_line(
         rf"rocmenv: pulled {re.escape(ref)}: 6\.0 MB in \d+s \([\d.]+ [kMG]?B/s\)", lines[-1]
     )
     assert done.stdout.strip() == ref
-    assert image_id(ref) is not None
+    pulled = image_id(ref, cli)
+    assert pulled is not None
     record = json.loads((tmp_path / "data" / "rocmenv" / "images.json").read_text())
-    assert record["images"][image_id(ref)]["refs"] == [ref]
+    assert record["images"][pulled]["refs"] == [ref]
 
 
 def test_pull_in_github_actions_is_one_collapsed_group(
