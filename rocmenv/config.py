@@ -399,9 +399,7 @@ def env_registry(env: Mapping[str, str], settings: RegistrySettings) -> Registry
             )
         settings = replace(settings, retries=int(text))
     if env.get("ROCMENV_REGISTRY_DEADLINE"):
-        settings = replace(
-            settings, command_deadline=env_seconds(env, "ROCMENV_REGISTRY_DEADLINE")
-        )
+        settings = replace(settings, command_deadline=env_seconds(env, "ROCMENV_REGISTRY_DEADLINE"))
     return settings
 
 

@@ -95,10 +95,18 @@ class DigestMismatch(RegistryError):
     """Bytes received do not hash to the digest claimed."""
 
 
+class PullRateLimited(RegistryError):
+    """The registry kept answering 429 to the engine's pull, through every retry."""
+
+
 class EngineError(RocmenvError):
     """The container engine failed or refused."""
 
     exit_code = EXIT_ENGINE
+
+
+class DiskBudgetExceeded(EngineError):
+    """A pull would leave less free space than the configured reserve."""
 
 
 class EngineUnavailable(EngineError):

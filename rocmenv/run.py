@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from rocmenv.config import load_config
 from rocmenv.context import Context, find_checkout
-from rocmenv.engine import Attachment, Engine, EngineName, ImageInfo, PullEvent
+from rocmenv.engine import Attachment, Engine, EngineName, ImageInfo
 from rocmenv.engine.container import Container
 from rocmenv.engine.select import choose_engine_kind, engine_name, in_container, make_engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
@@ -103,10 +103,9 @@ class Reporter(Protocol):
 
     def warning(self, text: str) -> None: ...
 
-    def pulling(self, image: str) -> Callable[[PullEvent], None]:
-        """A pull begins; returns the progress callback."""
-
-    def pulled(self, image: str) -> None: ...
+    def pull(self, engine: Engine, image: str) -> None:
+        """Pull ``image`` (the CLI: :func:`rocmenv.cli._progress.pull_for_cli` — progress,
+        retries, disk budget, the record for ``gc --images``)."""
 
 
 def ensure_image(engine: Engine, image: str, policy: PullPolicy, reporter: Reporter) -> ImageInfo:
@@ -118,8 +117,7 @@ def ensure_image(engine: Engine, image: str, policy: PullPolicy, reporter: Repor
             f"image {image} is not present on the engine and --pull is never",
             hint="pull it (`docker pull`, or --pull missing), or check the reference",
         )
-    engine.pull(image, progress=reporter.pulling(image))
-    reporter.pulled(image)
+    reporter.pull(engine, image)
     info = engine.image_info(image)
     if info is None:
         raise RunNotStarted(f"image {image} is still absent after pulling it")

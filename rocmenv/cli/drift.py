@@ -6,7 +6,7 @@ JSON (``--format json`` or ``--json``; ``report_version`` 1, keys stable)::
   {"report_version": 1, "lockfile": str, "fail_on": str, "exit_code": int,
    "status": "ok" | "drift" | "incomplete",
    "summary": {"images", "moved", "newer", "errors", "inspect_errors": int},
-   "ratelimit": [{"host", "limit", "remaining", "window"}], "probes": int,
+   "ratelimit": [{"host", "limit", "remaining", "window"}], "probes": int, "inspect_bytes": int | null,
    "stats": {"round_trips": int, "by_kind": {kind: int}}   (unstable: may change any release),
    "images": [{"kind": "profile" | "reference", "key", "repository", "tag": str | null,
                "pinned_digest", "pinned_platform_digest",
@@ -47,7 +47,8 @@ exit codes:
   2  usage or configuration error (bad flag, unknown/unpinned profile, empty lockfile)
   3  could not check: a registry was unreachable, refused (auth) or kept failing (5xx/429
      after retries); never reported as "no drift". Partial results are still printed.
-  4  --inspect could not pull or probe an image (engine error); results are printed.
+  4  --inspect-from engine could not pull or probe an image (engine error); results are
+     printed. (--inspect reads images from the registry: a failure there is 3.)
 
 what "newer" means: for profiles pinned from constraints, the lock's constraints resolved
 again; for a nightly tag, later nightlies of the same ROCm/GPU/suffix; for a release, higher
@@ -63,8 +64,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         help=help_text,
         description="For every image pinned in rocmenv.lock: has its tag moved to another "
         "digest (HEAD requests, no pull-limit cost), and are there newer tags of the same "
-        "line? With --inspect, pull the pinned and the new image by digest and report what "
-        "changed inside: packages, ROCm, Python, and which shims became (un)necessary. "
+        "line? With --inspect, read the pinned and the new image from the registry (nothing is "
+        "pulled: layers are streamed once into a small index) and report what changed "
+        "inside: packages, ROCm, Python, and which shims became (un)necessary. "
         "Images are checked concurrently.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -87,7 +89,14 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser.add_argument(
         "--inspect",
         action="store_true",
-        help="pull and probe drifted images: package, ROCm, Python and shim changes",
+        help="read drifted images: package, ROCm, Python and shim changes",
+    )
+    parser.add_argument(
+        "--inspect-from",
+        choices=("registry", "engine"),
+        default="registry",
+        help="registry: stream the layers, pull nothing (default); engine: pull both images "
+        "and run the probe in a container",
     )
     parser.add_argument(
         "--fail-on",
@@ -105,7 +114,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser.add_argument(
         "--engine",
         choices=ENGINE_NAMES,
-        help="container engine for --inspect (default: auto)",
+        help="container engine for --inspect-from engine (default: auto)",
     )
     parser.set_defaults(func=run)
 
@@ -116,7 +125,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import lock_path
     from rocmenv.config import load_config
     from rocmenv.drift.check import FailOn, check_all, exit_code, targets
-    from rocmenv.drift.inspect import EngineProber, ProbeCache, inspect_all
+    from rocmenv.drift.inspect import EngineProber, ProbeCache, RegistryProber, inspect_all
     from rocmenv.drift.report import render_markdown, render_text, report_json
     from rocmenv.errors import UsageError
     from rocmenv.lock import read_lock
@@ -142,18 +151,27 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     progress = _progress(ctx) if ctx.stderr_is_tty and not ctx.in_github_actions else None
     probes = 0
+    inspect_bytes: int | None = None
     with make_client(ctx, config) as client:
         results = check_all(client, items, jobs=args.jobs, progress=progress)
         if progress is not None:
             ctx.stderr.write("\r\033[K")
         if args.inspect:
-            prober = EngineProber(
-                lambda: _open_engine(ctx, args.engine, config.engine),
-                lambda: _bundle(ctx),
-            )
+            if args.inspect_from == "engine":
+                prober: Any = EngineProber(
+                    lambda: _open_engine(ctx, args.engine, config.engine),
+                    lambda: _bundle(ctx),
+                )
+            else:
+                from rocmenv.contents.store import LayerStore
+                from rocmenv.shims.catalogue import discover_shims
+
+                prober = RegistryProber(client, LayerStore.default(ctx), discover_shims())
             cache = ProbeCache(prober)
             results = inspect_all(client, cache, results, jobs=min(args.jobs, 4))
             probes = cache.probes
+            if isinstance(prober, RegistryProber):
+                inspect_bytes = prober.bytes_read
         from rocmenv.cli._common import registry_json
 
         registry = registry_json(ctx, client)
@@ -182,6 +200,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 code=code,
                 registry=registry,
                 probes=probes,
+                inspect_bytes=inspect_bytes,
                 lock_arg=lock_arg,
                 notes=notes,
             ),

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import time
-from typing import Any, TextIO
+from typing import Any
 
 from rocmenv.context import Context
 from rocmenv.engine import ENGINE_NAMES
@@ -122,11 +121,10 @@ def node_run_args(args: argparse.Namespace) -> list[str]:
 
 
 class CliReporter:
-    """Notes and warnings on stderr; pull progress on one line, on a terminal only."""
+    """Notes and warnings on stderr; pulls through :func:`rocmenv.cli._progress.pull_for_cli`."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self._display: _PullDisplay | None = None
 
     def note(self, text: str) -> None:
         from rocmenv.redact import redact
@@ -138,49 +136,7 @@ class CliReporter:
 
         warn(self.ctx, text)
 
-    def pulling(self, image: str) -> Any:
-        tty = self.ctx.stderr_is_tty and not self.ctx.in_github_actions
-        self._display = _PullDisplay(self.ctx.stderr, image, tty)
-        self._display.begin()
-        return self._display
+    def pull(self, engine: Any, image: str) -> None:
+        from rocmenv.cli._progress import pull_for_cli
 
-    def pulled(self, image: str) -> None:
-        if self._display is not None:
-            self._display.end()
-            self._display = None
-
-
-class _PullDisplay:
-    """A one-line progress display on a terminal; a single line otherwise."""
-
-    def __init__(self, stream: TextIO, image: str, tty: bool) -> None:
-        self.stream, self.image, self.tty = stream, image, tty
-        self.layers: dict[str, tuple[int, int]] = {}
-        self.last = 0.0
-        self.t0 = time.monotonic()
-
-    def __call__(self, event: Any) -> None:  # rocmenv.engine.PullEvent
-        if not self.tty:
-            return
-        if event.layer and event.total:
-            self.layers[event.layer] = (event.current or 0, event.total)
-        now = time.monotonic()
-        if now - self.last < 0.1:
-            return
-        self.last = now
-        done = sum(c for c, _ in self.layers.values()) / 1e6
-        total = sum(t for _, t in self.layers.values()) / 1e6
-        size = f" {done:.0f}/{total:.0f} MB" if total else ""
-        self.stream.write(f"\r\x1b[Krocmenv: pulling {self.image}{size} ({now - self.t0:.0f}s)")
-        self.stream.flush()
-
-    def begin(self) -> None:
-        self.stream.write(f"rocmenv: pulling {self.image}" + ("" if self.tty else "\n"))
-        self.stream.flush()
-
-    def end(self) -> None:
-        if self.tty:
-            self.stream.write(
-                f"\r\x1b[Krocmenv: pulled {self.image} in {time.monotonic() - self.t0:.0f}s\n"
-            )
-            self.stream.flush()
+        pull_for_cli(self.ctx, engine, image)

@@ -113,9 +113,9 @@ def run_check(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("no image to check", hint="pass --image REF or --profile NAME")
     bundle = prepare_launcher(ctx)
     if not engine.image_exists(image):
-        if not args.json:
-            ctx.stderr.write(f"rocmenv: pulling {image}\n")
-        engine.pull(image)
+        from rocmenv.cli._progress import pull_for_cli
+
+        pull_for_cli(ctx, engine, image, quiet=args.json)
     probe = check_image_versions(
         EngineCapture(engine), image, bundle=bundle, python=args.python, timeout=args.timeout
     )

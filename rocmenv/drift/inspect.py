@@ -1,8 +1,11 @@
-"""Drift ``--inspect``: probe the pinned and the new image, and compare what is inside.
+"""Drift ``--inspect``: read the pinned and the new image, and compare what is inside.
 
-Packages (PEP 503 names, old → new), ROCm and Python versions, and shim verdicts, from the
-launcher probe run in a container (pulled by digest; results cached by ``linux/amd64``
-manifest digest in :class:`ProbeCache`).
+Packages (PEP 503 names, old → new), ROCm and Python versions, and shim verdicts, read from
+the registry without pulling (:class:`RegistryProber`, :mod:`rocmenv.contents`: layers are
+streamed once into a per-layer index, nothing enters the engine), or with
+``--inspect-from engine`` from the launcher probe run in a container (:class:`EngineProber`,
+pulled by digest). Results are cached by ``linux/amd64`` manifest digest in
+:class:`ProbeCache`.
 """
 
 from __future__ import annotations
@@ -225,6 +228,23 @@ def inspect_all(
             )
         )
     return [inspected.get(id(r), r) for r in results]
+
+
+class RegistryProber:
+    """The image's contents from the registry (:func:`rocmenv.contents.image.read_image`)."""
+
+    def __init__(self, client: RegistryClient, store: Any, shims: Sequence[Any]) -> None:
+        self._client, self._store, self._shims = client, store, shims
+        self.bytes_read = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, reference: str) -> Mapping[str, Any]:
+        from rocmenv.contents.image import read_image
+
+        doc, stats = read_image(self._client, self._store, parse(reference), self._shims)
+        with self._lock:
+            self.bytes_read += stats.bytes_read
+        return doc
 
 
 class EngineProber:

@@ -112,6 +112,7 @@ def report_json(
     probes: int = 0,
     lock_arg: str | None = None,
     notes: list[str] | None = None,
+    inspect_bytes: int | None = None,
 ) -> dict[str, Any]:
     """``registry``: ``ratelimit`` (stable) and ``stats`` (unstable: round trips, for
     benchmarks) from :func:`rocmenv.cli._common.registry_json`."""
@@ -158,6 +159,7 @@ def report_json(
         "ratelimit": (registry or {}).get("ratelimit", []),
         "stats": (registry or {}).get("stats", {}),
         "probes": probes,
+        "inspect_bytes": inspect_bytes,  # layer bytes read from the registry by --inspect
         "notes": list(notes or []),
         "images": images,
     }

@@ -51,6 +51,26 @@ class ImageInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LocalImage:
+    """An image in the engine's store (what ``gc --images`` and the disk budget need)."""
+
+    id: str
+    repo_tags: tuple[str, ...] = ()
+    repo_digests: tuple[str, ...] = ()
+    size: int = 0  # bytes on disk as the engine counts them (shared layers counted in each)
+    created: str = ""
+    layers: tuple[str, ...] = ()  # RootFS diff ids (uncompressed layer digests)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreInfo:
+    """Where the engine keeps images; ``local``: that path is on this machine's file system."""
+
+    data_root: str
+    local: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class ContainerInfo:
     id: str
     name: str
@@ -116,6 +136,15 @@ class Engine(Protocol):
         """The ``Env`` of the image's config (raises EngineError when absent)."""
 
     def pull(self, image: str, *, progress: Callable[[PullEvent], None] | None = None) -> None: ...
+
+    def store_info(self) -> StoreInfo:
+        """The engine's data root (``DockerRootDir`` / podman's graph root)."""
+
+    def list_images(self) -> list[LocalImage]:
+        """Every image in the store, with its layers' diff ids."""
+
+    def remove_image(self, image: str) -> None:
+        """Remove an image (by id or reference); a missing one is not an error."""
 
     def create(
         self,

@@ -25,7 +25,9 @@ from rocmenv.engine import (
     EngineInfo,
     EngineKind,
     ImageInfo,
+    LocalImage,
     PullEvent,
+    StoreInfo,
     explain_start_failure,
 )
 from rocmenv.engine.attach import STDERR, AttachStream, demux
@@ -271,6 +273,49 @@ class DockerApiEngine:
             raise EngineError(
                 f"docker-api: pulling {image} failed: {redact(str(err.explanation or err))}",
                 hint=hint,
+            ) from None
+
+    def store_info(self) -> StoreInfo:
+        info = self._json("GET", "/info", action="asking for engine information")
+        root = str(info.get("DockerRootDir") or "")
+        return StoreInfo(data_root=root, local=isinstance(self.wire, UnixWire) and bool(root))
+
+    def list_images(self) -> list[LocalImage]:
+        items = self._json("GET", "/images/json", action="listing images") or []
+        out = []
+        for item in items:
+            image_id = str(item.get("Id", ""))
+            try:
+                _, data = self._call("GET", f"/images/{image_id}/json", action="inspecting")
+            except _StatusError:
+                continue  # removed meanwhile
+            doc = json.loads(data)
+            out.append(
+                LocalImage(
+                    id=image_id,
+                    repo_tags=tuple(t for t in doc.get("RepoTags") or () if t != "<none>:<none>"),
+                    repo_digests=tuple(doc.get("RepoDigests") or ()),
+                    size=int(doc.get("Size") or item.get("Size") or 0),
+                    created=str(doc.get("Created", "")),
+                    layers=tuple((doc.get("RootFS") or {}).get("Layers") or ()),
+                )
+            )
+        return out
+
+    def remove_image(self, image: str) -> None:
+        try:
+            self._call(
+                "DELETE",
+                f"/images/{quote_ref(image)}",
+                query={"force": "1"},  # several names: the caller checked nothing uses it
+                action=f"removing image {image}",
+            )
+        except _StatusError as err:
+            if err.status == 404:
+                return
+            raise EngineError(
+                f"docker-api: removing image {image} failed: {redact(err.message)}",
+                hint="an image used by a container cannot be removed; remove the container first",
             ) from None
 
     # -- containers ----------------------------------------------------------------------

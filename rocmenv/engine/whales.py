@@ -46,8 +46,10 @@ from rocmenv.engine import (
     EngineInfo,
     EngineKind,
     ImageInfo,
+    LocalImage,
     PullEvent,
     StartFailure,
+    StoreInfo,
     explain_start_failure,
 )
 from rocmenv.engine.select import START_HINT, EngineOptions
@@ -62,6 +64,29 @@ _CLI_ERROR_PREFIXES = (b"Error response from daemon", b"Error: ")  # docker, pod
 
 def make(kind: EngineKind, options: EngineOptions) -> WhalesEngine:
     return WhalesEngine(kind, options)
+
+
+def _full_id(image_id: str) -> str:
+    """``sha256:<hex>``: podman prints the bare hex of the config digest."""
+    return f"sha256:{image_id}" if image_id and ":" not in image_id else image_id
+
+
+def _docker_events(line: str) -> list[PullEvent]:
+    layer, sep, status = line.partition(": ")
+    if not sep or " " in layer:
+        layer, status = "", line
+    return [PullEvent(layer=layer, status=status)]
+
+
+def _podman_events(line: str, seen: Sequence[str]) -> list[PullEvent]:
+    """``Copying blob sha256:<hex>`` starts a blob; ``Copying config`` comes after all."""
+    if line.startswith("Copying blob "):
+        blob = line.split()[2].split(":")[-1][:12]
+        return [PullEvent(layer=blob, status="Downloading")]
+    if line.startswith("Copying config "):
+        blobs = [s.split()[2].split(":")[-1][:12] for s in seen if s.startswith("Copying blob ")]
+        return [PullEvent(layer=b, status="Pull complete") for b in blobs]
+    return []
 
 
 class CliError(Exception):
@@ -203,11 +228,8 @@ class WhalesEngine:
         for item in (doc.get("Config") or {}).get("Env") or ():
             name, _, value = item.partition("=")
             env.append((name, value))
-        image_id = str(doc.get("Id", ""))
-        if image_id and ":" not in image_id:  # podman prints the bare hex of the config digest
-            image_id = f"sha256:{image_id}"
         return ImageInfo(
-            id=image_id,
+            id=_full_id(str(doc.get("Id", ""))),
             repo_digests=tuple(doc.get("RepoDigests") or ()),
             env=tuple(env),
         )
@@ -222,18 +244,82 @@ class WhalesEngine:
         return info.env_map()
 
     def pull(self, image: str, *, progress: Callable[[PullEvent], None] | None = None) -> None:
-        if progress is not None:
-            progress(PullEvent(layer="", status="pulling"))
+        """``docker pull`` / ``podman pull`` (not quiet): each progress line becomes a
+        :class:`PullEvent`.
+
+        Off a terminal the docker CLI prints one line per layer state change on stdout
+        (``<id>: Pull complete``), podman a ``Copying blob sha256:…`` line per blob on
+        stderr; neither gives byte counts: :mod:`rocmenv.pull` adds the layer sizes from the
+        manifest."""
+        argv = [*self._cmd, "pull", image]
         try:
-            with _whales():
-                self.client.image.pull(image, quiet=True)
-        except CliError as err:
+            proc = subprocess.Popen(
+                argv,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except OSError as err:
+            raise EngineUnavailable(f"{self.kind}: cannot run {argv[0]}: {err}") from None
+        podman = self.kind == "podman"
+        events, other = (proc.stderr, proc.stdout) if podman else (proc.stdout, proc.stderr)
+        assert events is not None and other is not None
+        rest: list[bytes] = []
+        reader = threading.Thread(target=lambda: rest.append(other.read()), daemon=True)
+        reader.start()
+        lines: list[str] = []
+        for raw in events:
+            line = raw.decode(errors="replace").strip()
+            lines.append(line)
+            if progress is None or not line:
+                continue
+            for event in _podman_events(line, lines) if podman else _docker_events(line):
+                progress(event)
+        code = proc.wait()
+        reader.join()
+        if code != 0:
+            text = "\n".join(lines[-5:]) if podman else b"".join(rest).decode(errors="replace")
             raise EngineError(
-                f"{self.kind}: pulling {image} failed: {redact(err.stderr)}",
+                f"{self.kind}: pulling {image} failed: {redact(text.strip())}",
                 hint="check the reference, registry access and credentials (`docker login`)",
             ) from None
-        if progress is not None:
-            progress(PullEvent(layer="", status="done"))
+
+    def store_info(self) -> StoreInfo:
+        try:
+            info = json.loads(self._cli("info", "--format", "{{json .}}"))
+        except CliError as err:
+            raise self._fail("asking for engine information", err) from None
+        root = str(info.get("DockerRootDir") or (info.get("store") or {}).get("graphRoot") or "")
+        host = self._env.get("DOCKER_HOST", "") or self._env.get("CONTAINER_HOST", "")
+        remote = bool(host) and not host.startswith("unix://")
+        return StoreInfo(data_root=root, local=bool(root) and not remote)
+
+    def list_images(self) -> list[LocalImage]:
+        try:
+            ids = sorted(set(self._cli("images", "--all", "--quiet", "--no-trunc").split()))
+            docs = json.loads(self._cli("image", "inspect", *ids)) if ids else []
+        except CliError as err:
+            raise self._fail("listing images", err) from None
+        return [
+            LocalImage(
+                id=_full_id(str(d.get("Id", ""))),
+                repo_tags=tuple(t for t in d.get("RepoTags") or () if t != "<none>:<none>"),
+                repo_digests=tuple(d.get("RepoDigests") or ()),
+                size=int(d.get("Size") or 0),
+                created=str(d.get("Created", "")),
+                layers=tuple((d.get("RootFS") or {}).get("Layers") or ()),
+            )
+            for d in docs
+        ]
+
+    def remove_image(self, image: str) -> None:
+        try:
+            self._cli("image", "rm", "--force", image)  # the caller checked nothing uses it
+        except CliError as err:
+            if "No such image" in err.stderr or "image not known" in err.stderr:
+                return
+            raise self._fail(f"removing image {image}", err) from None
 
     # -- containers ----------------------------------------------------------------------
     def create(

@@ -27,8 +27,9 @@ from rocmenv.suite.packer import Cancel, Job, Outcome, Status
 class LogReporter:
     """The run pipeline's notes and warnings, into the test's log."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, ctx: Context | None = None) -> None:
         self.stream = stream
+        self.ctx = ctx or Context(stderr=stream)
 
     def note(self, text: str) -> None:
         self.stream.write(f"rocmenv: {text}\n")
@@ -38,12 +39,11 @@ class LogReporter:
         self.stream.write(f"rocmenv: warning: {text}\n")
         self.stream.flush()
 
-    def pulling(self, image: str) -> Callable[[Any], None]:
-        self.note(f"pulling {image}")
-        return lambda _event: None
+    def pull(self, engine: Any, image: str) -> None:
+        """Plain progress lines into the log (retries, disk budget: :mod:`rocmenv.pull`)."""
+        from rocmenv.cli._progress import pull_for_cli
 
-    def pulled(self, image: str) -> None:
-        self.note(f"pulled {image}")
+        pull_for_cli(self.ctx, engine, image)
 
 
 def run_in_container(
@@ -71,7 +71,7 @@ def run_in_container(
         tty=False,
         interactive=False,
     )
-    return execute(test_ctx, request, LogReporter(log), on_created=on_created)
+    return execute(test_ctx, request, LogReporter(log, test_ctx), on_created=on_created)
 
 
 def open_kill_engine(ctx: Context, *, profile: str | None, engine: EngineName | None) -> Any:

@@ -115,13 +115,30 @@ def test_moved_floating_tag_is_drift_and_fail_on_decides_the_exit_code(
     assert rocmenv("drift", cwd=project).returncode == 0
 
 
-@pytest.mark.parametrize("engine", [*ENGINES, "podman"])
+def _images() -> list[str]:
+    done = subprocess.run(
+        ["docker", "images", "--all", "--no-trunc", "--format", "{{.ID}} {{.Repository}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return sorted(done.stdout.splitlines())
+
+
+# "registry": streamed from the registry (the default); the engines: pulled and probed
+@pytest.mark.parametrize("engine", ["registry", *ENGINES, "podman"])
 def test_inspect_shows_the_package_diff_and_that_the_shim_can_be_retired(
     engine: str, moved: dict[str, str], scratch_repo: str, project: Path
 ) -> None:
     if engine == "podman":
         testenv.need("podman")
-    code, data = drift_json("--inspect", "--engine", engine, cwd=project)
+    how = (
+        ("--inspect-from", "registry")
+        if engine == "registry"
+        else ("--inspect-from", "engine", "--engine", engine)
+    )
+    before = [line for line in _images() if scratch_repo in line]
+    code, data = drift_json("--inspect", *how, cwd=project)
     assert code == 1, data
     inspect = data["images"][0]["inspect"]
     assert inspect["error"] is None, inspect
@@ -136,7 +153,12 @@ def test_inspect_shows_the_package_diff_and_that_the_shim_can_be_retired(
     assert (shim["pinned"], shim["new"], shim["verdict"]) == (True, False, "retire")
     assert data["probes"] == 2
 
-    md = rocmenv("drift", "--inspect", "--engine", engine, "--format", "markdown", cwd=project)
+    if engine == "registry":  # nothing entered the engine's image store
+        assert [line for line in _images() if scratch_repo in line] == before == []
+        assert data["inspect_bytes"] > 0  # the layers were read from the registry instead
+    else:
+        assert data["inspect_bytes"] is None
+    md = rocmenv("drift", "--inspect", *how, "--format", "markdown", cwd=project)
     assert md.returncode == 1, md.stderr
     assert (
         "`aiter-shuffle-scale`: needed in pinned image, not needed in new one: can be retired"
@@ -296,9 +318,20 @@ def test_inspect_without_an_engine_is_exit_4_and_still_reports_the_drift(
     engine: str, moved: dict[str, str], project: Path
 ) -> None:
     env = {"DOCKER_HOST": f"unix://{project}/no-engine.sock"}
-    code, data = drift_json("--inspect", "--engine", engine, cwd=project, env=env)
+    code, data = drift_json(
+        "--inspect", "--inspect-from", "engine", "--engine", engine, cwd=project, env=env
+    )
     assert code == 4, data
     (image,) = data["images"]
     assert image["moved"] is True and image["current_digest"] == moved["new"]
     assert image["inspect"]["error"]["type"] in ("EngineUnavailable", "EngineError")
     assert data["summary"]["inspect_errors"] == 1
+
+
+def test_inspect_from_the_registry_needs_no_engine(moved: dict[str, str], project: Path) -> None:
+    env = {"DOCKER_HOST": f"unix://{project}/no-engine.sock"}
+    code, data = drift_json("--inspect", cwd=project, env=env)
+    assert code == 1, data
+    (image,) = data["images"]
+    assert image["inspect"]["error"] is None
+    assert image["inspect"]["new"]["rocm"] == "7.2.0-43"

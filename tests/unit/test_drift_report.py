@@ -153,7 +153,7 @@ def test_markdown_cells_escape_pipes() -> None:
 
 JSON_TOP = {
     "report_version", "lockfile", "fail_on", "exit_code", "status", "summary", "ratelimit", "stats",
-    "probes", "notes", "images",
+    "probes", "inspect_bytes", "notes", "images",
 }  # fmt: skip
 JSON_IMAGE = {
     "kind", "key", "repository", "tag", "pinned_digest", "pinned_platform_digest", "status",

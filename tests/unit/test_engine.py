@@ -236,28 +236,20 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_pull_progress_is_one_line_on_a_terminal_and_quiet_elsewhere() -> None:
-    from rocmenv.cli.run import CliReporter
+def test_pull_progress_redraws_in_place_on_a_terminal() -> None:
+    from rocmenv.cli._progress import PullDisplay
     from rocmenv.engine import PullEvent
+    from rocmenv.pull import PullPlan, PullResult
 
     term = _Terminal()
-    reporter = CliReporter(Context(env={}, stderr=term))
-    progress = reporter.pulling("img:1")
-    progress(PullEvent(layer="a", status="Downloading", current=5_000_000, total=10_000_000))
-    reporter.pulled("img:1")
+    clock = iter(float(i) for i in range(100))
+    display = PullDisplay(term, "img:1", tty=True, github=False, clock=lambda: next(clock))
+    display.begin(PullPlan(image="img:1"))
+    display.event(
+        PullEvent(layer="a" * 12, status="Downloading", current=5_000_000, total=10_000_000)
+    )
+    display.done(PullResult(image="img:1", total_bytes=0, missing_bytes=0, seconds=2, attempts=1))
     text = term.getvalue()
     assert text.startswith("rocmenv: pulling img:1")
-    assert "5/10 MB" in text and "\r\x1b[K" in text and text.endswith("\n")
-
-    log = io.StringIO()
-    quiet = CliReporter(Context(env={}, stderr=log))
-    progress = quiet.pulling("img:1")
-    progress(PullEvent(layer="a", status="Downloading", current=1, total=2))
-    quiet.pulled("img:1")
-    assert log.getvalue() == "rocmenv: pulling img:1\n"  # one line in a log, no progress
-
-    ci = _Terminal()
-    in_actions = CliReporter(Context(env={"GITHUB_ACTIONS": "true"}, stderr=ci))
-    in_actions.pulling("img:1")(PullEvent(layer="a", status="x", current=1, total=2))
-    in_actions.pulled("img:1")
-    assert ci.getvalue() == "rocmenv: pulling img:1\n"
+    assert "5.0 MB/10.0 MB (50%)" in text and "\x1b[2K" in text
+    assert text.endswith("rocmenv: pulled img:1: 10.0 MB in 2s (5.0 MB/s)\n")

@@ -117,11 +117,9 @@ class Notes:
     def warning(self, text: str) -> None:
         self.warnings.append(text)
 
-    def pulling(self, image: str) -> Callable[[PullEvent], None]:
+    def pull(self, engine: Any, image: str) -> None:
         self.notes.append(f"pulling {image}")
-        return lambda _e: None
-
-    def pulled(self, image: str) -> None:
+        engine.pull(image)
         self.notes.append(f"pulled {image}")
 
 

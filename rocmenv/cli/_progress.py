@@ -1,0 +1,223 @@
+"""How a pull looks: a live display on a terminal, a few plain lines in a CI log.
+
+On a terminal: one line per layer being downloaded (at most :data:`MAX_LAYER_LINES`) and a
+total line (bytes, rate, ETA), redrawn in place at most ten times a second. Hand-written
+rather than ``rich``: the display is a dozen lines of ANSI, and ``rich`` (not otherwise a
+dependency) would add a package and ~60 ms of imports to every ``run`` that pulls.
+
+Off a terminal: one line at most every :data:`PLAIN_INTERVAL` seconds and at each 10 %
+(``bytes done/total (pct), rate, ETA``), a line per retry saying what failed, and a final
+line with the size and time; inside GitHub Actions all of it sits in a
+``::group::``/``::endgroup::`` block, so the log shows one collapsed line per pull.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from rocmenv.context import Context
+from rocmenv.engine import Engine, PullEvent
+from rocmenv.pull import (
+    Failure,
+    PullPlan,
+    PullProgress,
+    PullResult,
+    RetryPolicy,
+    human_bytes,
+    human_seconds,
+)
+
+PLAIN_INTERVAL = 15.0
+TTY_INTERVAL = 0.1
+MAX_LAYER_LINES = 6
+_KIND = {
+    "rate-limit": "rate limited by the registry (429)",
+    "server": "registry server error",
+    "connection": "connection failed",
+    "fatal": "failed",
+}
+
+
+class PullDisplay:
+    """A :class:`rocmenv.pull.PullObserver` writing to ``stream``."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        image: str,
+        *,
+        tty: bool,
+        github: bool,
+        quiet: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        interval: float = PLAIN_INTERVAL,
+        ticker: bool = False,
+    ) -> None:
+        self.stream, self.image = stream, image
+        self.quiet = quiet
+        self.tty, self.github = tty and not github and not quiet, github and not quiet
+        self.clock, self.interval = clock, interval
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._ticker = ticker and not self.tty and not quiet
+        self.progress = PullProgress(plan=PullPlan(image=image), clock=clock)
+        self.last_line = 0.0
+        self.last_decile = 0
+        self.drawn = 0  # lines of the live display currently on screen
+        self.grouped = False
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text)
+            self.stream.flush()
+
+    def _tick(self) -> None:
+        """Off a terminal, a line at least every ``interval`` even when the engine is silent
+        (the docker CLI prints nothing while a layer downloads)."""
+        while not self._stop.wait(self.interval / 3):
+            with self._lock:
+                if self.clock() - self.last_line >= self.interval:
+                    self.last_line = self.clock()
+                    self._write(f"rocmenv: pulling {self.image}: {self.summary()}\n")
+
+    # -- observer ---------------------------------------------------------------------------
+    def note(self, text: str) -> None:
+        self._clear()
+        self._write(f"rocmenv: {text}\n")
+
+    def begin(self, plan: PullPlan) -> None:
+        self.progress = PullProgress(plan=plan, clock=self.clock)
+        self.last_line = self.clock()
+        present = sum(1 for layer in plan.layers if layer.present)
+        what = (
+            f" ({human_bytes(plan.missing_bytes)} to download in "
+            f"{len(plan.layers) - present} of {len(plan.layers)} layers)"
+            if plan.layers
+            else ""
+        )
+        if self.quiet:
+            return
+        if self.github:
+            self._write(f"::group::rocmenv: pulling {self.image}{what}\n")
+            self.grouped = True
+        else:
+            self._write(f"rocmenv: pulling {self.image}{what}\n")
+        if self._ticker:
+            threading.Thread(target=self._tick, daemon=True).start()
+
+    def event(self, event: PullEvent) -> None:
+        with self._lock:
+            self._event(event)
+
+    def _event(self, event: PullEvent) -> None:
+        self.progress.feed(event)
+        if self.quiet:
+            return
+        now = self.clock()
+        if event.status.lower().startswith("retrying"):
+            self.note(f"layer {event.layer}: {event.status} (the engine retries it)")
+        if self.tty:
+            if now - self.last_line >= TTY_INTERVAL:
+                self.last_line = now
+                self._draw()
+            return
+        fraction = self.progress.fraction
+        decile = int(fraction * 10) if fraction is not None else 0
+        if decile > self.last_decile or now - self.last_line >= self.interval:
+            self.last_decile = max(decile, self.last_decile)
+            self.last_line = now
+            self._write(f"rocmenv: pulling {self.image}: {self.summary()}\n")
+
+    def retrying(self, attempt: int, failure: Failure, delay: float) -> None:
+        self.note(
+            f"pull attempt {attempt} of {self.image} failed ({_KIND[failure.kind]}): "
+            f"{failure.message}; retrying in {delay:.0f}s (finished layers are kept)"
+        )
+
+    def done(self, result: PullResult) -> None:
+        if self.quiet:
+            self.close()
+            return
+        self._clear()
+        size = human_bytes(result.missing_bytes or self.progress.total)
+        rate = (result.missing_bytes or self.progress.total) / max(result.seconds, 1e-6)
+        tries = f", {result.attempts} attempts" if result.attempts > 1 else ""
+        self._write(
+            f"rocmenv: pulled {self.image}: {size} in {human_seconds(result.seconds)} "
+            f"({human_bytes(rate)}/s{tries})\n"
+        )
+        self.close()
+
+    def close(self) -> None:
+        """Stop the ticker, end the group (also when the pull failed)."""
+        self._stop.set()
+        self._clear()
+        if self.grouped:
+            self._write("::endgroup::\n")
+            self.grouped = False
+
+    # -- rendering --------------------------------------------------------------------------
+    def summary(self) -> str:
+        p = self.progress
+        pct = f" ({100 * p.fraction:.0f}%)" if p.fraction is not None else ""
+        total = human_bytes(p.total) if p.total else "?"
+        return (
+            f"{human_bytes(p.done)}/{total}{pct}, {human_bytes(p.rate)}/s, "
+            f"ETA {human_seconds(p.eta)}"
+        )
+
+    def _clear(self) -> None:
+        if self.tty and self.drawn:
+            self._write("\x1b[1A\x1b[2K" * (self.drawn - 1) + "\r\x1b[2K")
+            self.drawn = 0
+
+    def _draw(self) -> None:
+        lines = []
+        for layer, (done, total) in self.progress.layers.items():
+            if total and done >= total:
+                continue
+            status = self.progress.last_status.get(layer, "waiting")
+            size = f"{human_bytes(done)}/{human_bytes(total)}" if total else ""
+            lines.append(f"  {layer}  {status.split(' ', 1)[0]:<12} {size}")
+        extra = len(lines) - MAX_LAYER_LINES
+        lines = lines[:MAX_LAYER_LINES] + ([f"  … {extra} more"] if extra > 0 else [])
+        lines.append(f"rocmenv: pulling {self.image}: {self.summary()}")
+        self._clear()
+        self._write("\n".join(lines))
+        self.drawn = len(lines)
+
+
+def pull_for_cli(
+    ctx: Context,
+    engine: Engine,
+    image: str,
+    *,
+    quiet: bool = False,
+    reserve: int | None = None,
+    retry: RetryPolicy | None = None,
+) -> PullResult:
+    """:func:`rocmenv.pull.fetch` with the display on stderr (nothing but retries and
+    failures when ``quiet``); the registry is asked for the plan with the project's settings."""
+    from rocmenv.config import load_config
+    from rocmenv.pinning import make_client
+    from rocmenv.pull import fetch
+
+    display = PullDisplay(
+        ctx.stderr,
+        image,
+        tty=ctx.stderr_is_tty,
+        github=ctx.in_github_actions,
+        quiet=quiet,
+        ticker=True,
+    )
+    client = make_client(ctx, load_config(ctx))
+    try:
+        return fetch(
+            ctx, engine, image, observer=display, client=client, reserve=reserve, retry=retry
+        )
+    finally:
+        display.close()
+        client.close()

@@ -1,0 +1,116 @@
+"""Two images' contents compared: packages, ROCm, Python, shims; as JSON, text or markdown."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rocmenv.drift.inspect import diff_packages, diff_shims
+
+
+def _major_minor(version: str | None) -> tuple[int, ...] | None:
+    from packaging.version import InvalidVersion, Version
+
+    if version is None:
+        return None
+    try:
+        return Version(version).release[:2]
+    except InvalidVersion:
+        return None
+
+
+def diff_contents(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """``diff``'s JSON (``diff_version`` 1)."""
+    packages = []
+    for change in diff_packages(a.get("distributions") or {}, b.get("distributions") or {}):
+        old_mm, new_mm = _major_minor(change.pinned), _major_minor(change.new)
+        packages.append(
+            {
+                "name": change.name,
+                "old": change.pinned,
+                "new": change.new,
+                "change": change.change,
+                "major_minor": bool(old_mm and new_mm and old_mm != new_mm),
+            }
+        )
+
+    def verdicts(doc: Mapping[str, Any]) -> list[tuple[str, bool | None]]:
+        return [(str(s["name"]), s.get("would_apply")) for s in doc.get("shims") or []]
+
+    shims = [
+        {
+            "name": s.name,
+            "before": s.pinned,
+            "after": s.new,
+            "verdict": s.verdict,
+            "message": s.message,
+        }
+        for s in diff_shims(verdicts(a), verdicts(b))
+    ]
+    return {
+        "diff_version": 1,
+        "a": {"image": a.get("image"), "digest": a.get("digest")},
+        "b": {"image": b.get("image"), "digest": b.get("digest")},
+        "rocm": {
+            "a": (a.get("rocm") or {}).get("version"),
+            "b": (b.get("rocm") or {}).get("version"),
+        },
+        "python": {
+            "a": (a.get("python") or {}).get("version"),
+            "b": (b.get("python") or {}).get("version"),
+        },
+        "packages": packages,
+        "shims": shims,
+    }
+
+
+def _arrow(p: Mapping[str, Any]) -> str:
+    if p["change"] == "added":
+        return f"+ {p['name']} {p['new']}"
+    if p["change"] == "removed":
+        return f"- {p['name']} {p['old']}"
+    mark = " ⇑" if p["major_minor"] and p["change"] == "upgraded" else ""
+    mark = " ⇓" if p["major_minor"] and p["change"] == "downgraded" else mark
+    return f"~ {p['name']} {p['old']} → {p['new']}{mark}"
+
+
+def render_text(doc: Mapping[str, Any]) -> str:
+    lines = [f"{doc['a']['image']} → {doc['b']['image']}"]
+    for key, label in (("rocm", "ROCm"), ("python", "Python")):
+        a, b = doc[key]["a"], doc[key]["b"]
+        lines.append(f"  {label}: {a}" if a == b else f"  {label}: {a} → {b}")
+    if not doc["packages"]:
+        lines.append("  packages: no change")
+    for p in doc["packages"]:
+        lines.append("  " + _arrow(p))
+    for s in doc["shims"]:
+        lines.append(f"  shim {s['name']}: {s['message']}")
+    retire = [s["name"] for s in doc["shims"] if s["verdict"] == "retire"]
+    if retire:
+        lines.append(f"  retire-able: {', '.join(retire)}")
+    return "\n".join(lines)
+
+
+def render_markdown(doc: Mapping[str, Any]) -> str:
+    """Fits ``$GITHUB_STEP_SUMMARY``: a heading, a version table, a package table, shims."""
+    out = [f"### `{doc['a']['image']}` → `{doc['b']['image']}`", ""]
+    out += ["| | before | after |", "|---|---|---|"]
+    for key, label in (("rocm", "ROCm"), ("python", "Python")):
+        out.append(f"| {label} | {doc[key]['a'] or '?'} | {doc[key]['b'] or '?'} |")
+    out.append("")
+    if doc["packages"]:
+        out += ["| package | before | after | |", "|---|---|---|---|"]
+        for p in doc["packages"]:
+            mark = {"added": "added", "removed": "removed"}.get(p["change"], p["change"])
+            if p["major_minor"]:
+                mark += " ⇑" if p["change"] == "upgraded" else " ⇓"
+            out.append(f"| `{p['name']}` | {p['old'] or '—'} | {p['new'] or '—'} | {mark} |")
+    else:
+        out.append("No package changed.")
+    if doc["shims"]:
+        out += ["", "| shim | before | after | verdict |", "|---|---|---|---|"]
+        say = {True: "needed", False: "not needed", None: "unknown"}
+        for s in doc["shims"]:
+            verdict = "**retire-able**" if s["verdict"] == "retire" else s["verdict"]
+            out.append(f"| `{s['name']}` | {say[s['before']]} | {say[s['after']]} | {verdict} |")
+    return "\n".join(out) + "\n"
