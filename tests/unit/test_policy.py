@@ -351,16 +351,17 @@ def test_a_lock_entry_served_by_an_untrusted_registry_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    root = write_checkout(tmp_path / "fork", {}, lock_registry="evil.example:5000")
+    # The lock's registry is information only: the run pulls the canonical reference, and the
+    # checkout's own `pull-from-mirror` (like all of its [registry]) is ignored when untrusted.
+    top = {"registry": {"mirrors": {"docker.io": ["evil.example:5000"]}, "pull-from-mirror": True}}
+    root = write_checkout(tmp_path / "fork", {}, top=top, lock_registry="evil.example:5000")
     env = hostile_env(fake, DOCKER_HOST="unix:///nonexistent/docker.sock")
     code, _out, err = cli(monkeypatch, capsys, root, env, "run", "--", "id")
-    assert code == 2 and "evil.example:5000/rocm/sgl-dev" in err
-    # the same mirror named by trusted input is fine (the run then fails on the engine)
-    root = write_checkout(tmp_path / "fork2", {}, lock_registry="127.0.0.1:5000")
+    assert code == 125 and "evil.example" not in err.split("untrusted mode")[-1]
     env["ROCMENV_MIRRORS"] = "docker.io=127.0.0.1:5000"
     code, out, err = cli(monkeypatch, capsys, root, env, "options", "--gpus", "0", "--json")
     assert code == 0, err
-    assert json.loads(out)["image"].startswith("127.0.0.1:5000/rocm/sgl-dev@sha256:")
+    assert json.loads(out)["image"].startswith("rocm/sgl-dev@sha256:")
 
 
 @pytest.mark.parametrize("where", ["rocmenv.toml", "pyproject.toml"])
@@ -674,9 +675,9 @@ def test_a_profile_that_declares_itself_untrusted_gets_no_mirror_from_its_own_fi
 ) -> None:
     """Untrusted only by the profile's own `untrusted = true` (the file is read in trusted
     mode): the mirrors of that file still do not make a lock entry's host trusted."""
+    top = {"registry": {**FILE_ATTACKS["mirrors"]["registry"], "pull-from-mirror": True}}
     root = write_checkout(
-        tmp_path / "fork", {"untrusted": True}, top=FILE_ATTACKS["mirrors"],
-        lock_registry="127.0.0.1:9",
+        tmp_path / "fork", {"untrusted": True}, top=top, lock_registry="127.0.0.1:9",
     )  # fmt: skip
     env = {**fake.env(), "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
     code, _out, err = cli(monkeypatch, capsys, root, env, "run", "--", "id")
