@@ -16,13 +16,12 @@ import contextlib
 import datetime as dt
 import fcntl
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypedDict
 
+from rocmenv.atomic import write_atomic
 from rocmenv.context import Context
 from rocmenv.engine import Engine, LocalImage
 from rocmenv.errors import ConfigError
@@ -102,15 +101,7 @@ def _write(path: Path, records: dict[str, Pulled]) -> None:
             for r in records.values()
         },
     }
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".images.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(doc, handle, sort_keys=True, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, json.dumps(doc, sort_keys=True, indent=1))
 
 
 def load_pulled(ctx: Context) -> dict[str, Pulled]:

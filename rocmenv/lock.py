@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from rocmenv import __version__
+from rocmenv.atomic import write_atomic
 from rocmenv.errors import InvalidReference, LockError
 from rocmenv.reference import validate_digest
 
@@ -296,34 +297,10 @@ def _clean_stale_temps(path: Path) -> None:
 
 def write_lock(path: Path, lock: Lock) -> None:
     """Atomically replace ``path`` (call inside :func:`exclusive`)."""
-    import tempfile
-
     text = render_lock(lock)
     parse_lock(path, text)  # what we write, we can read back: never a lock we then refuse
     _clean_stale_temps(path)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
-    )
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    write_atomic(path, text)
 
 
 def update_lock(path: Path, change: Callable[[Lock], Lock], *, timeout: float = 60.0) -> Lock:

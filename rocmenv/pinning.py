@@ -350,6 +350,16 @@ def validate(
     checks = [Check(name="grammar", ok=True, detail=f"{ref} is a valid reference")]
     locked = entry.digest if entry else None
     current: str | None = None
+
+    def done() -> Validation:
+        return Validation(
+            subject=subject,
+            kind=kind,
+            checks=tuple(checks),
+            locked_digest=locked,
+            current_digest=current,
+        )
+
     try:
         if ref.tag and not ref.digest:
             host, head = client.head_manifest(ref)
@@ -385,22 +395,10 @@ def validate(
             image = client.resolve_platform(target)
         except DigestMismatch as err:
             checks.append(Check(name="bytes", ok=False, detail=err.what))
-            return Validation(
-                subject=subject,
-                kind=kind,
-                checks=tuple(checks),
-                locked_digest=locked,
-                current_digest=current,
-            )
+            return done()
         except CheckFailed as err:
             checks.append(Check(name="platform", ok=False, detail=err.what))
-            return Validation(
-                subject=subject,
-                kind=kind,
-                checks=tuple(checks),
-                locked_digest=locked,
-                current_digest=current,
-            )
+            return done()
         if not ref.tag or ref.digest:
             checks.append(
                 Check(name="exists", ok=True, detail=f"{target.digest} on {image.registry}")
@@ -419,13 +417,7 @@ def validate(
         checks.append(Check(name="bytes", ok=True, detail="manifest bytes match their digests"))
     except RegistryNotFound as err:
         checks.append(Check(name="exists", ok=False, detail=err.what))
-    return Validation(
-        subject=subject,
-        kind=kind,
-        checks=tuple(checks),
-        locked_digest=locked,
-        current_digest=current,
-    )
+    return done()
 
 
 def _validated_by_head(

@@ -6,7 +6,7 @@ checkout is the attacker's: ``rocmenv.toml``, ``[tool.rocmenv]``, ``rocmenv.lock
 What is trusted: the workflow's environment (``ROCMENV_*``), a config file outside the
 checkout named by ``--config``/``ROCMENV_CONFIG``, the policy file named by
 ``ROCMENV_POLICY``, the runner's Docker config and daemon. So untrusted mode does not trust
-what the profile asks for; :func:`rocmenv.runspec.build_runspec` builds the spec and this
+what the profile asks for; :func:`rocmenv.builder.build_runspec` builds the spec and this
 module decides, in two steps:
 
 * :meth:`Guard.constrain` (before building) **neutralises** what has a safe equivalent that
@@ -455,7 +455,7 @@ def guard_for(env: Mapping[str, str], config: Config, checkout: Path | None) -> 
         )
     registry = config.registry
     if not config.trusted:  # the checkout's file was read (untrusted = true in a profile)
-        from rocmenv.config import RegistrySettings, env_registry
+        from rocmenv.registry.settings import RegistrySettings, env_registry
 
         registry = env_registry(env, RegistrySettings())
     mirrors = tuple((reg, host) for reg, hosts in registry.mirrors for host in hosts)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from rocmenv.builder import build_runspec
 from rocmenv.config import load_config
 from rocmenv.context import Context, find_checkout
 from rocmenv.engine import Attachment, Engine, EngineName, ImageInfo
@@ -33,14 +34,7 @@ from rocmenv.labels import Identity
 from rocmenv.pinning import choose_image
 from rocmenv.policy import find_socket, guard_for, untrusted_mode
 from rocmenv.profiles import PullPolicy
-from rocmenv.runspec import (
-    HostFacts,
-    LauncherMount,
-    Overrides,
-    RunSpec,
-    build_runspec,
-    wants_gpus,
-)
+from rocmenv.runspec import HostFacts, LauncherMount, Overrides, RunSpec, wants_gpus
 
 STOP_GRACE = 3.0  # seconds between the forwarded signal and SIGKILL
 EXIT_WAIT = 10.0  # seconds to wait for the container to go after SIGKILL

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shlex
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
+from rocmenv.atomic import write_atomic
 from rocmenv.bootstrap.commands import Runner, run_command
 from rocmenv.bootstrap.gpuwait import GpuWaitDeps, GpuWaitOptions
 from rocmenv.bootstrap.refs import OverridePlan
@@ -447,15 +447,8 @@ def write_report(path: Path, result: BootstrapResult) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(result.redacted_json(), f, indent=2, sort_keys=True)
-                f.write("\n")
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        text = json.dumps(result.redacted_json(), indent=2, sort_keys=True) + "\n"
+        write_atomic(path, text, durable=False)
     except OSError as err:
         raise ConfigError(
             f"cannot write the bootstrap report {path}: {err}", hint="choose a writable --report"

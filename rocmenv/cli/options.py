@@ -51,6 +51,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     import os
     import shlex
 
+    from rocmenv.builder import build_runspec
     from rocmenv.cli._common import emit, emit_json, warn
     from rocmenv.config import PROFILE_NAME_RE, load_config
     from rocmenv.context import find_checkout
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.policy import find_socket, guard_for, untrusted_mode
     from rocmenv.render import render_compose, render_docker, render_gha
     from rocmenv.run import host_group_gid
-    from rocmenv.runspec import HostFacts, Overrides, build_runspec, wants_gpus
+    from rocmenv.runspec import HostFacts, Overrides, wants_gpus
 
     config = load_config(ctx, untrusted=args.untrusted)
     profile = config.profile(args.profile)

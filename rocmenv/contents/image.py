@@ -26,6 +26,7 @@ from typing import Any
 from rocmenv.contents.layer import LayerIndexJson, index_layer
 from rocmenv.contents.store import LayerStore
 from rocmenv.reference import Reference
+from rocmenv.registry.blobs import open_blob
 from rocmenv.registry.client import RegistryClient
 from rocmenv.shims.catalogue import ShimInfo
 
@@ -391,7 +392,7 @@ def read_image(
             digest,
             targets,
             lambda: index_layer(
-                digest, media_type, client.open_blob(ref, platform.registry, digest), targets
+                digest, media_type, open_blob(client, ref, platform.registry, digest), targets
             ),
         )
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from rocmenv.atomic import write_atomic
 from rocmenv.contents.layer import INDEX_VERSION, LayerIndexJson
 from rocmenv.context import Context
 
@@ -61,12 +59,4 @@ class LayerStore:
     def put(self, index: LayerIndexJson) -> None:
         path = self._path(index["digest"])
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(index, handle, sort_keys=True)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomic(path, json.dumps(index, sort_keys=True), durable=False)

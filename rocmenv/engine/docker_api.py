@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -45,27 +44,12 @@ from rocmenv.engine.wire import (
 )
 from rocmenv.errors import EngineError, EngineProtocolError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
+from rocmenv.render import create_body
 from rocmenv.runspec import RunSpec
-
-_UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
 
 def make(kind: EngineKind, options: EngineOptions) -> DockerApiEngine:
     return DockerApiEngine(options)
-
-
-def parse_bytes(text: str) -> int:
-    """Docker's sizes: ``32g`` = 32 GiB, ``512m``, ``1.5g``, ``0``, plain bytes."""
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)\s*([bkmgtp]?)b?", text.strip().lower())
-    if not match:
-        raise EngineError(f"docker-api: {text!r} is not a size", hint="use e.g. 32g or 512m")
-    return int(float(match.group(1)) * _UNITS[match.group(2) or "b"])
-
-
-def _cap(name: str) -> str:
-    """Capabilities as the docker CLI sends them (``CAP_SYS_PTRACE``; ``ALL`` stays)."""
-    upper = name.upper()
-    return upper if upper == "ALL" or upper.startswith("CAP_") else f"CAP_{upper}"
 
 
 def _env_pairs(items: Sequence[str] | None) -> tuple[tuple[str, str], ...]:
@@ -82,62 +66,6 @@ def _message(body: bytes) -> str:
     except ValueError:
         return body.decode(errors="replace").strip()
     return str(doc.get("message", doc)) if isinstance(doc, dict) else str(doc)
-
-
-def create_body(spec: RunSpec, *, tty: bool, stdin_open: bool) -> dict[str, Any]:
-    """The ``POST /containers/create`` body for a spec (what ``docker create`` sends)."""
-    host: dict[str, Any] = {
-        "Devices": [
-            {
-                "PathOnHost": d.host,
-                "PathInContainer": d.container,
-                "CgroupPermissions": d.permissions,
-            }
-            for d in spec.devices
-        ],
-        "GroupAdd": list(spec.group_add) or None,
-        "CapAdd": [_cap(c) for c in spec.cap_add] or None,
-        "CapDrop": [_cap(c) for c in spec.cap_drop] or None,
-        "SecurityOpt": list(spec.security_opt) or None,
-        "Privileged": spec.privileged,
-        "Ulimits": [
-            {"Name": u.name, "Soft": u.soft, "Hard": u.hard}
-            for u in sorted(spec.ulimits, key=lambda u: u.name)
-        ],
-        "Mounts": [
-            {"Type": "bind", "Source": m.source, "Target": m.target, "ReadOnly": m.readonly}
-            for m in spec.mounts
-        ],
-    }
-    if spec.tmpfs:
-        host["Tmpfs"] = dict(spec.tmpfs)
-    if spec.ipc:
-        host["IpcMode"] = spec.ipc
-    if spec.network:
-        host["NetworkMode"] = spec.network
-    if spec.shm_size:
-        host["ShmSize"] = parse_bytes(spec.shm_size)
-    if spec.memory:
-        host["Memory"] = parse_bytes(spec.memory)
-    if spec.memory_swap:
-        host["MemorySwap"] = -1 if spec.memory_swap == "-1" else parse_bytes(spec.memory_swap)
-    body: dict[str, Any] = {
-        "Image": spec.image,
-        "Env": [f"{k}={v}" for k, v in spec.env_values.items()],
-        "Labels": spec.label_map,
-        "Tty": tty,
-        "OpenStdin": stdin_open,
-        "StdinOnce": stdin_open,
-        "AttachStdin": stdin_open,
-        "AttachStdout": True,
-        "AttachStderr": True,
-        "HostConfig": host,
-    }
-    if spec.command:
-        body["Cmd"] = list(spec.command)
-    if spec.workdir:
-        body["WorkingDir"] = spec.workdir
-    return body
 
 
 class DockerApiEngine:

@@ -22,7 +22,7 @@ podman's ``default_ulimits`` (not the engine's inherited limits, as with docker)
 container with any ``--ulimit`` also gets ``RLIMIT_NPROC`` set to podman's own limit, which
 ``RLIMIT_NOFILE`` to podman's defaults, which its runtime (under conmon, whose limits are
 capped at ``kernel.pid_max`` for nproc) may not be allowed to set.
-:func:`podman_args` renders a profile for podman so it means what it means for docker.
+:func:`rocmenv.engine.podman.podman_args` renders a profile for podman so it means what it means for docker.
 ``--shm-size`` with ``--ipc=host`` (docker ignores it, podman refuses it) and
 ``--memory=0``/``--memory-swap=0`` (docker: no limit; podman refuses a swap limit without a
 memory limit) are left out. Ulimits: no ulimits → ``--ulimit=host`` (inherit); ulimits without ``nofile``/``nproc`` →
@@ -52,14 +52,13 @@ from rocmenv.engine import (
     StoreInfo,
     explain_start_failure,
 )
+from rocmenv.engine.cli_attach import CliAttachment
+from rocmenv.engine.podman import podman_args, podman_events
 from rocmenv.engine.select import START_HINT, EngineOptions
 from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
 from rocmenv.render import render_docker
 from rocmenv.runspec import RunSpec
-
-_NEVER_STARTED = "0001-01-01T00:00:00Z"
-_CLI_ERROR_PREFIXES = (b"Error response from daemon", b"Error: ")  # docker, podman
 
 
 def make(kind: EngineKind, options: EngineOptions) -> WhalesEngine:
@@ -76,17 +75,6 @@ def _docker_events(line: str) -> list[PullEvent]:
     if not sep or " " in layer:
         layer, status = "", line
     return [PullEvent(layer=layer, status=status)]
-
-
-def _podman_events(line: str, seen: Sequence[str]) -> list[PullEvent]:
-    """``Copying blob sha256:<hex>`` starts a blob; ``Copying config`` comes after all."""
-    if line.startswith("Copying blob "):
-        blob = line.split()[2].split(":")[-1][:12]
-        return [PullEvent(layer=blob, status="Downloading")]
-    if line.startswith("Copying config "):
-        blobs = [s.split()[2].split(":")[-1][:12] for s in seen if s.startswith("Copying blob ")]
-        return [PullEvent(layer=b, status="Pull complete") for b in blobs]
-    return []
 
 
 class CliError(Exception):
@@ -112,41 +100,6 @@ def _whales() -> Iterator[None]:
 
 _GONE = ("No such container", "no container with", "no such container")
 _NOT_RUNNING = ("is not running", "can only kill running containers")  # docker, podman
-
-
-def _pid_max() -> int | None:
-    try:
-        with open("/proc/sys/kernel/pid_max", encoding="ascii") as fh:
-            return int(fh.read().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def podman_args(args: Sequence[str], spec: RunSpec) -> list[str]:
-    """``render_docker``'s arguments as podman needs them to mean the same (module docstring)."""
-    # podman copies the host's proxy variables into every container (containers.conf
-    # http_proxy = true); rocmenv passes exactly the variables the profile declares
-    out = [*args, "--http-proxy=false"]
-    if spec.ipc == "host":  # docker ignores --shm-size with the host's IPC; podman refuses it
-        out = [a for a in out if not a.startswith("--shm-size=")]
-    if spec.memory in (None, "0"):  # 0 = no limit (docker); podman refuses a lone swap limit
-        out = [a for a in out if not a.startswith(("--memory=", "--memory-swap="))]
-    if not spec.ulimits:
-        return [*out, "--ulimit=host"]
-    import resource
-
-    named = {u.name for u in spec.ulimits}
-    for name, number, cap in (
-        ("nofile", resource.RLIMIT_NOFILE, None),
-        ("nproc", resource.RLIMIT_NPROC, _pid_max()),
-    ):
-        if name in named:
-            continue
-        hard = resource.getrlimit(number)[1]
-        limits = [n for n in (cap, None if hard == resource.RLIM_INFINITY else hard) if n]
-        if limits:  # what a docker container would inherit, explicitly
-            out.append(f"--ulimit={name}={min(limits)}:{min(limits)}")
-    return out
 
 
 class WhalesEngine:
@@ -274,7 +227,7 @@ class WhalesEngine:
             lines.append(line)
             if progress is None or not line:
                 continue
-            for event in _podman_events(line, lines) if podman else _docker_events(line):
+            for event in podman_events(line, lines) if podman else _docker_events(line):
                 progress(event)
         code = proc.wait()
         reader.join()
@@ -377,7 +330,7 @@ class WhalesEngine:
         stderr_fd: int,
         stdin_fd: int | None = None,
         tty: bool = False,
-    ) -> _Attachment:
+    ) -> CliAttachment:
         argv = [*self._cmd, "start", "--attach"]
         if stdin_fd is not None:
             argv.append("--interactive")
@@ -393,7 +346,7 @@ class WhalesEngine:
             )
         except OSError as err:
             raise EngineUnavailable(f"{self.kind}: cannot run {argv[0]}: {err}") from None
-        return _Attachment(self, container_id, proc, stderr_fd=stderr_fd)
+        return CliAttachment(self, container_id, proc, stderr_fd=stderr_fd)
 
     def wait(self, container_id: str, timeout: float | None = None) -> int:
         try:
@@ -472,107 +425,6 @@ class WhalesEngine:
         except CliError as err:
             raise self._fail(f"inspecting {container_id[:12]}", err) from None
         return dict(docs[0])
-
-
-class _Attachment:
-    """``docker start --attach`` as a child process; stderr goes through a small pump."""
-
-    def __init__(
-        self,
-        engine: WhalesEngine,
-        container_id: str,
-        proc: subprocess.Popen[bytes],
-        *,
-        stderr_fd: int,
-    ) -> None:
-        self._engine = engine
-        self._cid = container_id
-        self._proc = proc
-        self._stderr_fd = stderr_fd
-        self._held = b""
-        self._pump: threading.Thread | None = None
-        if proc.stderr is not None:
-            self._pump = threading.Thread(target=self._copy_err, name="rocmenv-stderr", daemon=True)
-            self._pump.start()
-
-    def _copy_err(self) -> None:
-        assert self._proc.stderr is not None
-        fd = self._proc.stderr.fileno()
-        first = True
-        holding = False
-        while True:
-            try:
-                data = os.read(fd, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            if first:
-                first = False
-                holding = data.startswith(_CLI_ERROR_PREFIXES)
-            if holding:
-                self._held += data
-                continue
-            _write_all(self._stderr_fd, data)
-
-    def join(self, timeout: float | None = None) -> None:
-        try:
-            self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return
-        if self._pump is not None:
-            self._pump.join(timeout)
-
-    def exit_code(self) -> int | None:
-        """The container's exit code, from ``docker start --attach``; raises
-        :class:`EngineStartError` when the container never started."""
-        code = self._proc.poll()
-        if code is None:
-            return None
-        if code == 0:
-            self._flush_held()
-            return 0
-        try:
-            doc = self._engine.inspect_container(self._cid)
-        except EngineError:
-            self._flush_held()
-            return None
-        state = doc.get("State") or {}
-        if str(state.get("StartedAt") or _NEVER_STARTED).startswith("0001-01-01"):
-            text = str(state.get("Error") or self._held.decode(errors="replace"))
-            failure = explain_start_failure(text)
-            self._held = b""
-            raise EngineStartError(failure.message, failure=failure)
-        self._flush_held()
-        if state.get("Running"):
-            return None
-        return int(state.get("ExitCode", code))
-
-    def _flush_held(self) -> None:
-        if self._held:
-            _write_all(self._stderr_fd, self._held)
-            self._held = b""
-
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            with contextlib.suppress(OSError):
-                self._proc.terminate()
-            try:
-                self._proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-        self._flush_held()
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view) :]
-        except InterruptedError:
-            continue
-        except OSError:
-            return
 
 
 __all__ = ["StartFailure", "WhalesEngine", "make"]

@@ -23,17 +23,15 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rocmenv.config import RegistrySettings
 from rocmenv.context import Context
 from rocmenv.errors import (
     RegistryAuthError,
     RegistryError,
     RegistryNotFound,
     RegistryProtocolError,
-    RegistryUnavailable,
 )
 from rocmenv.reference import Reference, validate_digest
 from rocmenv.registry.manifest import (
@@ -50,6 +48,7 @@ from rocmenv.registry.manifest import (
     verify_digest,
 )
 from rocmenv.registry.response import Response
+from rocmenv.registry.settings import RegistrySettings
 from rocmenv.registry.transport import Transport
 
 if TYPE_CHECKING:  # imported on the first 401: open registries never pay for it
@@ -106,7 +105,7 @@ class RegistryClient:
                 )
         return out
 
-    def _auth_header(self, host: str, scope: str) -> dict[str, str]:
+    def auth_header(self, host: str, scope: str) -> dict[str, str]:
         if self._auth is None and not self.token_cache:
             return {}  # open registries never load the auth module
         return self.auth.header(host, scope)
@@ -150,7 +149,7 @@ class RegistryClient:
         url = f"{scheme}://{host}{path}"
         headers = {"Accept": accept} if accept else {}
         resp = self.transport.send_with_retries(
-            method, url, {**headers, **self._auth_header(host, scope)}, kind, registry_host=host
+            method, url, {**headers, **self.auth_header(host, scope)}, kind, registry_host=host
         )
         if resp.status == 401:
             challenge = resp.header("www-authenticate")
@@ -158,12 +157,12 @@ class RegistryClient:
                 raise RegistryAuthError(
                     f"{host} refused {method} {path} (HTTP 401) without a challenge"
                 )
-            if self._auth_header(host, scope):
+            if self.auth_header(host, scope):
                 self.auth.forget(host, scope)  # expired or revoked: ask for a new one
             self.auth.authenticate(host, scope, challenge, self.scheme_for(host))
             url = f"{self.scheme_for(host)}://{host}{path}"
             resp = self.transport.send_with_retries(
-                method, url, {**headers, **self._auth_header(host, scope)}, kind, registry_host=host
+                method, url, {**headers, **self.auth_header(host, scope)}, kind, registry_host=host
             )
             if resp.status == 401:
                 user = self.auth.user_for(host)
@@ -368,70 +367,6 @@ class RegistryClient:
         verify_digest(resp.body, digest, f"blob {ref.name}@{digest} from {host}")
         self._cache[key] = resp.body
         return resp.body
-
-    def open_blob(
-        self, ref: Reference, host: str, digest: str, *, max_bytes: int = 64 << 30
-    ) -> Iterator[bytes]:
-        """A (large) blob as 1 MiB chunks, hashed on the way (:class:`DigestMismatch` after
-        the last), resumed with ``Range`` after a dropped connection (3 times). Auth by a
-        ``HEAD`` through :meth:`request`; the same TLS trust (certs.d, SSL_CERT_FILE,
-        insecure) and proxy as the transport; no registry credentials to a redirect."""
-        import hashlib
-        import http.client
-        import urllib.error
-        import urllib.request
-
-        from rocmenv.errors import DigestMismatch
-        from rocmenv.registry.proxy import proxy_for
-        from rocmenv.registry.tls import build_context, trust_inputs
-
-        validate_digest(digest)
-        path = f"/v2/{ref.path}/blobs/{digest}"
-        head = self.request(ref, host, "HEAD", path, kind="blob-head")
-        if head.status == 404:
-            raise self.not_found(ref, host, head, f"blob {digest}")
-        url = f"{self.scheme_for(host)}://{host}{path}"
-        env = self.ctx.env
-        verify = not self.transport.is_insecure(host)
-        context = build_context(env, *trust_inputs(host, env, host), verify=verify)
-        proxy = proxy_for(url, env, self.settings.proxy, self.settings.no_proxy)
-        opener = urllib.request.build_opener(
-            urllib.request.HTTPSHandler(context=context),
-            urllib.request.ProxyHandler({"http": proxy, "https": proxy} if proxy else {}),
-        )
-        auth = self._auth_header(host, f"repository:{ref.path}:pull")
-        hasher, done, failures = hashlib.sha256(), 0, 0
-        while True:
-            request = urllib.request.Request(
-                url, headers={"Range": f"bytes={done}-"} if done else {}
-            )
-            for key, value in auth.items():
-                request.add_unredirected_header(key, value)
-            try:
-                with opener.open(request, timeout=self.settings.timeout) as resp:
-                    self.stats.add("blob-stream")
-                    if done and resp.status != 206:
-                        raise RegistryProtocolError(f"{host}: blob {digest}: Range refused")
-                    while data := resp.read(1 << 20):
-                        done += len(data)
-                        if done > max_bytes:
-                            raise RegistryProtocolError(
-                                f"{host}: blob {digest} is over {max_bytes} bytes"
-                            )
-                        hasher.update(data)
-                        yield data
-            except (OSError, urllib.error.URLError, http.client.HTTPException) as err:
-                failures += 1
-                if failures > 3:
-                    raise RegistryUnavailable(
-                        f"{host}: reading blob {digest} of {ref.name} failed after {done} "
-                        f"bytes: {err}",
-                        hint="check the network; the layers read so far are kept",
-                    ) from None
-                continue
-            break
-        if f"sha256:{hasher.hexdigest()}" != digest:
-            raise DigestMismatch(f"blob {ref.name}@{digest} from {host}: the bytes do not match")
 
     def resolve_platform(
         self, ref: Reference, *, os_name: str = "linux", arch: str = "amd64"

@@ -11,12 +11,12 @@ is an empty cache, never an error.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from rocmenv.atomic import write_atomic
 from rocmenv.redact import register_secret
 
 VERSION = 1
@@ -107,10 +107,8 @@ class TokenCache:
             }
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(payload, fh, sort_keys=True)
-                os.replace(tmp, self.path)
+                write_atomic(
+                    self.path, json.dumps(payload, sort_keys=True), mode=0o600, durable=False
+                )
             except OSError:
                 pass  # a cache that cannot be written is only slower

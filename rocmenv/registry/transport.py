@@ -31,7 +31,6 @@ import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rocmenv.config import RegistrySettings
 from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
 from rocmenv.redact import redact
 from rocmenv.reference import is_loopback_host
@@ -42,6 +41,7 @@ from rocmenv.registry.response import (
     parse_ratelimit,
     retry_after,
 )
+from rocmenv.registry.settings import RegistrySettings
 
 if TYPE_CHECKING:
     import ssl

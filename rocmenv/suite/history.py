@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypedDict
 
+from rocmenv.atomic import write_atomic
 from rocmenv.errors import ConfigError
 
 HISTORY_VERSION = 1
@@ -115,7 +115,6 @@ def read_history(path: Path) -> History:
 
 
 def _write(path: Path, entries: Mapping[str, tuple[float, ...]], stamps: Mapping[str, str]) -> None:
-    import tempfile
 
     doc = {
         "history_version": HISTORY_VERSION,
@@ -124,20 +123,7 @@ def _write(path: Path, entries: Mapping[str, tuple[float, ...]], stamps: Mapping
             for k, v in sorted(entries.items())
         },
     }
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
-    )
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def record(path: Path, profile: str, measured: Iterable[tuple[str, float]]) -> History:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocmenv.atomic import write_atomic
 from rocmenv.suite.packer import TestResult
 
 LOG_TAIL = 4000  # characters of a failed test's log in its JUnit element
@@ -161,19 +162,8 @@ def junit_xml(report: SuiteReport) -> str:
 
 def write_text(path: Path, text: str) -> None:
     """Atomically (temp file beside it + rename)."""
-    import tempfile
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text, durable=False)
 
 
 def to_json(report: SuiteReport) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from rocmenv.config import RegistrySettings
 from rocmenv.context import Context
 from rocmenv.errors import (
     DigestMismatch,
@@ -24,6 +23,7 @@ from rocmenv.errors import (
 from rocmenv.reference import parse
 from rocmenv.registry.client import RegistryClient
 from rocmenv.registry.manifest import INDEX_TYPES
+from rocmenv.registry.settings import RegistrySettings
 from tests.support import testenv
 from tests.support.faultproxy import (
     FaultProxy,

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from rocmenv.config import RegistrySettings
 from rocmenv.context import Context
 from rocmenv.reference import parse
 from rocmenv.registry.client import RegistryClient
+from rocmenv.registry.settings import RegistrySettings
 from tests.support import testenv
 
 pytestmark = pytest.mark.integration

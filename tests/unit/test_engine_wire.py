@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.engine.docker_api import create_body, demux, parse_bytes
+from rocmenv.engine.docker_api import demux
 from rocmenv.engine.wire import (
     API_MAX,
     MAX_BODY,
@@ -25,6 +25,7 @@ from rocmenv.engine.wire import (
 )
 from rocmenv.errors import EngineError, EngineProtocolError
 from rocmenv.profiles import Ulimit
+from rocmenv.render import create_body, parse_bytes
 from rocmenv.runspec import BindMount, Device, EnvVar, RunSpec
 
 

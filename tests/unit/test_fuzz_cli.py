@@ -324,7 +324,7 @@ def test_registry_commands_up_to_the_registry(
 
 def _fast_enough(name: str, value: str) -> bool:
     """Whether ``value`` is a valid setting (then the fast default is kept instead)."""
-    from rocmenv.config import MAX_TIMEOUT
+    from rocmenv.registry.settings import MAX_TIMEOUT
 
     try:
         number = float(value) if name.endswith("TIMEOUT") else int(value.strip())

@@ -1,4 +1,4 @@
-"""How the podman adapter renders a spec (rocmenv/engine/whales.py ``podman_args``); the real
+"""How the podman adapter renders a spec (rocmenv/engine/podman.py ``podman_args``); the real
 engine runs the same specs in tests/integration (the ``podman`` engine parameter)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import resource
 from pathlib import Path
 
-from rocmenv.engine.whales import podman_args
+from rocmenv.engine.podman import podman_args
 from rocmenv.profiles import Ulimit
 from rocmenv.render import render_docker
 from rocmenv.runspec import RunSpec

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rocmenv.builder import build_runspec
 from rocmenv.cli import main
 from rocmenv.config import load_config
 from rocmenv.context import Context
@@ -21,7 +22,7 @@ from rocmenv.errors import ConfigError, PolicyViolation, UsageError
 from rocmenv.policy import VISIBLE_DEVICE_VARS, Guard, Policy, untrusted_env
 from rocmenv.profiles import BUILTIN_PROFILES, Mount
 from rocmenv.render import render_compose
-from rocmenv.runspec import HostFacts, Overrides, build_runspec
+from rocmenv.runspec import HostFacts, Overrides
 from tests.support.fakegpu import FakeHost, build_fake_host
 from tests.support.hostile import (
     FILE_ATTACKS,

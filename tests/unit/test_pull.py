@@ -200,17 +200,17 @@ def test_the_registry_rate_limit_state_is_said_when_the_registry_sends_it() -> N
 
 
 def test_podman_pull_lines_become_layer_events() -> None:
-    from rocmenv.engine.whales import _podman_events
+    from rocmenv.engine.podman import podman_events
 
     seen = [
         "Trying to pull r/x:1...",
         "Copying blob sha256:" + "a" * 64,
         "Copying blob sha256:" + "b" * 64,
     ]
-    assert _podman_events(seen[1], seen[:2]) == [PullEvent(layer="a" * 12, status="Downloading")]
-    done = _podman_events("Copying config sha256:" + "c" * 64, seen)
+    assert podman_events(seen[1], seen[:2]) == [PullEvent(layer="a" * 12, status="Downloading")]
+    done = podman_events("Copying config sha256:" + "c" * 64, seen)
     assert [(e.layer, e.status) for e in done] == [
         ("a" * 12, "Pull complete"),
         ("b" * 12, "Pull complete"),
     ]
-    assert _podman_events("Storing signatures", seen) == []
+    assert podman_events("Storing signatures", seen) == []

@@ -82,8 +82,8 @@ def test_families_are_interleaved_in_resolver_order() -> None:
 def test_the_private_deadline_header_is_never_sent() -> None:
     import threading
 
-    from rocmenv.config import RegistrySettings
     from rocmenv.registry.connect import DEADLINE_HEADER
+    from rocmenv.registry.settings import RegistrySettings
     from rocmenv.registry.transport import Transport
 
     server = socket.socket()

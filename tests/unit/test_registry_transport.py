@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from rocmenv.config import RegistrySettings
 from rocmenv.errors import RegistryProtocolError
+from rocmenv.registry.settings import RegistrySettings
 from rocmenv.registry.transport import Transport
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.builder import build_runspec
 from rocmenv.config import load_config
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
@@ -16,15 +17,7 @@ from rocmenv.gpu import discover
 from rocmenv.labels import LABEL_OWNER_PID, LABEL_PROFILE, LABEL_SESSION, Identity
 from rocmenv.profiles import BUILTIN_PROFILES, Mount, Profile, Ulimit
 from rocmenv.render import render_compose, render_docker, render_gha
-from rocmenv.runspec import (
-    Device,
-    HostFacts,
-    LauncherMount,
-    Overrides,
-    RunSpec,
-    build_runspec,
-    parse_device,
-)
+from rocmenv.runspec import Device, HostFacts, LauncherMount, Overrides, RunSpec, parse_device
 from tests.support.fakegpu import FakeHost, build_fake_host
 
 ROCM = BUILTIN_PROFILES["rocm"]

@@ -1,0 +1,42 @@
+"""Files rocmenv writes, written atomically: a temp file beside the target (created 0600 by
+``mkstemp``), written, flushed and fsynced, given its mode, then renamed over the target, and
+the directory fsynced. A crash or ``kill -9`` leaves the old file or the new one, never half.
+Used by the lockfile, the suite history and reports, the pull record, the layer index, the
+bootstrap report and the token cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: Path, text: str, *, mode: int | None = None, durable: bool = True) -> None:
+    """Replace ``path`` with ``text``. ``mode``: the file's permissions (default: the old
+    file's, else 0644). ``durable``: fsync the file and its directory (off for caches)."""
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        if mode is None:
+            mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)

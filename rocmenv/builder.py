@@ -1,0 +1,392 @@
+"""Building the complete container: :func:`build_runspec` turns (profile, CLI overrides, host
+GPU inventory, host facts, the shim launcher) into a frozen :class:`~rocmenv.runspec.RunSpec`
+— labels and launcher included; nothing patches it afterwards. The same spec is what
+``rocmenv run`` gives the engine and what ``rocmenv options`` renders (:mod:`rocmenv.render`).
+
+Policies (README "Profiles"):
+
+* **GPUs.** ``--gpus all`` passes ``/dev/kfd`` and the whole ``/dev/dri`` (as the
+  reference CI does); a subset passes ``/dev/kfd`` plus exactly the selected ``renderD*``
+  and ``card*`` nodes. With ``gpu-isolation = "env"`` every node is passed and the
+  ``gpu-env`` variables (default ``HIP_VISIBLE_DEVICES``) carry the host indices; with
+  ``devices`` (default) they carry the container's own numbering ``0..k-1``.
+* **Groups.** A ``group-add`` name that exists on the host is passed as the host's numeric
+  GID: device nodes keep their host group inside the container, so that number is what
+  the kernel checks (the image may lack the name, or map it to another GID). Names the
+  host lacks are passed by name for the engine to resolve in the image.
+* **Mounts** are bind mounts that never create their source: a missing source is an
+  error unless the mount is ``optional`` (then skipped with a note). The checkout (git
+  top level of the working directory, else the directory) is mounted at the same path and
+  the working directory is the current one.
+* **Environment**: only what the profile declares; proxy variables are dropped unless
+  ``keep-proxy-env``; ``secret-env`` is never passed in untrusted mode.
+* **Untrusted mode** applies the policy of :mod:`rocmenv.policy`: what has a safe
+  equivalent is neutralised before the spec is built (GPU isolation by nodes, renumbered
+  visible-device variables, private IPC, no pass-env/secrets from an untrusted profile, data
+  mounts and the checkout's ``.git`` read-only), everything else the policy refuses is an
+  error (exit 2) naming key, value and rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rocmenv.errors import ConfigError, UsageError
+from rocmenv.gpu import (
+    CONTAINER_DRI,
+    CONTAINER_KFD,
+    GpuSelection,
+    parse_gpus,
+    select,
+)
+from rocmenv.labels import LABEL_PREFIX, run_labels
+from rocmenv.policy import VISIBLE_DEVICE_VARS, Guard, untrusted_mode
+from rocmenv.profiles import PROXY_VARS, Mount, Profile, check_env_name, parse_mount
+from rocmenv.runspec import (
+    BindMount,
+    Device,
+    EnvVar,
+    HostFacts,
+    LauncherMount,
+    Overrides,
+    RunSpec,
+    gpus_text,
+    parse_device,
+)
+
+
+def _gpu_devices(
+    profile: Profile, selection: GpuSelection, host: HostFacts, *, nodes_for_all: bool = False
+) -> tuple[list[Device], list[EnvVar], list[str]]:
+    """Device nodes and visible-devices variables for a selection (``nodes_for_all``: even
+    ``all`` as the GPUs' own nodes, not the whole ``/dev/dri`` — untrusted mode)."""
+    if selection.kind == "none":
+        return [], [], []
+    inv = host.inventory
+    # Rendering for another host (no host check): that host's nodes are under /dev.
+    dev_root = str(inv.dev_root) if inv is not None and host.check_host else "/dev"
+    kfd = Device(host=f"{dev_root}/kfd", container=CONTAINER_KFD)
+    whole_dri = Device(host=f"{dev_root}/dri", container=CONTAINER_DRI)
+    notes: list[str] = []
+    env_names = profile.gpu_env or (
+        ("HIP_VISIBLE_DEVICES",) if profile.gpu_isolation == "env" else ()
+    )
+    by_nodes = nodes_for_all and selection.kind == "all" and bool(selection.gpus)
+    if (selection.kind == "all" and not by_nodes) or profile.gpu_isolation == "env":
+        devices = [kfd, whole_dri]
+        if selection.kind == "subset":
+            value = ",".join(str(g.index) for g in selection.gpus)
+            return devices, [EnvVar(name=n, value=value, source="gpu") for n in env_names], notes
+        return devices, [], notes
+    devices = [kfd]
+    for gpu in sorted(selection.gpus, key=lambda g: g.index):
+        for node in (gpu.render_node, gpu.card_node):
+            if node is not None:
+                source = str(node) if host.check_host else f"{dev_root}/dri/{node.name}"
+                devices.append(Device(host=source, container=f"{CONTAINER_DRI}/{node.name}"))
+        if gpu.card_node is None:
+            notes.append(
+                f"GPU {gpu.index} ({gpu.pci_address}): no card node found, render node only"
+            )
+    value = ",".join(str(i) for i in range(len(selection.gpus)))
+    return devices, [EnvVar(name=n, value=value, source="gpu") for n in env_names], notes
+
+
+def _gpu_selection(profile: Profile, overrides: Overrides, host: HostFacts) -> GpuSelection:
+    text = gpus_text(profile, overrides)
+    request = parse_gpus(text)
+    inv = host.inventory
+    if request.kind == "none":
+        return GpuSelection(kind="none")
+    if inv is None:
+        if request.kind == "all":
+            return GpuSelection(kind="all")
+        raise UsageError(
+            f"--gpus {text!r} names particular GPUs, which needs this host's GPU inventory",
+            hint="render with --gpus all for another host, or run on the GPU host",
+        )
+    if host.check_host and not inv.kfd_present:
+        raise UsageError(
+            f"the profile {profile.name!r} wants GPUs (--gpus {text}) but {inv.kfd_node} does "
+            "not exist: no AMD GPU driver (amdgpu/KFD) on this host",
+            hint="use --gpus none or --profile cpu for a CPU-only run; "
+            "check `rocmenv gpus` and that amdgpu is loaded",
+        )
+    return select(request, inv)
+
+
+def _mounts(
+    profile: Profile, overrides: Overrides, host: HostFacts, untrusted: bool
+) -> tuple[list[BindMount], list[str], str | None]:
+    notes: list[str] = []
+    declared: list[tuple[Mount, str]] = [(m, "profile") for m in profile.mounts]
+    for text in overrides.mounts:
+        m = parse_mount(text, f"-v {text!r}", host.cwd, UsageError)
+        declared = [(d, w) for d, w in declared if d.target != m.target]  # -v wins
+        declared.append((m, "-v"))
+    out: list[BindMount] = []
+    skipped: list[str] = []
+    by_target: dict[str, str] = {}
+    checkout_target: str | None = None
+    if host.checkout is not None and profile.mount_checkout:
+        checkout_target = str(host.checkout)
+        out.append(BindMount(source=checkout_target, target=checkout_target))
+        by_target[checkout_target] = "the checkout"
+        git_dir = f"{checkout_target}/.git"
+        if untrusted and host.path_exists(git_dir):
+            # the runner's next git command on the host must not run what the job planted
+            # (.git/hooks, core.fsmonitor): .git read-only over the writable checkout
+            out.append(BindMount(source=git_dir, target=git_dir, readonly=True))
+            by_target[git_dir] = "the checkout's .git"
+    for mount, origin in declared:
+        if host.check_host and not host.path_exists(mount.source):
+            if mount.optional:
+                skipped.append(mount.source)
+                continue
+            raise UsageError(
+                f"mount source {mount.source} (-> {mount.target}, from {origin}) does not exist",
+                hint="create it, fix the path, or mark the mount optional = true in the profile "
+                "(Docker would silently create an empty root-owned directory)",
+            )
+        if mount.target in by_target:
+            raise UsageError(
+                f"two mounts target {mount.target}: {by_target[mount.target]} and {mount.source}",
+                hint="give one of them another target",
+            )
+        by_target[mount.target] = mount.source
+        out.append(
+            BindMount(
+                source=mount.source, target=mount.target, readonly=mount.readonly or untrusted
+            )
+        )
+    if skipped:
+        notes.append(f"optional mounts skipped, source absent: {', '.join(skipped)}")
+    return out, notes, checkout_target
+
+
+def _with_gpu_env(
+    env: list[EnvVar], gpu_env: list[EnvVar], profile: Profile, selection: GpuSelection
+) -> list[EnvVar]:
+    """The selection's variables win: over the profile's and those passed through from the
+    host (with ``devices`` isolation a passed ``HIP_VISIBLE_DEVICES=4,5,6,7`` would name GPUs
+    the container numbers 0-3); only an explicit ``-e NAME=VALUE`` keeps its value."""
+    names = {v.name for v in gpu_env}
+    renumbered = selection.kind == "subset" and profile.gpu_isolation == "devices"
+    if renumbered and gpu_env:
+        value = gpu_env[0].value
+        for name in VISIBLE_DEVICE_VARS:
+            if name not in names and any(e.name == name and e.source != "cli" for e in env):
+                gpu_env = [*gpu_env, EnvVar(name=name, value=value, source="gpu")]
+                names.add(name)
+    elif renumbered:
+        value = ",".join(str(i) for i in range(len(selection.gpus)))
+        gpu_env = [
+            EnvVar(name=e.name, value=value, source="gpu")
+            for e in env
+            if e.name in VISIBLE_DEVICE_VARS and e.source != "cli"
+        ]
+        names = {v.name for v in gpu_env}
+    return [e for e in env if e.name not in names] + gpu_env
+
+
+def _env(
+    profile: Profile, overrides: Overrides, host: HostFacts, untrusted: bool
+) -> tuple[list[EnvVar], list[str]]:
+    env: dict[str, EnvVar] = {}
+    notes: list[str] = []
+    for name, value in profile.env:
+        env[name] = EnvVar(name=name, value=value, source="fixed")
+    for name in profile.pass_env:
+        env[name] = EnvVar(name=name, value=host.env.get(name), source="host")
+    skipped_secrets = []
+    for name in profile.secret_env:
+        if untrusted:
+            env.pop(name, None)
+            skipped_secrets.append(name)
+            continue
+        env[name] = EnvVar(name=name, value=host.env.get(name), source="secret")
+    for item in overrides.env:
+        name, eq, value = item.partition("=")
+        check_env_name(name, f"-e {item!r}", UsageError)
+        if untrusted and name in profile.secret_env:
+            raise UsageError(
+                f"-e {name}: {name} is a secret of profile {profile.name!r} and untrusted mode "
+                "passes no secrets"
+            )
+        env[name] = EnvVar(
+            name=name, value=value if eq else host.env.get(name), source="cli" if eq else "host"
+        )
+    if not profile.keep_proxy_env:
+        for name in PROXY_VARS:
+            env.pop(name, None)
+    if skipped_secrets:
+        notes.append(f"secrets not passed: {', '.join(skipped_secrets)}")
+    return list(env.values()), notes
+
+
+def _groups(profile: Profile, host: HostFacts) -> tuple[str, ...]:
+    out: list[str] = []
+    for group in profile.group_add:
+        gid = None if group.isdigit() else host.group_gid(group)
+        value = str(gid) if gid is not None else group
+        if value not in out:
+            out.append(value)
+    return tuple(out)
+
+
+def build_runspec(
+    profile: Profile,
+    overrides: Overrides,
+    host: HostFacts,
+    *,
+    image: str,
+    launcher: LauncherMount | None = None,
+    guard: Guard | None = None,
+) -> RunSpec:
+    """The complete container for ``profile`` with the CLI's ``overrides`` on ``host``:
+    labels from :mod:`rocmenv.labels`, and the shim ``launcher`` mounted when given. In
+    untrusted mode the ``guard`` (default: the built-in policy, the profile untrusted unless
+    built in) neutralises and checks it (:mod:`rocmenv.policy`)."""
+    untrusted = untrusted_mode(profile, overrides.untrusted, host.env)
+    privileged = profile.privileged if overrides.privileged is None else overrides.privileged
+    warnings: list[str] = []
+    notes: list[str] = []
+    if privileged and untrusted:
+        raise UsageError(
+            f"profile {profile.name!r} is privileged and this run is untrusted "
+            "(--untrusted, untrusted = true or ROCMENV_UNTRUSTED=1): refused",
+            hint="use a profile without privileged = true for untrusted code",
+        )
+    if privileged:
+        warnings.append(
+            f"profile {profile.name!r} runs the container privileged: it can access every "
+            "host device and disable its own confinement"
+        )
+    policy_changes: list[str] = []
+    if untrusted:
+        guard = guard or Guard()
+        policy_changes += guard.config_notes
+        profile, changes = guard.constrain(profile)
+        policy_changes += changes
+    selection = _gpu_selection(profile, overrides, host)
+    gpu_devices, gpu_env, gpu_notes = _gpu_devices(
+        profile, selection, host, nodes_for_all=untrusted and host.check_host
+    )
+    notes += gpu_notes
+    devices: list[Device] = list(gpu_devices)
+    extra_devices = [
+        parse_device(text, f"[profiles.{profile.name}].devices") for text in profile.devices
+    ]
+    devices += extra_devices
+    mounts, mount_notes, checkout = _mounts(profile, overrides, host, untrusted)
+    notes += mount_notes
+    env, env_notes = _env(profile, overrides, host, untrusted)
+    env = _with_gpu_env(env, gpu_env, profile, selection)
+    if untrusted and gpu_env:
+        policy_changes.append(f"{'/'.join(v.name for v in gpu_env)}={gpu_env[0].value}")
+    if not untrusted:
+        notes += env_notes
+    workdir = overrides.workdir or profile.workdir
+    if workdir is None and checkout is not None:
+        workdir = str(host.cwd)
+    if workdir is not None and not workdir.startswith("/"):
+        raise UsageError(f"--workdir {workdir!r} must be an absolute path in the container")
+    labels = run_labels(
+        profile=profile.name, identity=host.identity, image_digest=host.image_digest
+    )
+    for key, value in profile.labels:
+        if key.startswith(LABEL_PREFIX):
+            raise ConfigError(f"[profiles.{profile.name}].labels: {key!r} is reserved for rocmenv")
+        labels[key] = value
+    if untrusted:
+        assert guard is not None
+        guard.check(
+            profile,
+            devices=devices,
+            gpu_devices=gpu_devices,
+            group_gid=host.group_gid,
+            mounts=mounts,
+            checkout=checkout,
+            image=image,
+            network=profile.network,
+            ipc=profile.ipc,
+            env=host.env,
+            realpath=host.realpath,
+            find_socket=host.find_socket,
+        )
+        data_mounts = sum(1 for m in mounts if m.target != checkout and m.readonly)
+        git_ro = any(checkout and m.target == f"{checkout}/.git" for m in mounts)
+        policy_changes.append(
+            f"{data_mounts - int(git_ro)} data mount(s)" + (" and .git" if git_ro else "")
+            + " read-only"
+        )  # fmt: skip
+        notes.insert(
+            0,
+            f"untrusted mode: policy {guard.policy.source}; privileged refused; "
+            + "; ".join(policy_changes + env_notes),
+        )
+    if host.check_host:
+        for dev in devices:
+            if not host.path_exists(dev.host):
+                raise UsageError(
+                    f"device {dev.host} (for {dev.container}) does not exist on this host",
+                    hint="check the profile's devices and `rocmenv gpus`",
+                )
+    tmpfs: list[tuple[str, str]] = []
+    if launcher is not None:
+        env, mounts, tmpfs = _add_launcher(env, mounts, launcher, host)
+    return RunSpec(
+        image=image,
+        command=tuple(overrides.command),
+        profile=profile.name,
+        devices=tuple(_dedupe(devices)),
+        group_add=_groups(profile, host),
+        cap_add=profile.cap_add,
+        cap_drop=profile.cap_drop,
+        security_opt=profile.security_opt,
+        ipc=profile.ipc,
+        network=profile.network,
+        shm_size=profile.shm_size,
+        memory=profile.memory,
+        memory_swap=profile.memory_swap,
+        ulimits=profile.ulimits,
+        privileged=privileged,
+        mounts=tuple(mounts),
+        checkout=checkout,
+        tmpfs=tuple(tmpfs),
+        env=tuple(env),
+        workdir=workdir,
+        labels=tuple(sorted(labels.items())),
+        untrusted=untrusted,
+        gpu_selection=selection,
+        notes=tuple(notes),
+        warnings=tuple(warnings),
+    )
+
+
+def _add_launcher(
+    env: list[EnvVar], mounts: list[BindMount], launcher: LauncherMount, host: HostFacts
+) -> tuple[list[EnvVar], list[BindMount], list[tuple[str, str]]]:
+    """The launcher mounted read-only, first on ``PYTHONPATH`` (merged with the profile's or
+    else the image's own), and a small private tmpfs on its ``__pycache__``."""
+    from rocmenv.shims.bundle import merge_pythonpath
+
+    given = {e.name: e.value for e in env if e.value is not None}
+    base = given.get("PYTHONPATH", host.image_env.get("PYTHONPATH"))
+    pythonpath = merge_pythonpath(launcher.container_dir, base)
+    env = [e for e in env if e.name != "PYTHONPATH"]
+    env.append(EnvVar(name="PYTHONPATH", value=pythonpath, source="launcher"))
+    mounts = [m for m in mounts if m.target != launcher.container_dir]
+    mounts.append(BindMount(source=launcher.host_dir, target=launcher.container_dir, readonly=True))
+    tmpfs = [(launcher.pycache_dir, "rw,size=1m")] if launcher.pycache_dir else []
+    return env, mounts, tmpfs
+
+
+def _dedupe(devices: Sequence[Device]) -> list[Device]:
+    seen: set[str] = set()
+    out: list[Device] = []
+    for dev in devices:
+        if dev.container not in seen:
+            seen.add(dev.container)
+            out.append(dev)
+    return out

@@ -1,0 +1,200 @@
+"""Registry settings: ``[registry]`` in the project file and the ``ROCMENV_*`` variables that
+override it (mirrors, insecure hosts, timeouts and deadlines, response caps, proxy,
+pull-from-mirror), validated when the configuration is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rocmenv.errors import ConfigError
+from rocmenv.profiles import as_str_list, check_keys
+from rocmenv.reference import check_host
+
+REGISTRY_KEYS = (
+    "mirrors",
+    "insecure",
+    "timeout",
+    "retries",
+    "request-deadline",
+    "command-deadline",
+    "max-pages",
+    "limits",
+    "proxy",
+    "no-proxy",
+    "pull-from-mirror",
+    "ratelimit-warning",
+)
+#: Size caps (bytes) on registry responses by kind, enforced while reading.
+RESPONSE_LIMITS: dict[str, int] = {
+    "tags": 16 * 1024 * 1024,
+    "manifest": 4 * 1024 * 1024,
+    "index": 4 * 1024 * 1024,
+    "config": 8 * 1024 * 1024,
+    "token": 1024 * 1024,
+    "error": 1024 * 1024,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistrySettings:
+    mirrors: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    insecure: tuple[str, ...] = ()
+    timeout: float = 30.0  # connect and between reads
+    retries: int = 4
+    request_deadline: float = 120.0  # total per request, retries excluded
+    command_deadline: float = 600.0  # total for every request of one command
+    max_pages: int = 1000  # tag-list pages followed
+    limits: tuple[tuple[str, int], ...] = ()  # overrides of RESPONSE_LIMITS
+    proxy: str | None = None  # overrides HTTPS_PROXY/HTTP_PROXY/ALL_PROXY
+    no_proxy: tuple[str, ...] = ()  # added to NO_PROXY
+    pull_from_mirror: bool = False  # `run` pulls through the first mirror, not canonical
+    ratelimit_warning: int = 10  # warn when ratelimit-remaining falls under this
+
+    def limit(self, kind: str) -> int:
+        for name, value in self.limits:
+            if name == kind:
+                return value
+        return RESPONSE_LIMITS[kind]
+
+    def mirrors_for(self, domain: str) -> tuple[str, ...]:
+        for name, hosts in self.mirrors:
+            if name == domain:
+                return hosts
+        return ()
+
+
+def registry_settings(table: Any, where: str) -> RegistrySettings:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    check_keys(table, REGISTRY_KEYS, where)
+    mirrors: list[tuple[str, tuple[str, ...]]] = []
+    if "mirrors" in table:
+        if not isinstance(table["mirrors"], dict):
+            raise ConfigError(f"{where}.mirrors must be a table of registry = [mirror, …]")
+        for reg, hosts in table["mirrors"].items():
+            check_host(reg, f"{where}.mirrors key {reg!r}")
+            mirrors.append((reg, as_str_list(hosts, f"{where}.mirrors.{reg}")))
+            for host in mirrors[-1][1]:
+                check_host(host, f"{where}.mirrors.{reg}")
+    settings = RegistrySettings(
+        mirrors=tuple(mirrors),
+        insecure=as_str_list(table.get("insecure", []), f"{where}.insecure"),
+    )
+    for host in settings.insecure:
+        check_host(host, f"{where}.insecure")
+    if "timeout" in table:
+        t = table["timeout"]
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not _seconds_ok(t):
+            raise ConfigError(
+                f"{where}.timeout = {t!r}: must be a number of seconds above 0 and at most "
+                f"{MAX_TIMEOUT:.0f}",
+                hint="e.g. timeout = 30",
+            )
+        settings = replace(settings, timeout=float(t))
+    if "retries" in table:
+        r = table["retries"]
+        if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r <= 20:
+            raise ConfigError(f"{where}.retries must be an integer from 0 to 20")
+        settings = replace(settings, retries=r)
+    for key, attr in (
+        ("request-deadline", "request_deadline"),
+        ("command-deadline", "command_deadline"),
+    ):
+        if key in table:
+            t = table[key]
+            if not isinstance(t, (int, float)) or isinstance(t, bool) or not 0 < t <= 86400:
+                raise ConfigError(f"{where}.{key} must be a number of seconds from 0 to 86400")
+            settings = replace(settings, **{attr: float(t)})  # type: ignore[arg-type]
+    for key, attr in (("max-pages", "max_pages"), ("ratelimit-warning", "ratelimit_warning")):
+        if key in table:
+            n = table[key]
+            if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 1_000_000:
+                raise ConfigError(f"{where}.{key} must be an integer from 0 to 1000000")
+            settings = replace(settings, **{attr: n})  # type: ignore[arg-type]
+    if "limits" in table:
+        limits = table["limits"]
+        if not isinstance(limits, dict):
+            raise ConfigError(f"{where}.limits must be a table of kind = bytes")
+        check_keys(limits, tuple(RESPONSE_LIMITS), f"{where}.limits")
+        pairs = []
+        for kind, n in limits.items():
+            if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= 1 << 32:
+                raise ConfigError(f"{where}.limits.{kind} must be a number of bytes up to 4 GiB")
+            pairs.append((kind, n))
+        settings = replace(settings, limits=tuple(pairs))
+    if "proxy" in table:
+        if not isinstance(table["proxy"], str):
+            raise ConfigError(f"{where}.proxy must be a URL string (http://host:port)")
+        settings = replace(settings, proxy=table["proxy"] or None)
+    if "no-proxy" in table:
+        settings = replace(settings, no_proxy=as_str_list(table["no-proxy"], f"{where}.no-proxy"))
+    if "pull-from-mirror" in table:
+        if not isinstance(table["pull-from-mirror"], bool):
+            raise ConfigError(f"{where}.pull-from-mirror must be true or false")
+        settings = replace(settings, pull_from_mirror=table["pull-from-mirror"])
+    return settings
+
+
+def env_registry(env: Mapping[str, str], settings: RegistrySettings) -> RegistrySettings:
+    """``ROCMENV_MIRRORS="docker.io=127.0.0.1:5000,docker.io=m2"``, ``ROCMENV_INSECURE_REGISTRIES``,
+    ``ROCMENV_REGISTRY_TIMEOUT``, ``ROCMENV_REGISTRY_RETRIES``."""
+    if env.get("ROCMENV_MIRRORS"):
+        pairs: dict[str, list[str]] = {}
+        for item in env["ROCMENV_MIRRORS"].split(","):
+            reg, eq, mirror = item.strip().partition("=")
+            if not eq or not reg or not mirror:
+                raise ConfigError(f"ROCMENV_MIRRORS entry {item!r} is not REGISTRY=MIRROR")
+            check_host(reg, "ROCMENV_MIRRORS")
+            check_host(mirror, "ROCMENV_MIRRORS")
+            pairs.setdefault(reg, []).append(mirror)
+        settings = replace(settings, mirrors=tuple((k, tuple(v)) for k, v in pairs.items()))
+    if env.get("ROCMENV_INSECURE_REGISTRIES"):
+        settings = replace(
+            settings,
+            insecure=tuple(
+                h.strip() for h in env["ROCMENV_INSECURE_REGISTRIES"].split(",") if h.strip()
+            ),
+        )
+        for host in settings.insecure:
+            check_host(host, "ROCMENV_INSECURE_REGISTRIES")
+    if env.get("ROCMENV_REGISTRY_TIMEOUT"):
+        settings = replace(settings, timeout=env_seconds(env, "ROCMENV_REGISTRY_TIMEOUT"))
+    if env.get("ROCMENV_REGISTRY_RETRIES"):
+        text = env["ROCMENV_REGISTRY_RETRIES"].strip()
+        if not (text.isascii() and text.isdigit() and int(text) <= 20):
+            raise ConfigError(
+                f"ROCMENV_REGISTRY_RETRIES={text[:40]!r}: must be an integer from 0 to 20"
+            )
+        settings = replace(settings, retries=int(text))
+    if env.get("ROCMENV_REGISTRY_DEADLINE"):
+        settings = replace(settings, command_deadline=env_seconds(env, "ROCMENV_REGISTRY_DEADLINE"))
+    return settings
+
+
+#: The longest registry timeout accepted (a day): beyond it a hung registry hangs the job.
+MAX_TIMEOUT = 86400.0
+
+
+def _seconds_ok(value: float) -> bool:
+    import math
+
+    return math.isfinite(value) and 0 < value <= MAX_TIMEOUT
+
+
+def env_seconds(env: Mapping[str, str], name: str) -> float:
+    """A duration from the environment: finite, above 0, at most :data:`MAX_TIMEOUT`."""
+    text = env[name].strip()
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not _seconds_ok(value):
+        raise ConfigError(
+            f"{name}={text[:40]!r}: must be a number of seconds above 0 and at most "
+            f"{MAX_TIMEOUT:.0f}",
+            hint=f"e.g. {name}=30",
+        )
+    return value
