@@ -193,12 +193,13 @@ def allocated_gpus(ctx: Context, gres_conf: Path | None = None) -> NodeGpus:
 
 def _configured_gres_conf(ctx: Context) -> Path | None:
     from rocmenv.config import find_config
-    from rocmenv.suite.model import parse_slurm
+    from rocmenv.suite.model import parse_slurm, slurm_table
 
     path, table = find_config(ctx)
-    if "slurm" not in table:
+    raw = slurm_table(ctx, path, table)
+    if raw is None:
         return None
-    return parse_slurm(table["slurm"], f"[slurm] in {path}").gres_conf
+    return parse_slurm(raw, f"[slurm] in {path}").gres_conf
 
 
 def describe(node: NodeGpus) -> str:

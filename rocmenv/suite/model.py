@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.profiles import as_str, as_str_list, check_keys, did_you_mean
 
@@ -258,7 +259,9 @@ def suite_names(table: dict[str, Any]) -> list[str]:
     return list(raw) if isinstance(raw, dict) else []
 
 
-def load_suite(table: dict[str, Any], name: str, *, root: Path, where: str) -> Suite:
+def load_suite(
+    table: dict[str, Any], name: str, *, root: Path, where: str, slurm_raw: Any = None
+) -> Suite:
     """``[suites.NAME]`` of the project table (as read by :func:`rocmenv.config.find_config`)."""
     raw = table.get("suites", {})
     if not isinstance(raw, dict):
@@ -269,5 +272,22 @@ def load_suite(table: dict[str, Any], name: str, *, root: Path, where: str) -> S
             f"no suite {name!r} in {where}" + did_you_mean(name, names),
             hint=f"suites defined: {', '.join(names)}" if names else "add a [suites.NAME] table",
         )
-    slurm = parse_slurm(table["slurm"], f"[slurm] in {where}") if "slurm" in table else None
+    slurm = parse_slurm(slurm_raw, f"[slurm] in {where}") if slurm_raw is not None else None
     return parse_suite(name, raw[name], root=root, where=where, slurm=slurm or SlurmSettings())
+
+
+def checkout_distrusted(ctx: Context, path: Path | None, *, untrusted: bool) -> bool:
+    """Untrusted mode with a project file from the checkout (the pull request's): its Slurm
+    settings (partition, account, extra ``srun``/``sbatch`` arguments, gres.conf path) are
+    not used, as its ``[registry]`` is not (README "Running untrusted code")."""
+    from rocmenv.config import config_trusted
+    from rocmenv.policy import untrusted_env
+
+    return (untrusted or untrusted_env(ctx.env)) and not config_trusted(ctx, path)
+
+
+def slurm_table(ctx: Context, path: Path | None, table: dict[str, Any]) -> Any:
+    """The project file's ``[slurm]`` table, or ``None`` (absent, or distrusted)."""
+    if "slurm" not in table or checkout_distrusted(ctx, path, untrusted=False):
+        return None
+    return table["slurm"]

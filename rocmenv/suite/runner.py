@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -15,7 +15,14 @@ from rocmenv.context import Context
 from rocmenv.engine import EngineName
 from rocmenv.errors import RocmenvError, UsageError
 from rocmenv.suite.history import History, history_path, read_history, record
-from rocmenv.suite.model import Suite, load_suite, suite_names
+from rocmenv.suite.model import (
+    SlurmSettings,
+    Suite,
+    checkout_distrusted,
+    load_suite,
+    slurm_table,
+    suite_names,
+)
 from rocmenv.suite.packer import Job, RunOptions, SuiteEvent, run_packed
 from rocmenv.suite.plan import PlannedTest, estimates, partitions
 from rocmenv.suite.report import SuiteReport
@@ -39,8 +46,13 @@ def load(ctx: Context, name: str) -> Loaded:
     config = load_config(ctx)  # validates the whole file (and the profiles)
     path, table = find_config(ctx)
     where = str(path) if path else "configuration"
-    suite = load_suite(table, name, root=config.root, where=where)
-    profile = config.profile(suite.profile).name
+    suite = load_suite(
+        table, name, root=config.root, where=where, slurm_raw=slurm_table(ctx, path, table)
+    )
+    profile_ = config.profile(suite.profile)
+    if checkout_distrusted(ctx, path, untrusted=profile_.untrusted):
+        suite = replace(suite, slurm=SlurmSettings())  # per-suite [suites.NAME.slurm] too
+    profile = profile_.name
     history = read_history(history_path(config.lockfile))
     return Loaded(
         suite=suite, profile=profile, history=history, lockfile=config.lockfile, root=config.root

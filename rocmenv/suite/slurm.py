@@ -172,12 +172,13 @@ def _markers(log_path: Path) -> tuple[tuple[int, ...] | None, float | None]:
 def load_settings(ctx: Context) -> SlurmSettings:
     """The project's top-level ``[slurm]`` table (defaults without one)."""
     from rocmenv.config import find_config
-    from rocmenv.suite.model import parse_slurm
+    from rocmenv.suite.model import parse_slurm, slurm_table
 
     path, table = find_config(ctx)
-    if "slurm" not in table:
+    raw = slurm_table(ctx, path, table)
+    if raw is None:
         return SlurmSettings()
-    return parse_slurm(table["slurm"], f"[slurm] in {path}")
+    return parse_slurm(raw, f"[slurm] in {path}")
 
 
 def gpu_count(ctx: Context, selection: str | None, profile: str | None) -> int:
