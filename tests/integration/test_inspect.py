@@ -23,7 +23,6 @@ registry API (they share the demo's base and stand-in layers):
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -36,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from rocmenv.registry.manifest import sha256_digest
 from tests.support import testenv
 from tests.support.faultproxy import FaultProxy
 
@@ -45,17 +45,6 @@ OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 OCI_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
 DOCKER_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _environment() -> None:
-    problem = testenv.environment_problem()
-    if problem:
-        testenv.missing_environment(problem)
-
-
-def _sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def _tar(entries: Mapping[str, bytes | str | None]) -> bytes:
@@ -113,8 +102,10 @@ def push_member(
         else:
             blob, media_type = gzip.compress(tar, mtime=0), OCI_GZIP
         client.upload_blob(repo, blob)
-        descriptors.append({"mediaType": media_type, "size": len(blob), "digest": _sha(blob)})
-        config["rootfs"]["diff_ids"].append(_sha(tar))
+        descriptors.append(
+            {"mediaType": media_type, "size": len(blob), "digest": sha256_digest(blob)}
+        )
+        config["rootfs"]["diff_ids"].append(sha256_digest(tar))
     config_blob = json.dumps(config).encode()
     client.upload_blob(repo, config_blob)
     body = json.dumps(
@@ -124,7 +115,7 @@ def push_member(
             "config": {
                 "mediaType": OCI_CONFIG,
                 "size": len(config_blob),
-                "digest": _sha(config_blob),
+                "digest": sha256_digest(config_blob),
             },
             "layers": descriptors,
         }

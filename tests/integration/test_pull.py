@@ -8,7 +8,6 @@ named ``127.0.0.1:<proxy port>/…`` (loopback registries are insecure to docker
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -21,23 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.registry.manifest import sha256_digest
 from tests.support import testenv
 from tests.support.faultproxy import FaultProxy, Match, status, too_many_requests, truncate
 
 ENGINES = ("docker-api", "docker-cli")
 MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _environment() -> None:
-    problem = testenv.environment_problem()
-    if problem:
-        testenv.missing_environment(problem)
-
-
-def _sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def push_random_image(repo: str, tag: str, sizes: tuple[int, ...]) -> tuple[str, list[str]]:
@@ -49,7 +38,7 @@ def push_random_image(repo: str, tag: str, sizes: tuple[int, ...]) -> tuple[str,
             info = tarfile.TarInfo(f"data/blob-{index}")
             info.size = size
             tar.addfile(info, io.BytesIO(os.urandom(size)))
-        diff_ids.append(_sha(raw.getvalue()))
+        diff_ids.append(sha256_digest(raw.getvalue()))
         layers.append(gzip.compress(raw.getvalue(), compresslevel=1, mtime=0))
     config = json.dumps(
         {
@@ -70,15 +59,16 @@ def push_random_image(repo: str, tag: str, sizes: tuple[int, ...]) -> tuple[str,
                 "config": {
                     "mediaType": "application/vnd.docker.container.image.v1+json",
                     "size": len(config),
-                    "digest": _sha(config),
+                    "digest": sha256_digest(config),
                 },
                 "layers": [
-                    {"mediaType": LAYER, "size": len(blob), "digest": _sha(blob)} for blob in layers
+                    {"mediaType": LAYER, "size": len(blob), "digest": sha256_digest(blob)}
+                    for blob in layers
                 ],
             }
         ).encode()
         digest = client.put_manifest(repo, tag, manifest, MANIFEST)
-    return digest, [_sha(blob) for blob in layers]
+    return digest, [sha256_digest(blob) for blob in layers]
 
 
 def rocmenv(
