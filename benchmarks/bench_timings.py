@@ -81,9 +81,9 @@ def gpu_wait_gives_up(image: str) -> float:
 def registry_hang_cut_off() -> float:
     from rocmenv.context import Context
     from rocmenv.errors import RegistryUnavailable
-    from rocmenv.reference import parse
+    from rocmenv.grammar.reference import parse
     from rocmenv.registry.client import RegistryClient
-    from rocmenv.registry.settings import RegistrySettings
+    from rocmenv.settings.registry import RegistrySettings
     from tests.support.faultproxy import FaultProxy, Match, hang
 
     ctx = Context(env={"HOME": "/nonexistent", "ROCMENV_REGISTRY_BACKOFF": "0.01"})

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from rocmenv.engine import StartFailure
-    from rocmenv.reference import Rule
+    from rocmenv.grammar.reference import Rule
 
 # Documented exit codes (README "Exit codes"; a test keeps the table in sync).
 EXIT_OK = 0

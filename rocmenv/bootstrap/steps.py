@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from rocmenv.atomic import write_atomic
 from rocmenv.bootstrap.commands import Runner, run_command
 from rocmenv.bootstrap.gpuwait import GpuWaitDeps, GpuWaitOptions
 from rocmenv.bootstrap.refs import OverridePlan
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, RocmenvError, StepFailed
+from rocmenv.hostfs import write_atomic
 
 REPORT_VERSION = 1
 ExportMethod = Literal["auto", "github-env", "shell", "none"]

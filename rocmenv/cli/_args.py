@@ -51,7 +51,7 @@ def constraints_from(args: argparse.Namespace) -> Any:
     import re
 
     from rocmenv.errors import UsageError
-    from rocmenv.tags import GPU_CONSTRAINT, ROCM_CONSTRAINT, Constraints, sglang_specifier
+    from rocmenv.grammar.tags import GPU_CONSTRAINT, ROCM_CONSTRAINT, Constraints, sglang_specifier
 
     if args.before is not None and not re.fullmatch(r"20[0-9]{6}", args.before):
         raise UsageError(

@@ -9,8 +9,8 @@ from rocmenv.context import Context
 from rocmenv.errors import RocmenvError
 
 if TYPE_CHECKING:
-    from rocmenv.config import Config
     from rocmenv.registry.client import RegistryClient
+    from rocmenv.settings.project import Config
 
 
 def emit_json(ctx: Context, payload: Any) -> None:

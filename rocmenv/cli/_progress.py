@@ -20,7 +20,7 @@ from typing import TextIO
 
 from rocmenv.context import Context
 from rocmenv.engine import Engine, PullEvent
-from rocmenv.pull import (
+from rocmenv.run.pull import (
     Failure,
     PullPlan,
     PullProgress,
@@ -42,7 +42,7 @@ _KIND = {
 
 
 class PullDisplay:
-    """A :class:`rocmenv.pull.PullObserver` writing to ``stream``."""
+    """A :class:`rocmenv.run.pull.PullObserver` writing to ``stream``."""
 
     def __init__(
         self,
@@ -199,11 +199,11 @@ def pull_for_cli(
     reserve: int | None = None,
     retry: RetryPolicy | None = None,
 ) -> PullResult:
-    """:func:`rocmenv.pull.fetch` with the display on stderr (nothing but retries and
+    """:func:`rocmenv.run.pull.fetch` with the display on stderr (nothing but retries and
     failures when ``quiet``); the registry is asked for the plan with the project's settings."""
-    from rocmenv.config import load_config
-    from rocmenv.pinning import make_client
-    from rocmenv.pull import fetch
+    from rocmenv.image.pinning import make_client
+    from rocmenv.run.pull import fetch
+    from rocmenv.settings.project import load_config
 
     display = PullDisplay(
         ctx.stderr,

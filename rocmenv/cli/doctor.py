@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     state: dict[str, Any] = {}
 
     def config() -> list[Finding]:
-        from rocmenv.config import load_config
+        from rocmenv.settings.project import load_config
 
         cfg = load_config(ctx)
         state["config"] = cfg
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ]
 
     def lockfile() -> list[Finding]:
-        from rocmenv.lock import read_lock
+        from rocmenv.image.lock import read_lock
 
         cfg = state["config"]
         lock = read_lock(cfg.lockfile)
@@ -98,8 +98,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return [Finding(check="engine", status="ok", detail=redact(detail))]
 
     def registries() -> list[Finding]:
-        from rocmenv.pinning import make_client
-        from rocmenv.reference import parse
+        from rocmenv.grammar.reference import parse
+        from rocmenv.image.pinning import make_client
 
         cfg = state.get("config")
         if cfg is None:
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return out
 
     def gpus() -> list[Finding]:
-        from rocmenv.gpu import discover
+        from rocmenv.spec.gpu import discover
 
         cfg = state.get("config")
         if cfg is None:
@@ -227,7 +227,7 @@ def _pull_limits(client: Any, lock: Any, cfg: Any) -> list[Finding]:
     """``ratelimit-remaining`` per registry that sends it (Docker Hub), read from one manifest
     ``HEAD`` per registry — a HEAD does not count against the pull limit."""
     from rocmenv.errors import RocmenvError
-    from rocmenv.reference import Reference, parse
+    from rocmenv.grammar.reference import Reference, parse
 
     refs: dict[str, Reference] = {}
     if lock is not None:

@@ -123,13 +123,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from typing import cast
 
     from rocmenv.cli._common import lock_path
-    from rocmenv.config import load_config
     from rocmenv.drift.check import FailOn, check_all, exit_code, targets
     from rocmenv.drift.inspect import EngineProber, ProbeCache, RegistryProber, inspect_all
     from rocmenv.drift.report import render_markdown, render_text, report_json
     from rocmenv.errors import UsageError
-    from rocmenv.lock import read_lock
-    from rocmenv.pinning import entry_matches_spec, make_client
+    from rocmenv.image.lock import read_lock
+    from rocmenv.image.pinning import entry_matches_spec, make_client
+    from rocmenv.settings.project import load_config
 
     if not 1 <= args.jobs <= 64:
         raise UsageError(f"--jobs {args.jobs} is out of range", hint="use 1 to 64")

@@ -1,6 +1,6 @@
 """``rocmenv gc [--dry-run] [--json]``: remove containers whose rocmenv owner is gone;
 ``rocmenv gc --images …``: remove images rocmenv pulled that nothing needs
-(:mod:`rocmenv.images`).
+(:mod:`rocmenv.run.images`).
 
 Only containers labelled by rocmenv on this host are considered; one is removed when the
 process that made it (``rocmenv.owner-pid``, checked against its start time so a reused
@@ -50,9 +50,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json
-    from rocmenv.config import load_config
     from rocmenv.engine.gc import collect_garbage
     from rocmenv.engine.select import engine_name, open_engine
+    from rocmenv.settings.project import load_config
 
     config = load_config(ctx)
     engine = open_engine(ctx, engine_name(ctx, flag=args.engine, config=config.engine))
@@ -87,15 +87,15 @@ def run_images(args: argparse.Namespace, ctx: Context, engine: Any, config: Any)
     import os
 
     from rocmenv.cli._common import emit, emit_json
-    from rocmenv.images import (
+    from rocmenv.image.lock import read_lock
+    from rocmenv.run.images import (
         forget,
         images_in_use,
         load_pulled,
         parse_duration,
         plan_image_gc,
     )
-    from rocmenv.lock import read_lock
-    from rocmenv.pull import human_bytes, parse_size
+    from rocmenv.run.pull import human_bytes, parse_size
 
     locked: set[str] = set()
     if args.keep_locked:

@@ -22,8 +22,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json
-    from rocmenv.config import load_config
-    from rocmenv.gpu import discover
+    from rocmenv.settings.project import load_config
+    from rocmenv.spec.gpu import discover
 
     config = load_config(ctx)
     inv = discover(config.host.sysfs_root, config.host.dev_root)

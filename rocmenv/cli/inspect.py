@@ -26,11 +26,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 
 def read(ctx: Context, text: str) -> tuple[dict[str, Any], Any]:
-    from rocmenv.config import load_config
     from rocmenv.contents.image import read_image
     from rocmenv.contents.store import LayerStore
-    from rocmenv.pinning import make_client
-    from rocmenv.reference import parse
+    from rocmenv.grammar.reference import parse
+    from rocmenv.image.pinning import make_client
+    from rocmenv.settings.project import load_config
     from rocmenv.shims.catalogue import discover_shims
 
     ref = parse(text)
@@ -60,7 +60,7 @@ def run_inspect(args: argparse.Namespace, ctx: Context) -> int:
     for shim in doc["shims"]:
         verdict = {True: "would apply", False: "not needed", None: "unknown"}[shim["would_apply"]]
         emit(ctx, f"  shim {shim['name']}: {verdict} — {shim['reason']}")
-    from rocmenv.pull import human_bytes
+    from rocmenv.run.pull import human_bytes
 
     emit(
         ctx,

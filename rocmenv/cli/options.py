@@ -51,17 +51,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     import os
     import shlex
 
-    from rocmenv.builder import build_runspec
     from rocmenv.cli._common import emit, emit_json, warn
-    from rocmenv.config import PROFILE_NAME_RE, load_config
     from rocmenv.context import find_checkout
     from rocmenv.errors import UsageError
-    from rocmenv.gpu import discover
-    from rocmenv.labels import LABEL_PREFIX
-    from rocmenv.policy import find_socket, guard_for, untrusted_mode
-    from rocmenv.render import render_compose, render_docker, render_gha
-    from rocmenv.run import host_group_gid
-    from rocmenv.runspec import HostFacts, Overrides, wants_gpus
+    from rocmenv.run.execute import host_group_gid
+    from rocmenv.settings.project import PROFILE_NAME_RE, load_config
+    from rocmenv.spec.builder import build_runspec
+    from rocmenv.spec.gpu import discover
+    from rocmenv.spec.guard import find_socket, guard_for, untrusted_mode
+    from rocmenv.spec.labels import LABEL_PREFIX
+    from rocmenv.spec.render import render_compose, render_docker, render_gha
+    from rocmenv.spec.runspec import HostFacts, Overrides, wants_gpus
 
     config = load_config(ctx, untrusted=args.untrusted)
     profile = config.profile(args.profile)
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     check_host = args.host_check if args.host_check is not None else args.format == "docker"
     image: str | None = None
     if args.image or profile.image is not None:
-        from rocmenv.pinning import choose_image
+        from rocmenv.image.pinning import choose_image
 
         image = choose_image(
             ctx, config, profile, cli_image=args.image, resolve_constraints=False

@@ -34,10 +34,10 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.config import load_config
     from rocmenv.errors import UsageError
-    from rocmenv.lock import Lock, LockEntry, read_lock, update_lock
-    from rocmenv.pinning import (
+    from rocmenv.grammar.reference import parse
+    from rocmenv.image.lock import Lock, LockEntry, read_lock, update_lock
+    from rocmenv.image.pinning import (
         entry_matches_spec,
         make_client,
         pin_reference,
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         reference_key,
         spec_of,
     )
-    from rocmenv.reference import parse
+    from rocmenv.settings.project import load_config
 
     config = load_config(ctx)
     lock_file = lock_path(args, ctx, config)

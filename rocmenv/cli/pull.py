@@ -1,7 +1,7 @@
 """``rocmenv pull [--profile P | REF…] [--json]``: pull the locked image(s) through the engine.
 
 Progress, retries, the disk budget and the record of what was pulled are
-:mod:`rocmenv.pull`'s; the display is :mod:`rocmenv.cli._progress`.
+:mod:`rocmenv.run.pull`'s; the display is :mod:`rocmenv.cli._progress`.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json
     from rocmenv.cli._progress import pull_for_cli
-    from rocmenv.config import load_config
     from rocmenv.engine.select import engine_name, open_engine
     from rocmenv.errors import UsageError
-    from rocmenv.pull import RetryPolicy, parse_size
-    from rocmenv.reference import parse
+    from rocmenv.grammar.reference import parse
+    from rocmenv.run.pull import RetryPolicy, parse_size
+    from rocmenv.settings.project import load_config
 
     if args.refs and args.profile:
         raise UsageError("give references or --profile, not both", hint="see `rocmenv pull -h`")
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.refs:
         images = [parse(text).familiar for text in args.refs]  # validated before the engine
     else:
-        from rocmenv.pinning import choose_image
+        from rocmenv.image.pinning import choose_image
 
         for name in args.profile or [None]:
             profile = config.profile(name)

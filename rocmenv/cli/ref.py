@@ -21,7 +21,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 def run_parse(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.errors import ReferenceSyntaxError
-    from rocmenv.reference import parse
+    from rocmenv.grammar.reference import parse
 
     results: list[dict[str, Any]] = []
     status = EXIT_OK

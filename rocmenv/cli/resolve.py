@@ -30,11 +30,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.config import load_config
     from rocmenv.errors import UsageError
-    from rocmenv.pinning import constraints_of, make_client, resolve, spec_of
-    from rocmenv.reference import parse
-    from rocmenv.tags import parse_tag
+    from rocmenv.grammar.reference import parse
+    from rocmenv.grammar.tags import parse_tag
+    from rocmenv.image.pinning import constraints_of, make_client, resolve, spec_of
+    from rocmenv.settings.project import load_config
 
     config = load_config(ctx)
     if args.profile:

@@ -61,8 +61,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.run import RunRequest, execute
-    from rocmenv.runspec import Overrides
+    from rocmenv.run.execute import RunRequest, execute
+    from rocmenv.spec.runspec import Overrides
 
     command = list(getattr(args, "command", None) or [])
     if command and command[0] == "--":

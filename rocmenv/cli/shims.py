@@ -89,12 +89,12 @@ def _image_and_engine(args: argparse.Namespace, ctx: Context) -> tuple[str, str 
     from rocmenv.engine.select import engine_name, open_engine
 
     if args.image:
-        from rocmenv.reference import parse
+        from rocmenv.grammar.reference import parse
 
         ref = parse(args.image)  # raises InvalidReference (exit 2): nothing unvalidated runs
         return ref.familiar, None, open_engine(ctx, engine_name(ctx, flag=args.engine))
-    from rocmenv.config import load_config
-    from rocmenv.pinning import choose_image
+    from rocmenv.image.pinning import choose_image
+    from rocmenv.settings.project import load_config
 
     config = load_config(ctx)
     profile = config.profile(args.profile)

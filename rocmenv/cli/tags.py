@@ -54,8 +54,8 @@ def _row(info: Any) -> str:
 
 def run_parse(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.errors import ReferenceSyntaxError
-    from rocmenv.reference import validate_tag
-    from rocmenv.tags import parse_tag
+    from rocmenv.grammar.reference import validate_tag
+    from rocmenv.grammar.tags import parse_tag
 
     status = EXIT_OK
     results: list[dict[str, Any]] = []
@@ -102,10 +102,10 @@ def run_parse(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def run_list(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.config import load_config
-    from rocmenv.pinning import make_client
-    from rocmenv.reference import parse_repository
-    from rocmenv.tags import parse_tag, select, sort_key
+    from rocmenv.grammar.reference import parse_repository
+    from rocmenv.grammar.tags import parse_tag, select, sort_key
+    from rocmenv.image.pinning import make_client
+    from rocmenv.settings.project import load_config
 
     repo = parse_repository(args.repository)
     constraints = constraints_from(args)

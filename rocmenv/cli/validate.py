@@ -29,11 +29,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.config import load_config
     from rocmenv.errors import UsageError
-    from rocmenv.lock import read_lock
-    from rocmenv.pinning import Validation, make_client, reference_key, spec_of, validate
-    from rocmenv.reference import parse, parse_repository
+    from rocmenv.grammar.reference import parse, parse_repository
+    from rocmenv.image.lock import read_lock
+    from rocmenv.image.pinning import Validation, make_client, reference_key, spec_of, validate
+    from rocmenv.settings.project import load_config
 
     if args.ref and args.profile:
         raise UsageError("give either REF or --profile, not both")

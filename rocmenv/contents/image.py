@@ -25,7 +25,7 @@ from typing import Any
 
 from rocmenv.contents.layer import LayerIndexJson, index_layer
 from rocmenv.contents.store import LayerStore
-from rocmenv.reference import Reference
+from rocmenv.grammar.reference import Reference
 from rocmenv.registry.blobs import open_blob
 from rocmenv.registry.client import RegistryClient
 from rocmenv.shims.catalogue import ShimInfo

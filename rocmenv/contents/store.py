@@ -7,9 +7,9 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from rocmenv.atomic import write_atomic
 from rocmenv.contents.layer import INDEX_VERSION, LayerIndexJson
 from rocmenv.context import Context
+from rocmenv.hostfs import write_atomic
 
 
 class LayerStore:

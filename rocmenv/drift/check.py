@@ -47,10 +47,10 @@ from rocmenv.errors import (
     RocmenvError,
     UsageError,
 )
-from rocmenv.lock import Lock, LockEntry
-from rocmenv.reference import Reference, parse
+from rocmenv.grammar.reference import Reference, parse
+from rocmenv.grammar.tags import Constraints, TagInfo, parse_tag, select, sort_key
+from rocmenv.image.lock import Lock, LockEntry
 from rocmenv.registry.client import RegistryClient
-from rocmenv.tags import Constraints, TagInfo, parse_tag, select, sort_key
 
 FailOn = Literal["moved", "newer", "any", "never"]
 FAIL_ON: tuple[str, ...] = ("moved", "newer", "any", "never")

@@ -33,7 +33,7 @@ from rocmenv.errors import (
     RegistryError,
     RocmenvError,
 )
-from rocmenv.reference import Reference, parse
+from rocmenv.grammar.reference import Reference, parse
 from rocmenv.registry.client import RegistryClient
 
 
@@ -170,7 +170,7 @@ class ProbeCache:
 
 def inspect_one(client: RegistryClient, cache: ProbeCache, result: ImageDrift) -> ImageDrift:
     """Probe the pinned and the new image of a drifted entry and compare them."""
-    from rocmenv.pinning import engine_reference
+    from rocmenv.image.pinning import engine_reference
 
     entry = result.target.entry
     if result.status != "drift":

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, get_args
 
 if TYPE_CHECKING:
-    from rocmenv.runspec import RunSpec
+    from rocmenv.spec.runspec import RunSpec
 
 EngineKind = Literal["docker-api", "docker-cli", "podman"]  # a concrete engine
 EngineName = Literal["auto", "docker-api", "docker-cli", "podman"]  # what a user may ask for

@@ -3,7 +3,7 @@
 :class:`Container` creates the container (named and labelled by its spec) on enter, and on
 exit removes it, or keeps it when asked. After a failed create it sweeps whatever the
 engine made anyway under the run's session label. Everything between (attaching, starting,
-supervising signals) is the caller's: :mod:`rocmenv.run`.
+supervising signals) is the caller's: :mod:`rocmenv.run.execute`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from types import TracebackType
 
 from rocmenv.engine import Attachment, CaptureResult, Engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
-from rocmenv.labels import LABEL_SESSION, capture_labels
-from rocmenv.runspec import BindMount, EnvVar, RunSpec
+from rocmenv.spec.labels import LABEL_SESSION, capture_labels
+from rocmenv.spec.runspec import BindMount, EnvVar, RunSpec
 
 
 class Container:

@@ -44,8 +44,8 @@ from rocmenv.engine.wire import (
 )
 from rocmenv.errors import EngineError, EngineProtocolError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
-from rocmenv.render import create_body
-from rocmenv.runspec import RunSpec
+from rocmenv.spec.render import create_body
+from rocmenv.spec.runspec import RunSpec
 
 
 def make(kind: EngineKind, options: EngineOptions) -> DockerApiEngine:

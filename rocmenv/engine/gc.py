@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from rocmenv.engine import Engine
 from rocmenv.errors import EngineError
-from rocmenv.labels import (
+from rocmenv.spec.labels import (
     LABEL_OWNER_HOST,
     LABEL_OWNER_PID,
     LABEL_OWNER_START,

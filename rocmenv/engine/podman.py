@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rocmenv.engine import PullEvent
-from rocmenv.runspec import RunSpec
+from rocmenv.spec.runspec import RunSpec
 
 
 def podman_events(line: str, seen: Sequence[str]) -> list[PullEvent]:

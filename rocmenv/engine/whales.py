@@ -57,8 +57,8 @@ from rocmenv.engine.podman import podman_args, podman_events
 from rocmenv.engine.select import START_HINT, EngineOptions
 from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
-from rocmenv.render import render_docker
-from rocmenv.runspec import RunSpec
+from rocmenv.spec.render import render_docker
+from rocmenv.spec.runspec import RunSpec
 
 
 def make(kind: EngineKind, options: EngineOptions) -> WhalesEngine:
@@ -202,7 +202,7 @@ class WhalesEngine:
 
         Off a terminal the docker CLI prints one line per layer state change on stdout
         (``<id>: Pull complete``), podman a ``Copying blob sha256:…`` line per blob on
-        stderr; neither gives byte counts: :mod:`rocmenv.pull` adds the layer sizes from the
+        stderr; neither gives byte counts: :mod:`rocmenv.run.pull` adds the layer sizes from the
         manifest."""
         argv = [*self._cmd, "pull", image]
         try:

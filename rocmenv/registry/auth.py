@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from rocmenv.context import Context
 from rocmenv.errors import RegistryAuthError, RegistryProtocolError
+from rocmenv.grammar.reference import is_loopback_host
 from rocmenv.redact import redact, register_secret
-from rocmenv.reference import is_loopback_host
 from rocmenv.registry.manifest import DOCKER_HUB, DOCKER_HUB_API
 from rocmenv.registry.response import Response
 from rocmenv.registry.transport import Transport
@@ -314,7 +314,7 @@ class RegistryAuth:
 def _same_owner(registry_host: str, realm_hostname: str) -> bool:
     """Whether a token realm on ``realm_hostname`` may receive ``registry_host``'s credentials:
     the same host name (any port), or Docker Hub's own token service for Docker Hub."""
-    from rocmenv.reference import host_of
+    from rocmenv.grammar.reference import host_of
 
     registry_name = host_of(registry_host).lower()
     realm_hostname = realm_hostname.lower()

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
-from rocmenv.reference import Reference, validate_digest
+from rocmenv.grammar.reference import Reference, validate_digest
 
 if TYPE_CHECKING:
     from rocmenv.registry.client import RegistryClient

@@ -33,7 +33,7 @@ from rocmenv.errors import (
     RegistryNotFound,
     RegistryProtocolError,
 )
-from rocmenv.reference import Reference, validate_digest
+from rocmenv.grammar.reference import Reference, validate_digest
 from rocmenv.registry.manifest import (
     ACCEPT_MANIFESTS,
     DOCKER_HUB,
@@ -48,8 +48,8 @@ from rocmenv.registry.manifest import (
     verify_digest,
 )
 from rocmenv.registry.response import Response
-from rocmenv.registry.settings import RegistrySettings
 from rocmenv.registry.transport import Transport
+from rocmenv.settings.registry import RegistrySettings
 
 if TYPE_CHECKING:  # imported on the first 401: open registries never pay for it
     from rocmenv.registry.auth import RegistryAuth
@@ -434,7 +434,7 @@ class RegistryClient:
 
 def _registry_digest(value: str, what: str) -> str:
     """A digest the registry sent: sha256/384/512 in canonical form, else a protocol error."""
-    from rocmenv.reference import digest_problem
+    from rocmenv.grammar.reference import digest_problem
 
     problem = digest_problem(value)
     if problem is not None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from rocmenv.errors import RegistryProtocolError
-from rocmenv.reference import Reference
+from rocmenv.grammar.reference import Reference
 from rocmenv.registry.response import Response
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from rocmenv.atomic import write_atomic
+from rocmenv.hostfs import write_atomic
 from rocmenv.redact import register_secret
 
 VERSION = 1

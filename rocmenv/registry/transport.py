@@ -32,8 +32,8 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
+from rocmenv.grammar.reference import is_loopback_host
 from rocmenv.redact import redact
-from rocmenv.reference import is_loopback_host
 from rocmenv.registry.response import (
     RateLimit,
     RegistryStats,
@@ -41,7 +41,7 @@ from rocmenv.registry.response import (
     parse_ratelimit,
     retry_after,
 )
-from rocmenv.registry.settings import RegistrySettings
+from rocmenv.settings.registry import RegistrySettings
 
 if TYPE_CHECKING:
     import ssl

@@ -159,7 +159,7 @@ class EngineCapture:
         timeout: float,
     ) -> tuple[int, str, str]:
         from rocmenv.engine.container import capture
-        from rocmenv.runspec import BindMount as EngineBind
+        from rocmenv.spec.runspec import BindMount as EngineBind
 
         binds = [EngineBind(source=m.source, target=m.target, readonly=m.read_only) for m in mounts]
         out = capture(self._engine, image, argv, mounts=binds, env=dict(env), timeout=timeout)

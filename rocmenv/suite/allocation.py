@@ -173,8 +173,8 @@ def check_access(paths: Sequence[str]) -> None:
 
 def allocated_gpus(ctx: Context, gres_conf: Path | None = None) -> NodeGpus:
     """This job's GPUs, from Slurm's indices through gres.conf to rocmenv's inventory."""
-    from rocmenv.config import load_config
-    from rocmenv.gpu import discover
+    from rocmenv.settings.project import load_config
+    from rocmenv.spec.gpu import discover
 
     conf = gres_conf or _configured_gres_conf(ctx) or default_gres_conf(ctx.env)
     try:
@@ -192,7 +192,7 @@ def allocated_gpus(ctx: Context, gres_conf: Path | None = None) -> NodeGpus:
 
 
 def _configured_gres_conf(ctx: Context) -> Path | None:
-    from rocmenv.config import find_config
+    from rocmenv.settings.project import find_config
     from rocmenv.suite.model import parse_slurm, slurm_table
 
     path, table = find_config(ctx)

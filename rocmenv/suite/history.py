@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypedDict
 
-from rocmenv.atomic import write_atomic
 from rocmenv.errors import ConfigError
+from rocmenv.hostfs import write_atomic
 
 HISTORY_VERSION = 1
 HISTORY_NAME = "rocmenv.suite-history.json"
@@ -128,7 +128,7 @@ def _write(path: Path, entries: Mapping[str, tuple[float, ...]], stamps: Mapping
 
 def record(path: Path, profile: str, measured: Iterable[tuple[str, float]]) -> History:
     """Add passed tests' wall times (read-modify-write under the directory's lock)."""
-    from rocmenv.lock import exclusive
+    from rocmenv.image.lock import exclusive
 
     new = list(measured)
     with exclusive(path):

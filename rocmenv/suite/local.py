@@ -1,6 +1,6 @@
 """The local backend: each test in its own container through the run pipeline.
 
-:func:`run_in_container` is the one place the suite calls :mod:`rocmenv.run`: the same
+:func:`run_in_container` is the one place the suite calls :mod:`rocmenv.run.execute`: the same
 image choice (the lock's digest), shims, mounts and untrusted policy as ``rocmenv run``,
 with the test's GPUs as ``--gpus 0,3`` (exactly those render nodes + visible-device
 variables). The container's output and rocmenv's notes go to the test's log file.
@@ -40,7 +40,7 @@ class LogReporter:
         self.stream.flush()
 
     def pull(self, engine: Any, image: str) -> None:
-        """Plain progress lines into the log (retries, disk budget: :mod:`rocmenv.pull`)."""
+        """Plain progress lines into the log (retries, disk budget: :mod:`rocmenv.run.pull`)."""
         from rocmenv.cli._progress import pull_for_cli
 
         pull_for_cli(self.ctx, engine, image)
@@ -57,8 +57,8 @@ def run_in_container(
     on_created: Callable[[str], None],
 ) -> int:
     """The adapter to the run pipeline (re-wire here when its API moves)."""
-    from rocmenv.run import RunRequest, execute
-    from rocmenv.runspec import Overrides
+    from rocmenv.run.execute import RunRequest, execute
+    from rocmenv.spec.runspec import Overrides
 
     test_ctx = Context(
         env=ctx.env, cwd=ctx.cwd, stdout=log, stderr=log, debug=ctx.debug,
@@ -76,8 +76,8 @@ def run_in_container(
 
 def open_kill_engine(ctx: Context, *, profile: str | None, engine: EngineName | None) -> Any:
     """The engine used to stop tests' containers (the one the run pipeline picks)."""
-    from rocmenv.config import load_config
     from rocmenv.engine.select import engine_name, open_engine
+    from rocmenv.settings.project import load_config
 
     config = load_config(ctx)
     name = engine_name(

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
-from rocmenv.profiles import as_str, as_str_list, check_keys, did_you_mean
+from rocmenv.settings.profiles import as_str, as_str_list, check_keys, did_you_mean
 
 GpuRequestStyle = Literal["gres", "gpus"]
 GPU_REQUEST_STYLES: tuple[str, ...] = ("gres", "gpus")
@@ -262,7 +262,7 @@ def suite_names(table: dict[str, Any]) -> list[str]:
 def load_suite(
     table: dict[str, Any], name: str, *, root: Path, where: str, slurm_raw: Any = None
 ) -> Suite:
-    """``[suites.NAME]`` of the project table (as read by :func:`rocmenv.config.find_config`)."""
+    """``[suites.NAME]`` of the project table (as read by :func:`rocmenv.settings.project.find_config`)."""
     raw = table.get("suites", {})
     if not isinstance(raw, dict):
         raise ConfigError(f"suites in {where} must be a table of tables")
@@ -280,8 +280,8 @@ def checkout_distrusted(ctx: Context, path: Path | None, *, untrusted: bool) -> 
     """Untrusted mode with a project file from the checkout (the pull request's): its Slurm
     settings (partition, account, extra ``srun``/``sbatch`` arguments, gres.conf path) are
     not used, as its ``[registry]`` is not (README "Running untrusted code")."""
-    from rocmenv.config import config_trusted
-    from rocmenv.policy import untrusted_env
+    from rocmenv.settings.project import config_trusted
+    from rocmenv.spec.guard import untrusted_env
 
     return (untrusted or untrusted_env(ctx.env)) and not config_trusted(ctx, path)
 

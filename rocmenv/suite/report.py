@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocmenv.atomic import write_atomic
+from rocmenv.hostfs import write_atomic
 from rocmenv.suite.packer import TestResult
 
 LOG_TAIL = 4000  # characters of a failed test's log in its JUnit element

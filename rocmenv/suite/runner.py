@@ -41,7 +41,7 @@ class Loaded:
 
 
 def load(ctx: Context, name: str) -> Loaded:
-    from rocmenv.config import find_config, load_config
+    from rocmenv.settings.project import find_config, load_config
 
     config = load_config(ctx)  # validates the whole file (and the profiles)
     path, table = find_config(ctx)
@@ -60,7 +60,7 @@ def load(ctx: Context, name: str) -> Loaded:
 
 
 def list_names(ctx: Context) -> list[str]:
-    from rocmenv.config import find_config, load_config
+    from rocmenv.settings.project import find_config, load_config
 
     load_config(ctx)
     _path, table = find_config(ctx)
@@ -82,8 +82,8 @@ def planned(
 
 def local_pool(ctx: Context, selection: str | None) -> tuple[int, ...]:
     """Host GPU indices that ``--gpus SEL`` (default all) names."""
-    from rocmenv.config import load_config
-    from rocmenv.gpu import discover, parse_gpus, select
+    from rocmenv.settings.project import load_config
+    from rocmenv.spec.gpu import discover, parse_gpus, select
 
     request = parse_gpus(selection or "all")
     if request.kind == "none":

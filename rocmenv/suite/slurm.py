@@ -171,7 +171,7 @@ def _markers(log_path: Path) -> tuple[tuple[int, ...] | None, float | None]:
 
 def load_settings(ctx: Context) -> SlurmSettings:
     """The project's top-level ``[slurm]`` table (defaults without one)."""
-    from rocmenv.config import find_config
+    from rocmenv.settings.project import find_config
     from rocmenv.suite.model import parse_slurm, slurm_table
 
     path, table = find_config(ctx)
@@ -184,10 +184,10 @@ def load_settings(ctx: Context) -> SlurmSettings:
 def gpu_count(ctx: Context, selection: str | None, profile: str | None) -> int:
     """How many GPUs a ``--gpus`` selection names (Slurm picks which): indices and ranges
     count one per GPU, a UUID or PCI address one; ``all`` is a whole node."""
-    from rocmenv.gpu import parse_gpus
+    from rocmenv.spec.gpu import parse_gpus
 
     if selection is None:
-        from rocmenv.config import load_config
+        from rocmenv.settings.project import load_config
 
         selection = load_config(ctx).profile(profile).gpus
     request = parse_gpus(selection)

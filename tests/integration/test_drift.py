@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rocmenv.lock import read_lock, update_lock
+from rocmenv.image.lock import read_lock, update_lock
 from tests.support import testenv
 from tests.support.faultproxy import FaultProxy, Match, status
 

@@ -14,7 +14,7 @@ from rocmenv.engine import Engine
 from rocmenv.engine.container import capture
 from rocmenv.engine.select import make_engine
 from rocmenv.errors import EngineError, EngineStartError
-from rocmenv.runspec import BindMount, RunSpec
+from rocmenv.spec.runspec import BindMount, RunSpec
 from tests.support import hostfacts, testenv
 
 # docker-api twice: over its standard-library transport and over docker-py's
@@ -91,7 +91,7 @@ def test_run_capture_of_a_missing_command_exits_127(engine: Engine, family: test
 
 @pytest.fixture
 def created(engine: Engine, family: testenv.Family) -> Iterator[str]:
-    from rocmenv.labels import Identity
+    from rocmenv.spec.labels import Identity
 
     spec = RunSpec(
         image=family["demo"].ref,
@@ -124,8 +124,8 @@ def test_wait_times_out_on_a_running_container(engine: Engine, created: str) -> 
 
 
 def test_a_refused_start_is_explained(engine: Engine, family: testenv.Family) -> None:
-    from rocmenv.labels import Identity
-    from rocmenv.profiles import Ulimit
+    from rocmenv.settings.profiles import Ulimit
+    from rocmenv.spec.labels import Identity
 
     spec = RunSpec(
         image=family["demo"].ref,

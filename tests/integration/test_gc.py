@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 
-from rocmenv.labels import process_start
+from rocmenv.spec.labels import process_start
 from tests.integration.test_run_support import (  # noqa: F401 - fixtures
     Project,
     docker,

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rocmenv.errors import InvalidReference
-from rocmenv.reference import parse
+from rocmenv.grammar.reference import parse
 
 pytestmark = pytest.mark.integration
 

@@ -20,10 +20,10 @@ from rocmenv.errors import (
     RegistryProtocolError,
     RegistryUnavailable,
 )
-from rocmenv.reference import parse
+from rocmenv.grammar.reference import parse
 from rocmenv.registry.client import RegistryClient
 from rocmenv.registry.manifest import INDEX_TYPES
-from rocmenv.registry.settings import RegistrySettings
+from rocmenv.settings.registry import RegistrySettings
 from tests.support import testenv
 from tests.support.faultproxy import (
     FaultProxy,

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from rocmenv.context import Context
-from rocmenv.reference import parse
+from rocmenv.grammar.reference import parse
 from rocmenv.registry.client import RegistryClient
-from rocmenv.registry.settings import RegistrySettings
+from rocmenv.settings.registry import RegistrySettings
 from tests.support import testenv
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.gpu import discover
+from rocmenv.spec.gpu import discover
 from rocmenv.suite.allocation import MARKER, parse_gres_conf
 from tests.integration.suite_support import Spec, check_schedule, records, write_suite
 from tests.integration.test_run_support import (  # noqa: F401 - fixtures

@@ -1,7 +1,7 @@
 """Deterministic races for tests of ``rocmenv.lock`` (a barrier inside the writer).
 
 :func:`install` is called in a child process before it writes the lockfile. It wraps
-``fcntl.flock`` and ``rocmenv.lock.write_lock`` so that a writer about to write waits until
+``fcntl.flock`` and ``rocmenv.image.lock.write_lock`` so that a writer about to write waits until
 the *other* writer either is blocked on the lock or has also reached the write:
 
 * with the lock working, the first writer sees the second blocked and goes on; the second
@@ -40,7 +40,7 @@ def _wait_for(paths: tuple[Path, ...], timeout: float) -> None:
 def install(rendezvous: Path, me: str, other: str, *, timeout: float = 60.0) -> None:
     import fcntl
 
-    import rocmenv.lock as lock_module
+    import rocmenv.image.lock as lock_module
 
     real_flock = fcntl.flock
     real_write = lock_module.write_lock

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.config import load_config
 from rocmenv.context import Context
 from rocmenv.engine.select import engine_name
 from rocmenv.errors import ConfigError, UsageError
-from rocmenv.profiles import BUILTIN_PROFILES
+from rocmenv.settings.profiles import BUILTIN_PROFILES
+from rocmenv.settings.project import load_config
 
 
 def ctx_in(path: Path, **env: str) -> Context:

@@ -26,8 +26,8 @@ from rocmenv.drift.check import (
 )
 from rocmenv.drift.inspect import ProbeCache, compare, diff_packages, diff_shims, facts_from_probe
 from rocmenv.errors import UsageError
-from rocmenv.lock import Lock, LockEntry
-from rocmenv.tags import parse_tag
+from rocmenv.grammar.tags import parse_tag
+from rocmenv.image.lock import Lock, LockEntry
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64

@@ -13,7 +13,7 @@ from rocmenv.context import Context
 from rocmenv.drift.check import ImageDrift, Inspection, Problem, Target, exit_code
 from rocmenv.drift.inspect import compare, facts_from_probe
 from rocmenv.drift.report import render_markdown, render_text, report_json
-from rocmenv.lock import LockEntry
+from rocmenv.image.lock import LockEntry
 from tests.unit.test_drift import PROBE_NEW, PROBE_OLD
 
 D1 = "sha256:" + "1" * 64

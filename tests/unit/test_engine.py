@@ -24,9 +24,9 @@ from rocmenv.engine.select import (
     socket_answers,
 )
 from rocmenv.errors import EngineUnavailable, UsageError
-from rocmenv.labels import Identity, process_start
-from rocmenv.profiles import Ulimit
-from rocmenv.runspec import RunSpec
+from rocmenv.settings.profiles import Ulimit
+from rocmenv.spec.labels import Identity, process_start
+from rocmenv.spec.runspec import RunSpec
 
 # Error texts as Docker 20.10 / runc print them on this kind of host.
 RLIMIT_MEMLOCK = (
@@ -239,7 +239,7 @@ class _Terminal(io.StringIO):
 def test_pull_progress_redraws_in_place_on_a_terminal() -> None:
     from rocmenv.cli._progress import PullDisplay
     from rocmenv.engine import PullEvent
-    from rocmenv.pull import PullPlan, PullResult
+    from rocmenv.run.pull import PullPlan, PullResult
 
     term = _Terminal()
     clock = iter(float(i) for i in range(100))

@@ -24,9 +24,9 @@ from rocmenv.engine.wire import (
     quote_ref,
 )
 from rocmenv.errors import EngineError, EngineProtocolError
-from rocmenv.profiles import Ulimit
-from rocmenv.render import create_body, parse_bytes
-from rocmenv.runspec import BindMount, Device, EnvVar, RunSpec
+from rocmenv.settings.profiles import Ulimit
+from rocmenv.spec.render import create_body, parse_bytes
+from rocmenv.spec.runspec import BindMount, Device, EnvVar, RunSpec
 
 
 class Server:

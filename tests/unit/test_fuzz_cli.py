@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rocmenv.profiles import PROFILE_KEYS
+from rocmenv.settings.profiles import PROFILE_KEYS
 from tests.support.cli_fuzz import ARG, CLOSED, EXAMPLES, ODD, TEXT, check
 from tests.support.fakegpu import build_fake_host
 
@@ -324,7 +324,7 @@ def test_registry_commands_up_to_the_registry(
 
 def _fast_enough(name: str, value: str) -> bool:
     """Whether ``value`` is a valid setting (then the fast default is kept instead)."""
-    from rocmenv.registry.settings import MAX_TIMEOUT
+    from rocmenv.settings.registry import MAX_TIMEOUT
 
     try:
         number = float(value) if name.endswith("TIMEOUT") else int(value.strip())

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from rocmenv.bootstrap.refs import parse_pr_body
 from rocmenv.cli import main
 from rocmenv.context import Context
-from rocmenv.reference import host_problem
+from rocmenv.grammar.reference import host_problem
 from tests.support.fakegpu import build_fake_host
 
 
@@ -297,7 +297,7 @@ HUGE = "9" * 5000  # past int()'s 4300-digit limit: packaging and int() raised V
 )  # fmt: skip
 def test_constraints_too_large_to_compare_are_usage_errors(flag: str, value: str) -> None:
     from rocmenv.errors import UsageError
-    from rocmenv.tags import constraint_problem, sglang_specifier
+    from rocmenv.grammar.tags import constraint_problem, sglang_specifier
 
     key = flag[2:]
     assert constraint_problem(key, value) is not None

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rocmenv.errors import LockError
-from rocmenv.lock import (
+from rocmenv.image.lock import (
     LOCK_VERSION,
     Lock,
     LockEntry,
@@ -101,7 +101,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from rocmenv.lock import LockEntry, update_lock
+    from rocmenv.image.lock import LockEntry, update_lock
     from tests.support import lock_race
     path, name, digest, other = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     lock_race.install(path.parent / "rendezvous", name, other, timeout=60)
@@ -140,7 +140,7 @@ KILLED_WRITER = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from rocmenv import lock as L
+    from rocmenv.image import lock as L
     path = Path(sys.argv[1])
     big = L.Lock()
     e = L.LockEntry(repository="docker.io/a/b", tag="t", digest="sha256:" + "3" * 64, media_type="m",
@@ -182,7 +182,7 @@ HALF_WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from rocmenv import lock as L
+    from rocmenv.image import lock as L
     from tests.support import lock_race
     path = Path(sys.argv[1])
     e = L.LockEntry(repository="docker.io/a/b", tag="t", digest="sha256:" + "3" * 64,

@@ -1,4 +1,4 @@
-"""rocmenv.pinning's decisions without a registry: which image a command uses, when a pin is
+"""rocmenv.image.pinning's decisions without a registry: which image a command uses, when a pin is
 stale, what pin writes. (The same paths against the real registry: tests/integration.)"""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from rocmenv.config import Config
 from rocmenv.context import Context
 from rocmenv.errors import CheckFailed, ConfigError
-from rocmenv.lock import Lock, LockEntry
-from rocmenv.pinning import (
+from rocmenv.grammar.reference import parse
+from rocmenv.image.lock import Lock, LockEntry
+from rocmenv.image.pinning import (
     choose_image,
     constraints_json,
     constraints_of,
@@ -21,9 +21,9 @@ from rocmenv.pinning import (
     entry_matches_spec,
     pin_spec,
 )
-from rocmenv.profiles import BUILTIN_PROFILES, ImageSpec
-from rocmenv.reference import parse
 from rocmenv.registry.manifest import PlatformImage
+from rocmenv.settings.profiles import BUILTIN_PROFILES, ImageSpec
+from rocmenv.settings.project import Config
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64

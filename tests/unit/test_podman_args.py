@@ -7,9 +7,9 @@ import resource
 from pathlib import Path
 
 from rocmenv.engine.podman import podman_args
-from rocmenv.profiles import Ulimit
-from rocmenv.render import render_docker
-from rocmenv.runspec import RunSpec
+from rocmenv.settings.profiles import Ulimit
+from rocmenv.spec.render import render_docker
+from rocmenv.spec.runspec import RunSpec
 
 
 def spec(**fields: object) -> RunSpec:

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocmenv.builder import build_runspec
 from rocmenv.cli import main
-from rocmenv.config import load_config
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, PolicyViolation, UsageError
-from rocmenv.policy import VISIBLE_DEVICE_VARS, Guard, Policy, untrusted_env
-from rocmenv.profiles import BUILTIN_PROFILES, Mount
-from rocmenv.render import render_compose
-from rocmenv.runspec import HostFacts, Overrides
+from rocmenv.settings.profiles import BUILTIN_PROFILES, Mount
+from rocmenv.settings.project import load_config
+from rocmenv.spec.builder import build_runspec
+from rocmenv.spec.guard import VISIBLE_DEVICE_VARS, Guard, Policy, untrusted_env
+from rocmenv.spec.render import render_compose
+from rocmenv.spec.runspec import HostFacts, Overrides
 from tests.support.fakegpu import FakeHost, build_fake_host
 from tests.support.hostile import (
     FILE_ATTACKS,
@@ -519,7 +519,7 @@ def test_a_symlink_in_the_checkout_to_a_host_directory_is_refused(tmp_path: Path
 def test_a_socket_or_a_directory_holding_one_is_refused(tmp_path: Path) -> None:
     import socket
 
-    from rocmenv.policy import find_socket
+    from rocmenv.spec.guard import find_socket
 
     facts, _checkout = guard_facts(tmp_path)
     facts = replace(facts, find_socket=find_socket)
@@ -624,7 +624,7 @@ def test_video_and_render_pass_by_name_or_by_this_hosts_gid_and_nothing_else(
 def test_passed_visible_devices_are_renumbered_for_a_subset_in_trusted_mode(
     tmp_path: Path, fake: FakeHost
 ) -> None:
-    from rocmenv.gpu import discover
+    from rocmenv.spec.gpu import discover
 
     facts = HostFacts(
         env={"HIP_VISIBLE_DEVICES": "4,5,6,7", "ROCR_VISIBLE_DEVICES": "4,5,6,7"},

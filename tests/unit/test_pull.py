@@ -13,8 +13,8 @@ from rocmenv.cli._progress import PullDisplay
 from rocmenv.context import Context
 from rocmenv.engine import LocalImage, PullEvent
 from rocmenv.errors import ConfigError, UsageError
-from rocmenv.images import Pulled, load_pulled, parse_duration, plan_image_gc, record_pull
-from rocmenv.pull import Failure, LayerPlan, PullPlan, PullProgress, classify, parse_size
+from rocmenv.run.images import Pulled, load_pulled, parse_duration, plan_image_gc, record_pull
+from rocmenv.run.pull import Failure, LayerPlan, PullPlan, PullProgress, classify, parse_size
 
 
 @pytest.mark.parametrize(
@@ -185,7 +185,7 @@ def test_quiet_display_prints_only_what_failed() -> None:
 
 
 def test_the_registry_rate_limit_state_is_said_when_the_registry_sends_it() -> None:
-    from rocmenv.pull import rate_limits
+    from rocmenv.run.pull import rate_limits
 
     class Client:
         def ratelimits(self) -> list[dict[str, object]]:

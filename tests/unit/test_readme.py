@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rocmenv import errors
 from rocmenv.cli import COMMANDS
-from rocmenv.profiles import PROFILE_KEYS
+from rocmenv.settings.profiles import PROFILE_KEYS
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 

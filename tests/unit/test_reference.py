@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocmenv.errors import InvalidReference, ReferenceSyntaxError
-from rocmenv.reference import parse, parse_docker_ref, parse_repository, validate_tag
+from rocmenv.grammar.reference import parse, parse_docker_ref, parse_repository, validate_tag
 
 D64 = "a" * 64
 

@@ -83,8 +83,8 @@ def test_the_private_deadline_header_is_never_sent() -> None:
     import threading
 
     from rocmenv.registry.connect import DEADLINE_HEADER
-    from rocmenv.registry.settings import RegistrySettings
     from rocmenv.registry.transport import Transport
+    from rocmenv.settings.registry import RegistrySettings
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

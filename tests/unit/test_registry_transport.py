@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from rocmenv.errors import RegistryProtocolError
-from rocmenv.registry.settings import RegistrySettings
 from rocmenv.registry.transport import Transport
+from rocmenv.settings.registry import RegistrySettings
 
 
 @contextlib.contextmanager

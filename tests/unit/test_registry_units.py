@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocmenv.errors import ConfigError, RegistryProtocolError
-from rocmenv.reference import is_loopback_host
+from rocmenv.grammar.reference import is_loopback_host
 from rocmenv.registry.auth import parse_challenge
 from rocmenv.registry.manifest import pick_platform
 from rocmenv.registry.proxy import proxy_for

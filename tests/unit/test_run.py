@@ -1,4 +1,4 @@
-"""rocmenv.run's orchestration against an in-memory engine: what reaches the engine, which exit
+"""rocmenv.run.execute's orchestration against an in-memory engine: what reaches the engine, which exit
 status comes back, and that no container outlives the run. The same paths against the real
 Docker engine are in tests/integration/test_run*.py; this file checks the decisions fast."""
 
@@ -14,9 +14,9 @@ import pytest
 from rocmenv.context import Context
 from rocmenv.engine import ContainerInfo, EngineKind, ImageInfo, PullEvent, StartFailure
 from rocmenv.errors import EngineError, EngineStartError, RunNotStarted
-from rocmenv.labels import LABEL_IMAGE_DIGEST, LABEL_OWNER_PID, LABEL_SESSION
-from rocmenv.run import RunRequest, execute
-from rocmenv.runspec import Overrides, RunSpec
+from rocmenv.run.execute import RunRequest, execute
+from rocmenv.spec.labels import LABEL_IMAGE_DIGEST, LABEL_OWNER_PID, LABEL_SESSION
+from rocmenv.spec.runspec import Overrides, RunSpec
 
 DIGEST = "sha256:" + "d" * 64
 
@@ -141,7 +141,7 @@ def engine(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
         kinds.append(kind)
         return fake
 
-    monkeypatch.setattr("rocmenv.run.make_engine", make)
+    monkeypatch.setattr("rocmenv.run.execute.make_engine", make)
     fake.kinds = kinds  # type: ignore[attr-defined]
     return fake
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.builder import build_runspec
-from rocmenv.config import load_config
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
-from rocmenv.gpu import discover
-from rocmenv.labels import LABEL_OWNER_PID, LABEL_PROFILE, LABEL_SESSION, Identity
-from rocmenv.profiles import BUILTIN_PROFILES, Mount, Profile, Ulimit
-from rocmenv.render import render_compose, render_docker, render_gha
-from rocmenv.runspec import Device, HostFacts, LauncherMount, Overrides, RunSpec, parse_device
+from rocmenv.settings.profiles import BUILTIN_PROFILES, Mount, Profile, Ulimit
+from rocmenv.settings.project import load_config
+from rocmenv.spec.builder import build_runspec
+from rocmenv.spec.gpu import discover
+from rocmenv.spec.labels import LABEL_OWNER_PID, LABEL_PROFILE, LABEL_SESSION, Identity
+from rocmenv.spec.render import render_compose, render_docker, render_gha
+from rocmenv.spec.runspec import Device, HostFacts, LauncherMount, Overrides, RunSpec, parse_device
 from tests.support.fakegpu import FakeHost, build_fake_host
 
 ROCM = BUILTIN_PROFILES["rocm"]

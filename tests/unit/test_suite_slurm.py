@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rocmenv.errors import SlurmError
-from rocmenv.gpu import discover
+from rocmenv.spec.gpu import discover
 from rocmenv.suite.allocation import allocated_indices, map_allocation, parse_gres_conf
 from rocmenv.suite.model import SlurmSettings
 from rocmenv.suite.packer import Job

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from rocmenv.tags import Constraints, nearest, parse_tag, rocm_version, select
+from rocmenv.grammar.tags import Constraints, nearest, parse_tag, rocm_version, select
 from tests.support.tagset import generate_tagset
 
 TAGSET = generate_tagset()

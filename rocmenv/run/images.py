@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypedDict
 
-from rocmenv.atomic import write_atomic
 from rocmenv.context import Context
 from rocmenv.engine import Engine, LocalImage
 from rocmenv.errors import ConfigError
+from rocmenv.hostfs import write_atomic
 
 STATE_VERSION = 1
 

@@ -1,7 +1,7 @@
 """``rocmenv run`` / ``shell``: one container from a profile, streamed, never leaked.
 
 Lifecycle (:func:`execute`): choose the image and engine → check/pull the image → build the
-:class:`~rocmenv.runspec.RunSpec` (+ shim launcher) → create (labelled) → attach → start →
+:class:`~rocmenv.spec.runspec.RunSpec` (+ shim launcher) → create (labelled) → attach → start →
 wait → remove, with the removal in ``finally``. SIGINT/SIGTERM/SIGHUP received meanwhile
 are forwarded to the container; if it is still running ``STOP_GRACE`` seconds later it is
 killed, then removed. Exit status: the command's own (signals as 128+N); 128+N of the signal
@@ -22,19 +22,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from rocmenv.builder import build_runspec
-from rocmenv.config import load_config
 from rocmenv.context import Context, find_checkout
 from rocmenv.engine import Attachment, Engine, EngineName, ImageInfo
 from rocmenv.engine.container import Container
 from rocmenv.engine.select import choose_engine_kind, engine_name, in_container, make_engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
-from rocmenv.gpu import GpuInventory, discover, family_mismatch
-from rocmenv.labels import Identity
-from rocmenv.pinning import choose_image
-from rocmenv.policy import find_socket, guard_for, untrusted_mode
-from rocmenv.profiles import PullPolicy
-from rocmenv.runspec import HostFacts, LauncherMount, Overrides, RunSpec, wants_gpus
+from rocmenv.image.pinning import choose_image
+from rocmenv.settings.profiles import PullPolicy
+from rocmenv.settings.project import load_config
+from rocmenv.spec.builder import build_runspec
+from rocmenv.spec.gpu import GpuInventory, discover, family_mismatch
+from rocmenv.spec.guard import find_socket, guard_for, untrusted_mode
+from rocmenv.spec.labels import Identity
+from rocmenv.spec.runspec import HostFacts, LauncherMount, Overrides, RunSpec, wants_gpus
 
 STOP_GRACE = 3.0  # seconds between the forwarded signal and SIGKILL
 EXIT_WAIT = 10.0  # seconds to wait for the container to go after SIGKILL

@@ -1,7 +1,7 @@
 """Building the complete container: :func:`build_runspec` turns (profile, CLI overrides, host
-GPU inventory, host facts, the shim launcher) into a frozen :class:`~rocmenv.runspec.RunSpec`
+GPU inventory, host facts, the shim launcher) into a frozen :class:`~rocmenv.spec.runspec.RunSpec`
 — labels and launcher included; nothing patches it afterwards. The same spec is what
-``rocmenv run`` gives the engine and what ``rocmenv options`` renders (:mod:`rocmenv.render`).
+``rocmenv run`` gives the engine and what ``rocmenv options`` renders (:mod:`rocmenv.spec.render`).
 
 Policies (README "Profiles"):
 
@@ -20,7 +20,7 @@ Policies (README "Profiles"):
   the working directory is the current one.
 * **Environment**: only what the profile declares; proxy variables are dropped unless
   ``keep-proxy-env``; ``secret-env`` is never passed in untrusted mode.
-* **Untrusted mode** applies the policy of :mod:`rocmenv.policy`: what has a safe
+* **Untrusted mode** applies the policy of :mod:`rocmenv.spec.guard`: what has a safe
   equivalent is neutralised before the spec is built (GPU isolation by nodes, renumbered
   visible-device variables, private IPC, no pass-env/secrets from an untrusted profile, data
   mounts and the checkout's ``.git`` read-only), everything else the policy refuses is an
@@ -32,17 +32,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rocmenv.errors import ConfigError, UsageError
-from rocmenv.gpu import (
+from rocmenv.settings.profiles import PROXY_VARS, Mount, Profile, check_env_name, parse_mount
+from rocmenv.spec.gpu import (
     CONTAINER_DRI,
     CONTAINER_KFD,
     GpuSelection,
     parse_gpus,
     select,
 )
-from rocmenv.labels import LABEL_PREFIX, run_labels
-from rocmenv.policy import VISIBLE_DEVICE_VARS, Guard, untrusted_mode
-from rocmenv.profiles import PROXY_VARS, Mount, Profile, check_env_name, parse_mount
-from rocmenv.runspec import (
+from rocmenv.spec.guard import VISIBLE_DEVICE_VARS, Guard, untrusted_mode
+from rocmenv.spec.labels import LABEL_PREFIX, run_labels
+from rocmenv.spec.runspec import (
     BindMount,
     Device,
     EnvVar,
@@ -244,9 +244,9 @@ def build_runspec(
     guard: Guard | None = None,
 ) -> RunSpec:
     """The complete container for ``profile`` with the CLI's ``overrides`` on ``host``:
-    labels from :mod:`rocmenv.labels`, and the shim ``launcher`` mounted when given. In
+    labels from :mod:`rocmenv.spec.labels`, and the shim ``launcher`` mounted when given. In
     untrusted mode the ``guard`` (default: the built-in policy, the profile untrusted unless
-    built in) neutralises and checks it (:mod:`rocmenv.policy`)."""
+    built in) neutralises and checks it (:mod:`rocmenv.spec.guard`)."""
     untrusted = untrusted_mode(profile, overrides.untrusted, host.env)
     privileged = profile.privileged if overrides.privileged is None else overrides.privileged
     warnings: list[str] = []

@@ -6,7 +6,7 @@ checkout is the attacker's: ``rocmenv.toml``, ``[tool.rocmenv]``, ``rocmenv.lock
 What is trusted: the workflow's environment (``ROCMENV_*``), a config file outside the
 checkout named by ``--config``/``ROCMENV_CONFIG``, the policy file named by
 ``ROCMENV_POLICY``, the runner's Docker config and daemon. So untrusted mode does not trust
-what the profile asks for; :func:`rocmenv.builder.build_runspec` builds the spec and this
+what the profile asks for; :func:`rocmenv.spec.builder.build_runspec` builds the spec and this
 module decides, in two steps:
 
 * :meth:`Guard.constrain` (before building) **neutralises** what has a safe equivalent that
@@ -55,9 +55,9 @@ from typing import TYPE_CHECKING, Any, Final
 from rocmenv.errors import ConfigError, PolicyViolation, UsageError
 
 if TYPE_CHECKING:
-    from rocmenv.config import Config
-    from rocmenv.profiles import Profile
-    from rocmenv.runspec import BindMount, Device
+    from rocmenv.settings.profiles import Profile
+    from rocmenv.settings.project import Config
+    from rocmenv.spec.runspec import BindMount, Device
 
 UNTRUSTED_ENV: Final = "ROCMENV_UNTRUSTED"
 POLICY_ENV: Final = "ROCMENV_POLICY"
@@ -151,8 +151,8 @@ def load_policy(env: Mapping[str, str], checkout: Path | None) -> Policy:
             "file is the pull request's, not yours",
             hint="keep the policy file outside the checkout (e.g. /etc/rocmenv/policy.toml)",
         )
-    from rocmenv.config import load_toml
-    from rocmenv.profiles import as_str_list, check_keys
+    from rocmenv.settings.profiles import as_str_list, check_keys
+    from rocmenv.settings.project import load_toml
 
     table = load_toml(path)
     where = f"policy file {path}"
@@ -168,7 +168,7 @@ def load_policy(env: Mapping[str, str], checkout: Path | None) -> Policy:
 
 def _repository(text: str, where: str) -> str:
     from rocmenv.errors import InvalidReference
-    from rocmenv.reference import parse_repository
+    from rocmenv.grammar.reference import parse_repository
 
     try:
         return parse_repository(text).name
@@ -352,7 +352,7 @@ class Guard:
         if image == "IMAGE":  # a rendering without an image
             return None
         from rocmenv.errors import InvalidReference
-        from rocmenv.reference import parse
+        from rocmenv.grammar.reference import parse
 
         try:
             ref = parse(image)
@@ -455,7 +455,7 @@ def guard_for(env: Mapping[str, str], config: Config, checkout: Path | None) -> 
         )
     registry = config.registry
     if not config.trusted:  # the checkout's file was read (untrusted = true in a profile)
-        from rocmenv.registry.settings import RegistrySettings, env_registry
+        from rocmenv.settings.registry import RegistrySettings, env_registry
 
         registry = env_registry(env, RegistrySettings())
     mirrors = tuple((reg, host) for reg, hosts in registry.mirrors for host in hosts)

@@ -8,7 +8,7 @@ keeps images (only when that directory is on this machine). :func:`pull_image` a
 engine to pull, feeds its events to a :class:`PullProgress`, and on a failure that a retry
 can fix (429, 5xx, connection reset, EOF, timeouts) waits with exponential backoff and pulls
 again: the engine keeps the layers it finished, so a retry resumes. Every pull that
-succeeds is recorded in the image state file (:mod:`rocmenv.images`) for ``gc --images``.
+succeeds is recorded in the image state file (:mod:`rocmenv.run.images`) for ``gc --images``.
 
 Cost: the plan's manifest ``GET`` is one more request the registry sees; Docker Hub counts
 manifest GETs against its pull limit, so a planned pull from Docker Hub counts twice (the
@@ -153,7 +153,7 @@ def classify(message: str) -> Failure:
 
 def plan_pull(client: RegistryClient, engine: Engine, image: str) -> PullPlan:
     """The image's layers and sizes from the registry, and which the engine already has."""
-    from rocmenv.reference import Reference, parse
+    from rocmenv.grammar.reference import Reference, parse
 
     ref = parse(image)
     platform = client.resolve_platform(ref)
@@ -280,7 +280,7 @@ def fetch(
     Without a registry client (or when the registry cannot be asked) the pull goes ahead
     unplanned: no sizes, no disk check."""
     from rocmenv.errors import RegistryError
-    from rocmenv.images import record_pull
+    from rocmenv.run.images import record_pull
 
     plan = PullPlan(image=image)
     limits: list[str] = []

@@ -1,4 +1,4 @@
-"""A :class:`~rocmenv.runspec.RunSpec` rendered for other tools.
+"""A :class:`~rocmenv.spec.runspec.RunSpec` rendered for other tools.
 
 ``docker run`` arguments (:func:`render_docker`; ``rocmenv options --format docker`` and the
 docker-cli adapter), a GitHub Actions ``container.options`` string (:func:`render_gha`) and
@@ -14,8 +14,8 @@ import shlex
 from typing import Any
 
 from rocmenv.errors import EngineError
-from rocmenv.labels import LABEL_PREFIX
-from rocmenv.runspec import RunSpec
+from rocmenv.spec.labels import LABEL_PREFIX
+from rocmenv.spec.runspec import RunSpec
 
 
 def render_docker(

@@ -11,16 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from rocmenv.config import Config
 from rocmenv.context import Context
 from rocmenv.errors import CheckFailed, ConfigError, DigestMismatch, RegistryNotFound
-from rocmenv.profiles import ImageSpec, Profile
-from rocmenv.reference import Reference, parse, parse_repository
-from rocmenv.tags import Constraints, TagInfo, nearest, parse_tag, select
+from rocmenv.grammar.reference import Reference, parse, parse_repository
+from rocmenv.grammar.tags import Constraints, TagInfo, nearest, parse_tag, select
+from rocmenv.settings.profiles import ImageSpec, Profile
+from rocmenv.settings.project import Config
 
 if TYPE_CHECKING:  # imported by the functions that need them: `run` of a pinned profile
     # needs neither the registry client nor the lockfile writer
-    from rocmenv.lock import Lock, LockEntry
+    from rocmenv.image.lock import Lock, LockEntry
     from rocmenv.registry.client import RegistryClient
     from rocmenv.registry.manifest import PlatformImage
 
@@ -186,7 +186,7 @@ def choose_image(
     if cli_image:
         ref = parse(cli_image)  # nothing unvalidated reaches the engine
         return _choice(ref, "cli", ref.tag)
-    from rocmenv.lock import read_lock
+    from rocmenv.image.lock import read_lock
 
     spec = spec_of(profile)
     lock = lock if lock is not None else read_lock(config.lockfile)
@@ -229,7 +229,7 @@ def choose_image(
 def entry_from(
     ref: Reference, image: PlatformImage, constraints: dict[str, str] | None = None
 ) -> LockEntry:
-    from rocmenv.lock import LockEntry
+    from rocmenv.image.lock import LockEntry
 
     return LockEntry(
         repository=ref.name,
@@ -292,7 +292,7 @@ def checked_entry(entry: LockEntry) -> LockEntry:
     """Every digest of a new entry valid (sha256/384/512) before it can reach the lockfile, so
     rocmenv never writes a lock that it then refuses to read."""
     from rocmenv.errors import RegistryProtocolError
-    from rocmenv.reference import digest_problem
+    from rocmenv.grammar.reference import digest_problem
 
     for name, value in (("digest", entry.digest), ("platform digest", entry.platform_digest)):
         problem = digest_problem(value)

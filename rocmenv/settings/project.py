@@ -49,7 +49,7 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     workdir = "/workspace"            # default: the current directory (inside the mounted checkout)
     mount-checkout = true             # mount the checkout at the same path
     shims = true                      # inject the shim launcher
-    untrusted = false                 # true: the untrusted policy (rocmenv.policy); false
+    untrusted = false                 # true: the untrusted policy (rocmenv.spec.guard); false
                                       #   cannot switch off --untrusted/ROCMENV_UNTRUSTED
     pull = "missing"                  # always | missing | never
     engine = "docker-api"             # per-profile engine choice
@@ -72,7 +72,7 @@ from typing import Any, cast
 from rocmenv.context import Context, find_checkout
 from rocmenv.engine import ENGINE_NAMES, EngineName
 from rocmenv.errors import ConfigError, UsageError
-from rocmenv.profiles import (
+from rocmenv.settings.profiles import (
     BUILTIN_PROFILES,
     Profile,
     as_choice,
@@ -81,7 +81,7 @@ from rocmenv.profiles import (
     did_you_mean,
     parse_profile,
 )
-from rocmenv.registry.settings import RegistrySettings, env_registry, registry_settings
+from rocmenv.settings.registry import RegistrySettings, env_registry, registry_settings
 
 # suites and slurm are read by rocmenv.suite.model
 TOP_KEYS = (
@@ -259,7 +259,7 @@ def load_config(ctx: Context, *, untrusted: bool = False) -> Config:
     In untrusted mode (``untrusted`` or ``ROCMENV_UNTRUSTED``) a file from the checkout is
     the pull request's: its ``[registry]`` and ``[host]`` tables are ignored (said in
     :attr:`Config.notes`) and its ``lockfile`` must stay inside the project."""
-    from rocmenv.policy import untrusted_env
+    from rocmenv.spec.guard import untrusted_env
 
     untrusted = untrusted_env(ctx.env) or untrusted
     path, table = find_config(ctx)

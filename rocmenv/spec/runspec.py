@@ -1,7 +1,7 @@
 """The container a profile describes, as one pure value: :class:`RunSpec` and the values it is
 made of (devices, bind mounts, environment variables), with what the command line adds
 (:class:`Overrides`) and what the host says (:class:`HostFacts`). Building one is
-:mod:`rocmenv.builder`; rendering one for other tools is :mod:`rocmenv.render`; nothing here
+:mod:`rocmenv.spec.builder`; rendering one for other tools is :mod:`rocmenv.spec.render`; nothing here
 touches an engine.
 """
 
@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Literal
 
 from rocmenv.errors import ConfigError
-from rocmenv.gpu import (
+from rocmenv.settings.profiles import Profile, Ulimit
+from rocmenv.spec.gpu import (
     GpuInventory,
     GpuSelection,
 )
-from rocmenv.labels import Identity
-from rocmenv.profiles import Profile, Ulimit
+from rocmenv.spec.labels import Identity
 
 EnvSource = Literal["fixed", "host", "secret", "gpu", "cli", "launcher"]
 
@@ -138,7 +138,7 @@ class HostFacts:
     image_digest: str | None = None
     image_env: Mapping[str, str] = field(default_factory=dict)  # the image config's Env
     realpath: Callable[[str], str] = os.path.normpath  # run: os.path.realpath (symlinks)
-    find_socket: Callable[[str], str | None] = lambda _p: None  # run: rocmenv.policy's
+    find_socket: Callable[[str], str | None] = lambda _p: None  # run: rocmenv.spec.guard's
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,6 @@
 """Profiles: what a container is made of (image, GPUs, devices, groups, limits, mounts, env).
 
-The schema is documented in :mod:`rocmenv.config` (where profiles are loaded from
+The schema is documented in :mod:`rocmenv.settings.project` (where profiles are loaded from
 ``rocmenv.toml`` / ``[tool.rocmenv]``); this module holds the profile types, the two
 built-in profiles and the parsing of one ``[profiles.NAME]`` table.
 """
@@ -318,7 +318,7 @@ def parse_image(
     table: Mapping[str, Any], where: str, inherited: ImageSpec | None
 ) -> ImageSpec | None:
     from rocmenv.errors import InvalidReference
-    from rocmenv.reference import parse, validate_tag
+    from rocmenv.grammar.reference import parse, validate_tag
 
     keys = ("image", "tag", "sglang", "rocm", "gpu", "family", "before")
     if not any(k in table for k in keys):
@@ -349,7 +349,7 @@ def parse_image(
             updates[key] = as_str(table[key], f"{where}.{key}")
     if "family" in table:
         updates["family"] = as_choice(table["family"], FAMILIES, f"{where}.family")
-    from rocmenv.tags import constraint_problem
+    from rocmenv.grammar.tags import constraint_problem
 
     for key in ("sglang", "rocm", "gpu", "before"):
         problem = constraint_problem(key, updates[key]) if key in updates else None

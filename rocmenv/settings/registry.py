@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rocmenv.errors import ConfigError
-from rocmenv.profiles import as_str_list, check_keys
-from rocmenv.reference import check_host
+from rocmenv.grammar.reference import check_host
+from rocmenv.settings.profiles import as_str_list, check_keys
 
 REGISTRY_KEYS = (
     "mirrors",
