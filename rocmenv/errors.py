@@ -7,11 +7,8 @@ when the CLI prints them (see :mod:`rocmenv.redact`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
-
-if TYPE_CHECKING:
-    from rocmenv.engine import StartFailure
-    from rocmenv.grammar.reference import Rule
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 # Documented exit codes (README "Exit codes"; a test keeps the table in sync).
 EXIT_OK = 0
@@ -124,7 +121,7 @@ class ReferenceSyntaxError(InvalidReference):
     def __init__(
         self,
         text: str,
-        rule: Rule,
+        rule: str,
         detail: str,
         *,
         hint: str | None = None,
@@ -174,6 +171,15 @@ class OverrideFailed(StepFailed):
 
 class PatchConflict(OverrideFailed):
     """A patch neither applies nor is already applied."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartFailure:
+    """What went wrong when a container did not start (from the engine's error text)."""
+
+    message: str
+    option: str | None = None  # the option the engine refused, e.g. "--ulimit memlock=-1"
+    exit_code: int = 125  # 127: command not found, 126: not executable
 
 
 class EngineStartError(EngineError):

@@ -1,4 +1,7 @@
-"""Files rocmenv writes, written atomically: a temp file beside the target (created 0600 by
+"""Paths and files on the host.
+
+:func:`is_under` compares host paths (normalised, no symlinks followed). Files rocmenv writes,
+written atomically: a temp file beside the target (created 0600 by
 ``mkstemp``), written, flushed and fsynced, given its mode, then renamed over the target, and
 the directory fsynced. A crash or ``kill -9`` leaves the old file or the new one, never half.
 Used by the lockfile, the suite history and reports, the pull record, the layer index, the
@@ -40,3 +43,9 @@ def write_atomic(path: Path, text: str, *, mode: int | None = None, durable: boo
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+
+def is_under(path: str, root: str) -> bool:
+    """``path`` is ``root`` or inside it (both absolute, compared as normalised paths)."""
+    path, root = os.path.normpath(path), os.path.normpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")

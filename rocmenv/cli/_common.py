@@ -10,7 +10,6 @@ from rocmenv.errors import RocmenvError
 
 if TYPE_CHECKING:
     from rocmenv.registry.client import RegistryClient
-    from rocmenv.settings.project import Config
 
 
 def emit_json(ctx: Context, payload: Any) -> None:
@@ -112,12 +111,3 @@ def add_lock_arg(parser: Any) -> None:
         metavar="FILE",
         help="lockfile (default: rocmenv.lock next to the config)",
     )
-
-
-def lock_path(args: Any, ctx: Context, config: Config) -> Path:
-    """``--lock`` (relative to the working directory), else the configuration's lockfile
-    (``ROCMENV_LOCKFILE`` > the project file's ``lockfile`` > ``rocmenv.lock``)."""
-    given: Path | None = getattr(args, "lock", None)
-    if given is None:
-        return config.lockfile
-    return given if given.is_absolute() else ctx.cwd / given

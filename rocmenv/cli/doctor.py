@@ -54,16 +54,20 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     state: dict[str, Any] = {}
 
     def config() -> list[Finding]:
-        from rocmenv.settings.project import load_config
+        from rocmenv.settings.resolve import Flags, settings_for
 
-        cfg = load_config(ctx)
+        cfg = settings_for(ctx, Flags(engine=args.engine))
         state["config"] = cfg
-        where = str(cfg.path) if cfg.path else "no rocmenv.toml (built-in profiles only)"
+        where = (
+            str(cfg.project.path)
+            if cfg.project.path
+            else "no rocmenv.toml (built-in profiles only)"
+        )
         return [
             Finding(
                 check="config",
                 status="ok",
-                detail=f"{where}; profiles: {', '.join(cfg.profile_names)}; default {cfg.default_profile}",
+                detail=f"{where}; profiles: {', '.join(cfg.project.profile_names)}; default {cfg.profile.name}",
             )
         ]
 
@@ -88,10 +92,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ]
 
     def engine() -> list[Finding]:
-        from rocmenv.engine.select import engine_name, open_engine
+        from rocmenv.engine.select import open_engine
+        from rocmenv.settings.choices import EngineName
 
         cfg = state.get("config")
-        name = engine_name(ctx, flag=args.engine, config=cfg.engine if cfg else "auto")
+        name: EngineName = cfg.engine if cfg else (args.engine or "auto")
         eng = open_engine(ctx, name)
         info = eng.ping()
         detail = f"{info.kind}: {info.name or 'engine'} {info.version} (API {info.api_version}, {info.os})"
@@ -110,7 +115,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             for _, _, entry in lock.entries():
                 hosts[entry.registry or parse(entry.repository).domain] = None
         with make_client(ctx, cfg) as client:
-            for _, prof in cfg.profiles:
+            for _, prof in cfg.project.profiles:
                 if prof.image is not None:
                     for host in client.hosts_for(parse(prof.image.repository)):
                         hosts[host] = None
@@ -236,7 +241,7 @@ def _pull_limits(client: Any, lock: Any, cfg: Any) -> list[Finding]:
             refs.setdefault(
                 repo.domain, Reference(domain=repo.domain, path=repo.path, digest=entry.digest)
             )
-    for _, prof in cfg.profiles:
+    for _, prof in cfg.project.profiles:
         if prof.image is not None and prof.image.tag:
             repo = parse(prof.image.repository)
             refs.setdefault(repo.domain, repo.with_tag(prof.image.tag))

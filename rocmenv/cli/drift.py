@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocmenv.cli._common import add_lock_arg
 from rocmenv.context import Context
-from rocmenv.engine import ENGINE_NAMES, EngineName
+from rocmenv.settings.choices import ENGINE_NAMES, EngineName
 
 if TYPE_CHECKING:
     from rocmenv.drift.check import ImageDrift
@@ -122,25 +122,24 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from typing import cast
 
-    from rocmenv.cli._common import lock_path
     from rocmenv.drift.check import FailOn, check_all, exit_code, targets
     from rocmenv.drift.inspect import EngineProber, ProbeCache, RegistryProber, inspect_all
     from rocmenv.drift.report import render_markdown, render_text, report_json
     from rocmenv.errors import UsageError
     from rocmenv.image.lock import read_lock
     from rocmenv.image.pinning import entry_matches_spec, make_client
-    from rocmenv.settings.project import load_config
+    from rocmenv.settings.resolve import Flags, settings_for
 
     if not 1 <= args.jobs <= 64:
         raise UsageError(f"--jobs {args.jobs} is out of range", hint="use 1 to 64")
     fmt = "json" if args.json else args.format
     fail_on = cast(FailOn, args.fail_on)
-    config = load_config(ctx)
-    lock_file = lock_path(args, ctx, config)
+    config = settings_for(ctx, Flags(lockfile=args.lock, engine=args.engine))
+    lock_file = config.lockfile
     lock = read_lock(lock_file)
     items = targets(lock, args.profile)
     changed: list[str] = []
-    for name, prof in config.profiles:
+    for name, prof in config.project.profiles:
         entry = lock.profiles.get(name)
         if (
             entry is not None
@@ -159,7 +158,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if args.inspect:
             if args.inspect_from == "engine":
                 prober: Any = EngineProber(
-                    lambda: _open_engine(ctx, args.engine, config.engine),
+                    lambda: _open_engine(ctx, config.engine),
                     lambda: _bundle(ctx),
                 )
             else:
@@ -229,10 +228,10 @@ def _progress(ctx: Context) -> Any:
     return show
 
 
-def _open_engine(ctx: Context, flag: EngineName | None, config_engine: EngineName) -> Any:
-    from rocmenv.engine.select import engine_name, open_engine
+def _open_engine(ctx: Context, name: EngineName) -> Any:
+    from rocmenv.engine.select import open_engine
 
-    return open_engine(ctx, engine_name(ctx, flag=flag, config=config_engine))
+    return open_engine(ctx, name)
 
 
 def _bundle(ctx: Context) -> Any:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rocmenv.context import Context
-from rocmenv.engine import ENGINE_NAMES
+from rocmenv.settings.choices import ENGINE_NAMES
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> None:
@@ -51,11 +51,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json
     from rocmenv.engine.gc import collect_garbage
-    from rocmenv.engine.select import engine_name, open_engine
-    from rocmenv.settings.project import load_config
+    from rocmenv.engine.select import open_engine
+    from rocmenv.settings.resolve import Flags, settings_for
 
-    config = load_config(ctx)
-    engine = open_engine(ctx, engine_name(ctx, flag=args.engine, config=config.engine))
+    config = settings_for(ctx, Flags(engine=args.engine))
+    engine = open_engine(ctx, config.engine)
     if args.images:
         return run_images(args, ctx, engine, config)
     items = collect_garbage(engine, dry_run=args.dry_run)
@@ -95,7 +95,8 @@ def run_images(args: argparse.Namespace, ctx: Context, engine: Any, config: Any)
         parse_duration,
         plan_image_gc,
     )
-    from rocmenv.run.pull import human_bytes, parse_size
+    from rocmenv.run.pull import human_bytes
+    from rocmenv.settings.keys import parse_size
 
     locked: set[str] = set()
     if args.keep_locked:

@@ -22,10 +22,10 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json
-    from rocmenv.settings.project import load_config
+    from rocmenv.settings.resolve import settings_for
     from rocmenv.spec.gpu import discover
 
-    config = load_config(ctx)
+    config = settings_for(ctx)
     inv = discover(config.host.sysfs_root, config.host.dev_root)
     if args.json:
         emit_json(ctx, inv.to_json())

@@ -30,11 +30,11 @@ def read(ctx: Context, text: str) -> tuple[dict[str, Any], Any]:
     from rocmenv.contents.store import LayerStore
     from rocmenv.grammar.reference import parse
     from rocmenv.image.pinning import make_client
-    from rocmenv.settings.project import load_config
+    from rocmenv.settings.resolve import settings_for
     from rocmenv.shims.catalogue import discover_shims
 
     ref = parse(text)
-    with make_client(ctx, load_config(ctx)) as client:
+    with make_client(ctx, settings_for(ctx)) as client:
         return read_image(client, LayerStore.default(ctx), ref, discover_shims())
 
 

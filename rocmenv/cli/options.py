@@ -48,73 +48,34 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    import os
     import shlex
 
     from rocmenv.cli._common import emit, emit_json, warn
-    from rocmenv.context import find_checkout
+    from rocmenv.cli.run import flags_of
     from rocmenv.errors import UsageError
-    from rocmenv.run.execute import host_group_gid
-    from rocmenv.settings.project import PROFILE_NAME_RE, load_config
-    from rocmenv.spec.builder import build_runspec
-    from rocmenv.spec.gpu import discover
-    from rocmenv.spec.guard import find_socket, guard_for, untrusted_mode
+    from rocmenv.settings.project import PROFILE_NAME_RE
+    from rocmenv.settings.resolve import settings_for
     from rocmenv.spec.labels import LABEL_PREFIX
+    from rocmenv.spec.plan import PlanRequest, plan
     from rocmenv.spec.render import render_compose, render_docker, render_gha
-    from rocmenv.spec.runspec import HostFacts, Overrides, wants_gpus
+    from rocmenv.spec.runspec import Overrides
 
-    config = load_config(ctx, untrusted=args.untrusted)
-    profile = config.profile(args.profile)
+    settings = settings_for(ctx, flags_of(args))
+    profile = settings.profile
     if args.format == "sbatch":
-        from rocmenv.cli.run import node_run_args
-        from rocmenv.suite.slurm import gpu_count, render_sbatch
-
-        count = gpu_count(ctx, args.gpus, profile.name)
-        node_args = node_run_args(args)
-        if "--profile" not in node_args:
-            node_args += ["--profile", profile.name]
-        text = render_sbatch(ctx, count=count, profile=profile.name, node_args=[*node_args, "--"])
-        if args.json:
-            emit_json(ctx, {"format": "sbatch", "profile": profile.name, "script": text})
-        else:
-            ctx.stdout.write(text)
-        return 0
+        return _sbatch(args, ctx, settings)
     check_host = args.host_check if args.host_check is not None else args.format == "docker"
-    image: str | None = None
-    if args.image or profile.image is not None:
-        from rocmenv.image.pinning import choose_image
-
-        image = choose_image(
-            ctx, config, profile, cli_image=args.image, resolve_constraints=False
-        ).image
     overrides = Overrides(
-        gpus=args.gpus,
-        env=tuple(args.env),
-        mounts=tuple(args.volume),
+        image=args.image, gpus=args.gpus, env=tuple(args.env), mounts=tuple(args.volume),
         workdir=args.workdir,
-        untrusted=args.untrusted,
-    )
-    inventory = None
-    if wants_gpus(profile, overrides):
-        found = discover(config.host.sysfs_root, config.host.dev_root)
-        if found.gpus or check_host:
-            inventory = found
-    facts = HostFacts(
-        env=ctx.env,
-        cwd=ctx.cwd,
-        checkout=find_checkout(ctx.cwd) if profile.mount_checkout else None,
-        inventory=inventory,
-        # GIDs are this host's: only a rendering for this host uses them
-        group_gid=host_group_gid if check_host and not args.group_names else (lambda _n: None),
-        path_exists=os.path.exists,
-        check_host=check_host,
-        realpath=os.path.realpath if check_host else os.path.normpath,
-        find_socket=find_socket if check_host else (lambda _p: None),
-    )
-    guard = None
-    if untrusted_mode(profile, args.untrusted, ctx.env):
-        guard = guard_for(ctx.env, config, find_checkout(ctx.cwd))
-    spec = build_runspec(profile, overrides, facts, image=image or "IMAGE", guard=guard)
+    )  # fmt: skip
+    request = PlanRequest(
+        overrides=overrides, for_this_host=check_host, group_names=args.group_names,
+        needs_image=False, resolve_constraints=False,
+    )  # fmt: skip
+    planned = plan(ctx, settings, request)
+    spec = planned.spec
+    image = planned.image.image if planned.image is not None else None
     for text in spec.warnings:
         warn(ctx, text)
     for text in spec.notes:
@@ -151,4 +112,25 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             emit_json(ctx, {"format": "compose", "profile": profile.name, "yaml": text})
         else:
             ctx.stdout.write(text)
+    return 0
+
+
+def _sbatch(args: argparse.Namespace, ctx: Context, settings: Any) -> int:
+    """A Slurm batch script whose ``rocmenv run --gpus slurm`` gets the allocated GPUs."""
+    from rocmenv.cli._common import emit_json
+    from rocmenv.cli.run import node_run_args
+    from rocmenv.suite.slurm import gpu_count, render_sbatch
+
+    profile = settings.profile.name
+    count = gpu_count(ctx, args.gpus or settings.profile.gpus)
+    node_args = node_run_args(args)
+    if "--profile" not in node_args:
+        node_args += ["--profile", profile]
+    text = render_sbatch(
+        ctx, settings.slurm, count=count, profile=profile, node_args=[*node_args, "--"]
+    )
+    if args.json:
+        emit_json(ctx, {"format": "sbatch", "profile": profile, "script": text})
+    else:
+        ctx.stdout.write(text)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rocmenv.cli._common import add_lock_arg, emit, emit_json, lock_path, registry_json
+from rocmenv.cli._common import add_lock_arg, emit, emit_json, registry_json
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_OK
 
@@ -45,25 +45,29 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         reference_key,
         spec_of,
     )
-    from rocmenv.settings.project import load_config
+    from rocmenv.settings.resolve import Flags, settings_for
 
-    config = load_config(ctx)
-    lock_file = lock_path(args, ctx, config)
+    config = settings_for(ctx, Flags(lockfile=args.lock))
+    lock_file = config.lockfile
     refs = [parse(text) for text in args.refs]  # grammar first: nothing invalid goes further
     profile_names: list[str] = list(args.profile)
     if not refs and not profile_names:
         profile_names = [
             name
-            for name, prof in config.profiles
+            for name, prof in config.project.profiles
             if prof.source != "built-in" and prof.image is not None
         ]
         if not profile_names:
             raise UsageError(
                 "nothing to pin: no profile names an image"
-                + (f" in {config.path}" if config.path else " (no rocmenv.toml found)"),
+                + (
+                    f" in {config.project.path}"
+                    if config.project.path
+                    else " (no rocmenv.toml found)"
+                ),
                 hint="pass references (`rocmenv pin rocm/sgl-dev:TAG`) or add a profile with an image",
             )
-    profiles = [config.profile(name) for name in profile_names]
+    profiles = [config.project.profile(name) for name in profile_names]
     specs = {p.name: spec_of(p) for p in profiles}
     current = read_lock(lock_file)
 

@@ -1,7 +1,7 @@
 """``rocmenv pull [--profile P | REF…] [--json]``: pull the locked image(s) through the engine.
 
 Progress, retries, the disk budget and the record of what was pulled are
-:mod:`rocmenv.run.pull`'s; the display is :mod:`rocmenv.cli._progress`.
+:mod:`rocmenv.run.pull`'s; the display is :mod:`rocmenv.run.progress`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from rocmenv.context import Context
-from rocmenv.engine import ENGINE_NAMES
+from rocmenv.settings.choices import ENGINE_NAMES
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> None:
@@ -38,36 +38,35 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json
-    from rocmenv.cli._progress import pull_for_cli
-    from rocmenv.engine.select import engine_name, open_engine
+    from rocmenv.engine.select import open_engine
     from rocmenv.errors import UsageError
     from rocmenv.grammar.reference import parse
-    from rocmenv.run.pull import RetryPolicy, parse_size
-    from rocmenv.settings.project import load_config
+    from rocmenv.run.progress import pull_with_display
+    from rocmenv.run.pull import RetryPolicy
+    from rocmenv.settings.resolve import Flags, settings_for
+    from rocmenv.spec.plan import choose
 
     if args.refs and args.profile:
         raise UsageError("give references or --profile, not both", hint="see `rocmenv pull -h`")
     if args.retries < 1:
         raise UsageError("--retries must be at least 1")
-    config = load_config(ctx)
+    flags = Flags(engine=args.engine, reserve=args.reserve)
+    settings = settings_for(ctx, flags)
     images: list[str] = []
-    profile_engine = None
     if args.refs:
         images = [parse(text).familiar for text in args.refs]  # validated before the engine
     else:
-        from rocmenv.image.pinning import choose_image
-
-        for name in args.profile or [None]:
-            profile = config.profile(name)
-            profile_engine = profile_engine or profile.engine
-            images.append(choose_image(ctx, config, profile).image)
-    engine = open_engine(
-        ctx, engine_name(ctx, flag=args.engine, profile=profile_engine, config=config.engine)
-    )
-    reserve = parse_size(args.reserve) if args.reserve else None
+        for i, name in enumerate(args.profile or [None]):
+            profile_settings = settings_for(ctx, Flags(profile=name, engine=args.engine,
+                                                   reserve=args.reserve))  # fmt: skip
+            settings = profile_settings if i == 0 else settings  # the first profile's engine
+            _guard, choice = choose(ctx, profile_settings)
+            assert choice is not None
+            images.append(choice.image)
+    engine = open_engine(ctx, settings.engine)
     retry = RetryPolicy(attempts=args.retries, base_delay=args.retry_delay)
     results = [
-        pull_for_cli(ctx, engine, image, quiet=args.json, reserve=reserve, retry=retry)
+        pull_with_display(ctx, settings, engine, image, quiet=args.json, retry=retry)
         for image in dict.fromkeys(images)  # two profiles on one image: one pull
     ]
     if args.json:

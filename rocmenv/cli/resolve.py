@@ -34,13 +34,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.grammar.reference import parse
     from rocmenv.grammar.tags import parse_tag
     from rocmenv.image.pinning import constraints_of, make_client, resolve, spec_of
-    from rocmenv.settings.project import load_config
+    from rocmenv.settings.resolve import settings_for
 
-    config = load_config(ctx)
+    config = settings_for(ctx)
     if args.profile:
         if args.repository or has_constraints(args):
             raise UsageError("give either --profile or REPO with constraints, not both")
-        spec = spec_of(config.profile(args.profile))
+        spec = spec_of(config.project.profile(args.profile))
         ref = parse(spec.repository)
         if spec.tag:
             ref = ref.with_tag(spec.tag)

@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from rocmenv.context import Context
-from rocmenv.engine import ENGINE_NAMES
+from rocmenv.settings.choices import ENGINE_NAMES
+from rocmenv.settings.resolve import Flags
 
 PULL_CHOICES = ("always", "missing", "never")
 
@@ -60,6 +61,17 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser.set_defaults(func=run, shell=shell)
 
 
+def flags_of(args: argparse.Namespace) -> Flags:
+    """The settings the command line gives (the rest cascade: :mod:`rocmenv.settings.resolve`)."""
+    return Flags(
+        profile=args.profile,
+        engine=getattr(args, "engine", None),
+        pull=getattr(args, "pull", None),
+        shims=False if getattr(args, "no_shims", False) else None,
+        untrusted=args.untrusted,
+    )
+
+
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.run.execute import RunRequest, execute
     from rocmenv.spec.runspec import Overrides
@@ -69,18 +81,23 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         command = command[1:]
     gpus = args.gpus
     if getattr(args, "backend", "local") == "slurm":
+        from rocmenv.settings.resolve import settings_for
         from rocmenv.suite.slurm import gpu_count, run_as_job
 
-        count = gpu_count(ctx, gpus, args.profile)
-        return run_as_job(ctx, count=count, node_args=[*node_run_args(args), "--", *command])
+        settings = settings_for(ctx, flags_of(args))
+        count = gpu_count(ctx, gpus or settings.profile.gpus)
+        return run_as_job(
+            ctx, settings.slurm, count=count, node_args=[*node_run_args(args), "--", *command]
+        )
     if gpus == "slurm":  # inside a Slurm job: exactly the GPUs it was allocated
+        from rocmenv.settings.resolve import settings_for
         from rocmenv.suite.allocation import allocated_gpus, describe
 
-        node = allocated_gpus(ctx)
+        node = allocated_gpus(ctx, settings_for(ctx, flags_of(args)))
         CliReporter(ctx).note(f"Slurm allocation: {describe(node)}")
         gpus = ",".join(str(i) for i in node.host) or "none"
     request = RunRequest(
-        profile=args.profile,
+        flags=flags_of(args),
         overrides=Overrides(
             image=args.image,
             command=tuple(command),
@@ -88,12 +105,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             env=tuple(args.env),
             mounts=tuple(args.volume),
             workdir=args.workdir,
-            untrusted=args.untrusted,
         ),
-        engine=args.engine,
-        pull=args.pull,
         keep=args.keep,
-        shims=False if args.no_shims else None,
         interactive=bool(getattr(args, "interactive", False)),
         tty=args.tty,
         shell=args.shell,
@@ -121,7 +134,7 @@ def node_run_args(args: argparse.Namespace) -> list[str]:
 
 
 class CliReporter:
-    """Notes and warnings on stderr; pulls through :func:`rocmenv.cli._progress.pull_for_cli`."""
+    """Notes and warnings on stderr; pulls through :func:`rocmenv.run.progress.pull_with_display`."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -136,7 +149,7 @@ class CliReporter:
 
         warn(self.ctx, text)
 
-    def pull(self, engine: Any, image: str) -> None:
-        from rocmenv.cli._progress import pull_for_cli
+    def pull(self, settings: Any, engine: Any, image: str) -> None:
+        from rocmenv.run.progress import pull_with_display
 
-        pull_for_cli(self.ctx, engine, image)
+        pull_with_display(self.ctx, settings, engine, image)

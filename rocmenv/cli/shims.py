@@ -31,8 +31,9 @@ from typing import Any
 from rocmenv.cli._args import seconds_arg
 from rocmenv.cli._common import emit, emit_json
 from rocmenv.context import Context
-from rocmenv.engine import ENGINE_NAMES
 from rocmenv.errors import EXIT_OK, UsageError
+from rocmenv.settings.choices import ENGINE_NAMES
+from rocmenv.settings.resolve import Settings
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> None:
@@ -85,37 +86,38 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
-def _image_and_engine(args: argparse.Namespace, ctx: Context) -> tuple[str, str | None, Any]:
-    from rocmenv.engine.select import engine_name, open_engine
+def _image_and_engine(
+    args: argparse.Namespace, ctx: Context
+) -> tuple[str, str | None, Any, Settings]:
+    from rocmenv.engine.select import open_engine
+    from rocmenv.settings.resolve import Flags, settings_for
+    from rocmenv.spec.plan import choose
 
     if args.image:
         from rocmenv.grammar.reference import parse
 
         ref = parse(args.image)  # raises InvalidReference (exit 2): nothing unvalidated runs
-        return ref.familiar, None, open_engine(ctx, engine_name(ctx, flag=args.engine))
-    from rocmenv.image.pinning import choose_image
-    from rocmenv.settings.project import load_config
-
-    config = load_config(ctx)
-    profile = config.profile(args.profile)
-    choice = choose_image(ctx, config, profile)
-    name = engine_name(ctx, flag=args.engine, profile=profile.engine, config=config.engine)
-    engine = open_engine(ctx, name)
-    return choice.image, profile.name, engine
+        settings = settings_for(ctx, Flags(engine=args.engine))
+        return ref.familiar, None, open_engine(ctx, settings.engine), settings
+    settings = settings_for(ctx, Flags(profile=args.profile, engine=args.engine))
+    _guard, choice = choose(ctx, settings)
+    assert choice is not None
+    return choice.image, settings.profile.name, open_engine(ctx, settings.engine), settings
 
 
 def run_check(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.engine.container import EngineCapture
     from rocmenv.shims.bundle import prepare_launcher
-    from rocmenv.shims.probe import EngineCapture, check_image_versions, classify
+    from rocmenv.shims.probe import check_image_versions, classify
 
-    image, profile_name, engine = _image_and_engine(args, ctx)
+    image, profile_name, engine, settings = _image_and_engine(args, ctx)
     if not image:
         raise UsageError("no image to check", hint="pass --image REF or --profile NAME")
     bundle = prepare_launcher(ctx)
     if not engine.image_exists(image):
-        from rocmenv.cli._progress import pull_for_cli
+        from rocmenv.run.progress import pull_with_display
 
-        pull_for_cli(ctx, engine, image, quiet=args.json)
+        pull_with_display(ctx, settings, engine, image, quiet=args.json)
     probe = check_image_versions(
         EngineCapture(engine), image, bundle=bundle, python=args.python, timeout=args.timeout
     )

@@ -18,9 +18,13 @@ from typing import Any
 
 from rocmenv.cli._common import emit, emit_json
 from rocmenv.context import Context
-from rocmenv.engine import ENGINE_NAMES
 from rocmenv.errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from rocmenv.settings.choices import ENGINE_NAMES
 
+UNTRUSTED_HELP = (
+    "code from an untrusted source (a fork's PR): every test's container must satisfy the "
+    "untrusted policy, the checkout's [slurm] is ignored; ROCMENV_UNTRUSTED=1 does the same"
+)
 DECLARED_HELP = "plan from declared estimates only, not learned ones (same plan in every job)"
 
 
@@ -54,6 +58,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--backend", choices=("local", "slurm"), default="local", help="where tests run")
     p.add_argument("--engine", choices=ENGINE_NAMES, help="container engine (default: auto)")
     p.add_argument("--no-learn", action="store_true", help="don't record the measured times")
+    p.add_argument("--untrusted", action="store_true", help=UNTRUSTED_HELP)
     p.add_argument("--declared", action="store_true", help=DECLARED_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_run)
@@ -66,6 +71,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--profile", metavar="NAME")
     p.add_argument("--engine", choices=ENGINE_NAMES)
     p.add_argument("--gres-conf", metavar="FILE")
+    p.add_argument("--untrusted", action="store_true", help=UNTRUSTED_HELP)
     p.add_argument("command", nargs=argparse.REMAINDER)
     p.set_defaults(func=run_slurm_exec)
 
@@ -139,6 +145,7 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
     import threading
     from pathlib import Path
 
+    from rocmenv.settings.resolve import Flags
     from rocmenv.suite.plan import parse_partition
     from rocmenv.suite.report import junit_xml, markdown, table, to_json, write_text
     from rocmenv.suite.runner import SuiteRunRequest, run_suite
@@ -150,7 +157,7 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
         max_parallel=args.max_parallel,
         fail_fast=args.fail_fast,
         backend=args.backend,
-        engine=None if args.engine in (None, "auto") else args.engine,
+        flags=Flags(engine=args.engine, untrusted=args.untrusted),
         log_dir=Path(args.log_dir) if args.log_dir else None,
         learn=not args.no_learn,
         declared=args.declared,
@@ -264,13 +271,13 @@ def run_slurm_exec(args: argparse.Namespace, ctx: Context) -> int:
     """On the allocated node: the test's container with exactly Slurm's GPUs."""
     from pathlib import Path
 
+    from rocmenv.settings.resolve import Flags
     from rocmenv.suite.allocation import exec_on_node
 
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
     return exec_on_node(
-        ctx, profile=args.profile,
-        engine=None if args.engine in (None, "auto") else args.engine,
+        ctx, flags=Flags(profile=args.profile, engine=args.engine, untrusted=args.untrusted),
         gres_conf=Path(args.gres_conf) if args.gres_conf else None, command=tuple(command),
     )  # fmt: skip

@@ -105,7 +105,7 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.grammar.reference import parse_repository
     from rocmenv.grammar.tags import parse_tag, select, sort_key
     from rocmenv.image.pinning import make_client
-    from rocmenv.settings.project import load_config
+    from rocmenv.settings.resolve import settings_for
 
     repo = parse_repository(args.repository)
     constraints = constraints_from(args)
@@ -117,7 +117,7 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
             "per page (Distribution answers 400 PAGINATION_NUMBER_INVALID above it)",
             hint="use --page-size 1000 or less",
         )
-    config = load_config(ctx)
+    config = settings_for(ctx)
     with make_client(ctx, config) as client:
         tags = client.list_tags(repo, page_size=args.page_size)
         extra = registry_json(ctx, client)

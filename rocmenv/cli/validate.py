@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rocmenv.cli._common import add_lock_arg, emit, emit_json, lock_path, registry_json
+from rocmenv.cli._common import add_lock_arg, emit, emit_json, registry_json
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_CHECK_FAILED, EXIT_OK
 
@@ -33,12 +33,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.grammar.reference import parse, parse_repository
     from rocmenv.image.lock import read_lock
     from rocmenv.image.pinning import Validation, make_client, reference_key, spec_of, validate
-    from rocmenv.settings.project import load_config
+    from rocmenv.settings.resolve import Flags, settings_for
 
     if args.ref and args.profile:
         raise UsageError("give either REF or --profile, not both")
-    config = load_config(ctx)
-    lock_file = lock_path(args, ctx, config)
+    config = settings_for(ctx, Flags(lockfile=args.lock, profile=args.profile))
+    lock_file = config.lockfile
     lock = read_lock(lock_file)
     jobs: list[tuple[Any, Any, Any, Any]] = []  # (kind, subject, ref, entry)
     notes: list[str] = []
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         key = reference_key(ref)
         jobs.append(("reference", key, ref, lock.references.get(key)))
     elif args.profile or not (lock.profiles or lock.references):
-        prof = config.profile(args.profile)
+        prof = config.profile
         entry = lock.profiles.get(prof.name)
         spec = spec_of(prof)
         if entry is not None:

@@ -2,10 +2,108 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from rocmenv.drift.inspect import diff_packages, diff_shims
+Verdict = Literal["retire", "newly-needed", "still-needed", "not-needed", "unknown"]
+Change = Literal["added", "removed", "upgraded", "downgraded", "changed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackageChange:
+    name: str
+    pinned: str | None
+    new: str | None
+    change: Change
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShimChange:
+    name: str
+    pinned: bool | None  # would apply in the pinned image (None: unknown / not in the bundle)
+    new: bool | None
+    verdict: Verdict
+    message: str
+
+
+def _canonical(name: str) -> str:
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _direction(before: str, after: str) -> Change:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return "upgraded" if Version(after) > Version(before) else "downgraded"
+    except InvalidVersion:
+        return "changed"
+
+
+def diff_packages(
+    pinned: Mapping[str, str] | Sequence[tuple[str, str]],
+    new: Mapping[str, str] | Sequence[tuple[str, str]],
+) -> tuple[PackageChange, ...]:
+    """Added, removed and changed distributions (names compared PEP 503-normalised)."""
+    a = {
+        _canonical(k): (k, v)
+        for k, v in (pinned.items() if isinstance(pinned, Mapping) else pinned)
+    }
+    b = {_canonical(k): (k, v) for k, v in (new.items() if isinstance(new, Mapping) else new)}
+    changes: list[PackageChange] = []
+    for key in sorted(a.keys() | b.keys()):
+        if key not in b:
+            changes.append(
+                PackageChange(name=a[key][0], pinned=a[key][1], new=None, change="removed")
+            )
+        elif key not in a:
+            changes.append(
+                PackageChange(name=b[key][0], pinned=None, new=b[key][1], change="added")
+            )
+        elif a[key][1] != b[key][1]:
+            changes.append(
+                PackageChange(
+                    name=b[key][0],
+                    pinned=a[key][1],
+                    new=b[key][1],
+                    change=_direction(a[key][1], b[key][1]),
+                )
+            )
+    return tuple(changes)
+
+
+def _shim_verdict(name: str, before: bool | None, after: bool | None) -> ShimChange:
+    if before is True and after is False:
+        verdict: Verdict = "retire"
+        text = "needed in pinned image, not needed in new one: can be retired"
+    elif before is False and after is True:
+        verdict, text = (
+            "newly-needed",
+            "not needed in pinned image, needed in new one: newly needed",
+        )
+    elif before is True and after is True:
+        verdict, text = "still-needed", "needed in both images"
+    elif before is False and after is False:
+        verdict, text = "not-needed", "needed in neither image"
+    else:
+
+        def say(v: bool | None) -> str:
+            return {True: "needed", False: "not needed", None: "unknown"}[v]
+
+        verdict = "unknown"
+        text = (
+            f"{say(before)} in pinned image, {say(after)} in new one (could not be told statically)"
+        )
+    return ShimChange(name=name, pinned=before, new=after, verdict=verdict, message=text)
+
+
+def diff_shims(
+    pinned: Sequence[tuple[str, bool | None]], new: Sequence[tuple[str, bool | None]]
+) -> tuple[ShimChange, ...]:
+    a, b = dict(pinned), dict(new)
+    return tuple(_shim_verdict(n, a.get(n), b.get(n)) for n in sorted(a.keys() | b.keys()))
 
 
 def _major_minor(version: str | None) -> tuple[int, ...] | None:

@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Literal, cast
 
+from rocmenv.contents.diff import PackageChange, ShimChange
 from rocmenv.errors import (
     RegistryError,
     RegistryNotFound,
@@ -65,8 +66,6 @@ Basis = Literal[
     "digest",
     "unparsed",
 ]
-Verdict = Literal["retire", "newly-needed", "still-needed", "not-needed", "unknown"]
-Change = Literal["added", "removed", "upgraded", "downgraded", "changed"]
 
 REPORT_VERSION = 1
 DEFAULT_JOBS = 8
@@ -101,23 +100,6 @@ class ImageFacts:
     rocm: str | None
     distributions: tuple[tuple[str, str], ...]
     shims: tuple[tuple[str, bool | None], ...]  # (name, would_apply)
-
-
-@dataclass(frozen=True, kw_only=True)
-class PackageChange:
-    name: str
-    pinned: str | None
-    new: str | None
-    change: Change
-
-
-@dataclass(frozen=True, kw_only=True)
-class ShimChange:
-    name: str
-    pinned: bool | None  # would apply in the pinned image (None: unknown / not in the bundle)
-    new: bool | None
-    verdict: Verdict
-    message: str
 
 
 @dataclass(frozen=True, kw_only=True)

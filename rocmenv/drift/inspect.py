@@ -16,15 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Literal
 
+from rocmenv.contents.diff import diff_packages, diff_shims
 from rocmenv.drift.check import (
-    Change,
     ImageDrift,
     ImageFacts,
     Inspection,
-    PackageChange,
     Problem,
-    ShimChange,
-    Verdict,
 )
 from rocmenv.errors import (
     CheckFailed,
@@ -49,85 +46,6 @@ def facts_from_probe(reference: str, probe: Mapping[str, Any]) -> ImageFacts:
         distributions=tuple(sorted((str(k), str(v)) for k, v in dists.items())),
         shims=tuple(sorted((str(s["name"]), s.get("would_apply")) for s in shims)),
     )
-
-
-def _canonical(name: str) -> str:
-    import re
-
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _direction(before: str, after: str) -> Change:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return "upgraded" if Version(after) > Version(before) else "downgraded"
-    except InvalidVersion:
-        return "changed"
-
-
-def diff_packages(
-    pinned: Mapping[str, str] | Sequence[tuple[str, str]],
-    new: Mapping[str, str] | Sequence[tuple[str, str]],
-) -> tuple[PackageChange, ...]:
-    """Added, removed and changed distributions (names compared PEP 503-normalised)."""
-    a = {
-        _canonical(k): (k, v)
-        for k, v in (pinned.items() if isinstance(pinned, Mapping) else pinned)
-    }
-    b = {_canonical(k): (k, v) for k, v in (new.items() if isinstance(new, Mapping) else new)}
-    changes: list[PackageChange] = []
-    for key in sorted(a.keys() | b.keys()):
-        if key not in b:
-            changes.append(
-                PackageChange(name=a[key][0], pinned=a[key][1], new=None, change="removed")
-            )
-        elif key not in a:
-            changes.append(
-                PackageChange(name=b[key][0], pinned=None, new=b[key][1], change="added")
-            )
-        elif a[key][1] != b[key][1]:
-            changes.append(
-                PackageChange(
-                    name=b[key][0],
-                    pinned=a[key][1],
-                    new=b[key][1],
-                    change=_direction(a[key][1], b[key][1]),
-                )
-            )
-    return tuple(changes)
-
-
-def _shim_verdict(name: str, before: bool | None, after: bool | None) -> ShimChange:
-    if before is True and after is False:
-        verdict: Verdict = "retire"
-        text = "needed in pinned image, not needed in new one: can be retired"
-    elif before is False and after is True:
-        verdict, text = (
-            "newly-needed",
-            "not needed in pinned image, needed in new one: newly needed",
-        )
-    elif before is True and after is True:
-        verdict, text = "still-needed", "needed in both images"
-    elif before is False and after is False:
-        verdict, text = "not-needed", "needed in neither image"
-    else:
-
-        def say(v: bool | None) -> str:
-            return {True: "needed", False: "not needed", None: "unknown"}[v]
-
-        verdict = "unknown"
-        text = (
-            f"{say(before)} in pinned image, {say(after)} in new one (could not be told statically)"
-        )
-    return ShimChange(name=name, pinned=before, new=after, verdict=verdict, message=text)
-
-
-def diff_shims(
-    pinned: Sequence[tuple[str, bool | None]], new: Sequence[tuple[str, bool | None]]
-) -> tuple[ShimChange, ...]:
-    a, b = dict(pinned), dict(new)
-    return tuple(_shim_verdict(n, a.get(n), b.get(n)) for n in sorted(a.keys() | b.keys()))
 
 
 def compare(against: Literal["moved", "newer"], pinned: ImageFacts, new: ImageFacts) -> Inspection:
@@ -285,7 +203,8 @@ class EngineProber:
             return self._engine, self._bundle
 
     def __call__(self, reference: str) -> Mapping[str, Any]:
-        from rocmenv.shims.probe import EngineCapture, check_image_versions
+        from rocmenv.engine.container import EngineCapture
+        from rocmenv.shims.probe import check_image_versions
 
         engine, bundle = self._ready()
         if not engine.image_exists(reference):

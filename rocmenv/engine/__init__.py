@@ -12,15 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rocmenv.errors import StartFailure
+from rocmenv.settings.choices import EngineKind
 
 if TYPE_CHECKING:
     from rocmenv.spec.runspec import RunSpec
-
-EngineKind = Literal["docker-api", "docker-cli", "podman"]  # a concrete engine
-EngineName = Literal["auto", "docker-api", "docker-cli", "podman"]  # what a user may ask for
-ENGINE_KINDS: Final[tuple[EngineKind, ...]] = get_args(EngineKind)
-ENGINE_NAMES: Final[tuple[EngineName, ...]] = get_args(EngineName)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,15 +109,6 @@ class Attachment(Protocol):
         """After :meth:`join`: the container's exit code when the attach channel knows it
         (None: ask :meth:`Engine.wait`). Raises :class:`EngineStartError` when the
         container never started."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class StartFailure:
-    """What went wrong when a container did not start (from the engine's error text)."""
-
-    message: str
-    option: str | None = None  # the option the engine refused, e.g. "--ulimit memlock=-1"
-    exit_code: int = 125  # 127: command not found, 126: not executable
 
 
 class Engine(Protocol):

@@ -9,13 +9,9 @@ import contextlib
 import os
 import subprocess
 import threading
-from typing import TYPE_CHECKING
 
-from rocmenv.engine import explain_start_failure
+from rocmenv.engine import Engine, explain_start_failure
 from rocmenv.errors import EngineError, EngineStartError
-
-if TYPE_CHECKING:
-    from rocmenv.engine.whales import WhalesEngine
 
 _NEVER_STARTED = "0001-01-01T00:00:00Z"
 _CLI_ERROR_PREFIXES = (b"Error response from daemon", b"Error: ")  # docker, podman
@@ -26,7 +22,7 @@ class CliAttachment:
 
     def __init__(
         self,
-        engine: WhalesEngine,
+        engine: Engine,
         container_id: str,
         proc: subprocess.Popen[bytes],
         *,

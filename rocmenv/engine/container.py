@@ -14,6 +14,7 @@ from types import TracebackType
 
 from rocmenv.engine import Attachment, CaptureResult, Engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
+from rocmenv.shims.probe import BindMount as ProbeMount
 from rocmenv.spec.labels import LABEL_SESSION, capture_labels
 from rocmenv.spec.runspec import BindMount, EnvVar, RunSpec
 
@@ -126,3 +127,28 @@ def capture(
         )
     finally:
         engine.remove(cid, force=True)
+
+
+class EngineCapture:
+    """:class:`rocmenv.shims.probe.CaptureEngine` on top of a :class:`rocmenv.engine.Engine` adapter."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def run_capture(
+        self,
+        image: str,
+        argv: Sequence[str],
+        *,
+        mounts: Sequence[ProbeMount],
+        env: Mapping[str, str],
+        timeout: float,
+    ) -> tuple[int, str, str]:
+        binds = [BindMount(source=m.source, target=m.target, readonly=m.read_only) for m in mounts]
+        out = capture(self._engine, image, argv, mounts=binds, env=dict(env), timeout=timeout)
+        if getattr(out, "timed_out", False):
+            raise EngineError(
+                f"the launcher probe in {image} did not finish within {timeout:.0f}s",
+                hint="is the engine overloaded? retry, or raise --timeout",
+            )
+        return int(out.exit_code), str(out.stdout), str(out.stderr)

@@ -22,7 +22,6 @@ from typing import Any
 from rocmenv.engine import (
     ContainerInfo,
     EngineInfo,
-    EngineKind,
     ImageInfo,
     LocalImage,
     PullEvent,
@@ -44,6 +43,7 @@ from rocmenv.engine.wire import (
 )
 from rocmenv.errors import EngineError, EngineProtocolError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
+from rocmenv.settings.choices import EngineKind
 from rocmenv.spec.render import create_body
 from rocmenv.spec.runspec import RunSpec
 

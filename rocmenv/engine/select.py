@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import cast
 
 from rocmenv.context import Context
-from rocmenv.engine import ENGINE_KINDS, ENGINE_NAMES, Engine, EngineKind, EngineName
+from rocmenv.engine import Engine
 from rocmenv.errors import EngineUnavailable, UsageError
+from rocmenv.settings.choices import ENGINE_KINDS, ENGINE_NAMES, EngineKind, EngineName
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 

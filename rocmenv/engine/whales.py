@@ -44,19 +44,18 @@ from typing import Any, cast
 from rocmenv.engine import (
     ContainerInfo,
     EngineInfo,
-    EngineKind,
     ImageInfo,
     LocalImage,
     PullEvent,
-    StartFailure,
     StoreInfo,
     explain_start_failure,
 )
 from rocmenv.engine.cli_attach import CliAttachment
 from rocmenv.engine.podman import podman_args, podman_events
 from rocmenv.engine.select import START_HINT, EngineOptions
-from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable
+from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable, StartFailure
 from rocmenv.redact import redact
+from rocmenv.settings.choices import EngineKind
 from rocmenv.spec.render import render_docker
 from rocmenv.spec.runspec import RunSpec
 

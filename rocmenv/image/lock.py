@@ -192,7 +192,7 @@ def parse_lock(path: Path, text: str) -> Lock:
         raise _fail(path, "not a lockfile (JSON nested too deeply to read)") from None
     if not isinstance(data, dict):
         raise _fail(path, "not a JSON object")
-    from rocmenv.settings.project import find_nul
+    from rocmenv.settings.files import find_nul
 
     nul = find_nul(data)
     if nul is not None:
@@ -222,7 +222,7 @@ def parse_lock(path: Path, text: str) -> Lock:
 
 def read_lock(path: Path) -> Lock:
     """The lock at ``path``; an empty one when the file does not exist."""
-    from rocmenv.settings.project import MAX_FILE_BYTES
+    from rocmenv.settings.files import MAX_FILE_BYTES
 
     try:
         with path.open("rb") as fh:

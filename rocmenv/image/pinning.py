@@ -16,7 +16,7 @@ from rocmenv.errors import CheckFailed, ConfigError, DigestMismatch, RegistryNot
 from rocmenv.grammar.reference import Reference, parse, parse_repository
 from rocmenv.grammar.tags import Constraints, TagInfo, nearest, parse_tag, select
 from rocmenv.settings.profiles import ImageSpec, Profile
-from rocmenv.settings.project import Config
+from rocmenv.settings.resolve import Settings
 
 if TYPE_CHECKING:  # imported by the functions that need them: `run` of a pinned profile
     # needs neither the registry client nor the lockfile writer
@@ -25,10 +25,10 @@ if TYPE_CHECKING:  # imported by the functions that need them: `run` of a pinned
     from rocmenv.registry.manifest import PlatformImage
 
 
-def make_client(ctx: Context, config: Config) -> RegistryClient:
+def make_client(ctx: Context, settings: Settings) -> RegistryClient:
     from rocmenv.registry.client import RegistryClient
 
-    return RegistryClient(ctx, config.registry, token_cache=True)
+    return RegistryClient(ctx, settings.registry, token_cache=True)
 
 
 def now_utc() -> str:
@@ -170,7 +170,7 @@ def _choice(ref: Reference, source: ImageSource, tag: str | None) -> ImageChoice
 
 def choose_image(
     ctx: Context,
-    config: Config,
+    config: Settings,
     profile: Profile,
     *,
     cli_image: str | None = None,

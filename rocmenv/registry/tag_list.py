@@ -10,21 +10,36 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
-from rocmenv.errors import RegistryProtocolError
+from rocmenv.errors import RegistryNotFound, RegistryProtocolError
 from rocmenv.grammar.reference import Reference
 from rocmenv.registry.response import Response
+from rocmenv.settings.registry import RegistrySettings
 
-if TYPE_CHECKING:
-    from rocmenv.registry.client import RegistryClient
+
+class PageSource(Protocol):
+    """What the pages are read through (:class:`rocmenv.registry.client.RegistryClient`)."""
+
+    settings: RegistrySettings
+
+    def on_hosts(self, ref: Reference, call: Callable[[str], Any]) -> Any: ...
+
+    def request(
+        self, ref: Reference, host: str, method: str, path: str, *, kind: str
+    ) -> Response: ...
+
+    def not_found(
+        self, ref: Reference, host: str, resp: Response, what: str
+    ) -> RegistryNotFound: ...
+
 
 MAX_PAGE_SIZE = 1000
 
 
 def tag_pages(
-    client: RegistryClient, ref: Reference, page_size: int | None = None
+    client: PageSource, ref: Reference, page_size: int | None = None
 ) -> Iterator[list[str]]:
     """Pages of tags as the registry sends them (``n=`` when ``page_size`` is given).
 
@@ -68,7 +83,7 @@ def tag_pages(
         resp = _fetch_page(client, ref, host, next_path)
 
 
-def _fetch_page(client: RegistryClient, ref: Reference, host: str, path: str) -> Response:
+def _fetch_page(client: PageSource, ref: Reference, host: str, path: str) -> Response:
     resp = client.request(ref, host, "GET", path, kind="tags")
     if resp.status == 404:
         raise client.not_found(ref, host, resp, "repository")

@@ -12,7 +12,6 @@ executable; 125 when rocmenv or the engine failed before the command ran.
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import signal
 import socket
@@ -22,19 +21,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from rocmenv.context import Context, find_checkout
-from rocmenv.engine import Attachment, Engine, EngineName, ImageInfo
+from rocmenv.context import Context
+from rocmenv.engine import Attachment, Engine, ImageInfo
 from rocmenv.engine.container import Container
-from rocmenv.engine.select import choose_engine_kind, engine_name, in_container, make_engine
+from rocmenv.engine.select import choose_engine_kind, in_container, make_engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
-from rocmenv.image.pinning import choose_image
-from rocmenv.settings.profiles import PullPolicy
-from rocmenv.settings.project import load_config
-from rocmenv.spec.builder import build_runspec
-from rocmenv.spec.gpu import GpuInventory, discover, family_mismatch
-from rocmenv.spec.guard import find_socket, guard_for, untrusted_mode
+from rocmenv.settings.resolve import Flags, Settings, settings_for
+from rocmenv.spec.gpu import family_mismatch
 from rocmenv.spec.labels import Identity
-from rocmenv.spec.runspec import HostFacts, LauncherMount, Overrides, RunSpec, wants_gpus
+from rocmenv.spec.plan import PlanRequest, plan
+from rocmenv.spec.runspec import LauncherMount, Overrides, RunSpec
 
 STOP_GRACE = 3.0  # seconds between the forwarded signal and SIGKILL
 EXIT_WAIT = 10.0  # seconds to wait for the container to go after SIGKILL
@@ -44,12 +40,9 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @dataclass(frozen=True, kw_only=True)
 class RunRequest:
-    profile: str | None = None
+    flags: Flags = field(default_factory=Flags)  # profile, engine, pull, shims, untrusted
     overrides: Overrides = field(default_factory=Overrides)
-    engine: EngineName | None = None
-    pull: PullPolicy | None = None
     keep: bool = False
-    shims: bool | None = None  # None: the profile decides
     interactive: bool = False  # attach stdin
     tty: bool | None = None  # None: when stdin and stdout are terminals
     shell: bool = False
@@ -74,15 +67,6 @@ class Timings:
         return f"timings: {', '.join(parts)}; total {1000 * (last - self.start):.0f}ms"
 
 
-def host_group_gid(name: str) -> int | None:
-    import grp
-
-    try:
-        return grp.getgrnam(name).gr_gid
-    except KeyError:
-        return None
-
-
 def _fileno(stream: Any, default: int) -> int:
     try:
         return int(stream.fileno())
@@ -97,12 +81,13 @@ class Reporter(Protocol):
 
     def warning(self, text: str) -> None: ...
 
-    def pull(self, engine: Engine, image: str) -> None:
-        """Pull ``image`` (the CLI: :func:`rocmenv.cli._progress.pull_for_cli` — progress,
+    def pull(self, settings: Settings, engine: Engine, image: str) -> None:
+        """Pull ``image`` with ``settings``' registry and disk reserve (the CLI: :func:`rocmenv.run.progress.pull_with_display` — progress,
         retries, disk budget, the record for ``gc --images``)."""
 
 
-def ensure_image(engine: Engine, image: str, policy: PullPolicy, reporter: Reporter) -> ImageInfo:
+def ensure_image(engine: Engine, image: str, settings: Settings, reporter: Reporter) -> ImageInfo:
+    policy = settings.pull
     info = None if policy == "always" else engine.image_info(image)
     if info is not None:
         return info
@@ -111,7 +96,7 @@ def ensure_image(engine: Engine, image: str, policy: PullPolicy, reporter: Repor
             f"image {image} is not present on the engine and --pull is never",
             hint="pull it (`docker pull`, or --pull missing), or check the reference",
         )
-    reporter.pull(engine, image)
+    reporter.pull(settings, engine, image)
     info = engine.image_info(image)
     if info is None:
         raise RunNotStarted(f"image {image} is still absent after pulling it")
@@ -147,38 +132,15 @@ def execute(
 ) -> int:
     """Run the request; returns the exit status (see the module docstring)."""
     timings = Timings(enabled=ctx.flag("ROCMENV_TIMINGS"))
-    config = load_config(ctx, untrusted=request.overrides.untrusted)
-    profile = config.profile(request.profile)
-    kind = choose_engine_kind(
-        ctx, engine_name(ctx, flag=request.engine, profile=profile.engine, config=config.engine)
-    )
+    settings = settings_for(ctx, request.flags)
+    kind = choose_engine_kind(ctx, settings.engine)
     timings.mark("config")
-    guard = None
-    if untrusted_mode(profile, request.overrides.untrusted, ctx.env):
-        guard = guard_for(ctx.env, config, find_checkout(ctx.cwd))
-        if profile.image is not None and not request.overrides.image:
-            guard.check_image(profile.image.repository, profile)  # before any registry
-    choice = choose_image(ctx, config, profile, cli_image=request.overrides.image)
-    inventory: GpuInventory | None = None
-    if wants_gpus(profile, request.overrides):
-        inventory = discover(config.host.sysfs_root, config.host.dev_root)
-    checkout = find_checkout(ctx.cwd) if profile.mount_checkout else None
     command = SHELL_COMMAND if request.shell else request.overrides.command
-    overrides = replace(request.overrides, command=tuple(command))
-    facts = HostFacts(
-        env=ctx.env,
-        cwd=ctx.cwd,
-        checkout=checkout,
-        inventory=inventory,
-        group_gid=host_group_gid,
-        path_exists=os.path.exists,
-        check_host=True,
-        realpath=os.path.realpath,
-        find_socket=find_socket,
+    planned = plan(
+        ctx, settings, PlanRequest(overrides=replace(request.overrides, command=tuple(command)))
     )
-    if guard is not None:
-        # untrusted: the whole policy holds before the engine is asked or an image pulled
-        build_runspec(profile, overrides, facts, image=choice.image, guard=guard)
+    assert planned.image is not None  # a run needs an image (choose_image says so otherwise)
+    choice = planned.image
     timings.mark("host")
     try:
         engine = make_engine(kind, ctx)
@@ -187,10 +149,8 @@ def execute(
     timings.mark("engine")
     # The image check (a CLI process for docker-cli, a pull maybe) runs on a thread while
     # this one prepares the shim launcher.
-    policy = request.pull or profile.pull
-    image_check = _Background(lambda: ensure_image(engine, choice.image, policy, reporter))
-    shims = request.shims if request.shims is not None else profile.shims
-    launcher = _launcher_mount(ctx) if shims else None
+    image_check = _Background(lambda: ensure_image(engine, choice.image, settings, reporter))
+    launcher = _launcher_mount(ctx) if settings.shims else None
     try:
         info: ImageInfo = image_check.result()
     except EngineError as err:
@@ -199,19 +159,16 @@ def execute(
         raise RunNotStarted(err.what, hint=err.hint) from err
     timings.mark("image")
     identity = Identity.current()
-    facts = replace(
-        facts,
+    spec = planned.complete(
         identity=identity,
         image_digest=choice.digest or info.digest_for(choice.repository) or info.id,
         image_env=info.env_map(),
-    )
-    spec = build_runspec(
-        profile, overrides, facts, image=choice.image, launcher=launcher, guard=guard
+        launcher=launcher,
     )
     for text in spec.warnings:
         reporter.warning(text)
-    if inventory is not None:
-        mismatch = family_mismatch(choice.gpu_family, inventory)
+    if planned.facts.inventory is not None:
+        mismatch = family_mismatch(choice.gpu_family, planned.facts.inventory)
         if mismatch:
             reporter.warning(mismatch)
     for text in spec.notes:

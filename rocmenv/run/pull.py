@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 FailureKind = Literal["rate-limit", "server", "connection", "fatal"]
 
-DEFAULT_RESERVE = 2 << 30  # bytes kept free after a pull unless configured
 _SHORT_ID = re.compile(r"[0-9a-f]{12}")
 _DONE = ("download complete", "verifying checksum", "extracting", "pull complete")
 
@@ -270,7 +269,7 @@ def fetch(
     *,
     observer: PullObserver,
     client: RegistryClient | None = None,
-    reserve: int | None = None,
+    reserve: int,
     retry: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> PullResult:
@@ -292,8 +291,6 @@ def fetch(
         limits = rate_limits(client)
         for line in limits:
             observer.note(line)
-    if reserve is None:
-        reserve = reserve_from(ctx)
     if plan.layers:
         check_disk(engine, plan, reserve)
     try:
@@ -321,12 +318,6 @@ def rate_limits(client: RegistryClient) -> list[str]:
             f"registry rate limit on {item.get('host')}: {remaining} of {limit} pulls left{per}"
         )
     return out
-
-
-def reserve_from(ctx: Context) -> int:
-    """``ROCMENV_DISK_RESERVE`` (a size such as ``20g``), else :data:`DEFAULT_RESERVE`."""
-    text = ctx.env.get("ROCMENV_DISK_RESERVE", "").strip()
-    return parse_size(text) if text else DEFAULT_RESERVE
 
 
 @dataclass
@@ -411,17 +402,3 @@ def human_seconds(seconds: float | None) -> str:
     if seconds < 3600:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
-_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(i?b)?", re.I)
-
-
-def parse_size(text: str) -> int:
-    """``20g``, ``500MB``, ``1.5TiB``, ``0`` — powers of 1024 (as Docker's sizes)."""
-    match = _SIZE.fullmatch(text.strip())
-    if not match:
-        from rocmenv.errors import UsageError
-
-        raise UsageError(f"{text!r} is not a size", hint="write e.g. 20g, 500m or 1.5t")
-    unit = match.group(2).lower()
-    return int(float(match.group(1)) * (1 << (10 * " kmgtp".index(unit or " "))))

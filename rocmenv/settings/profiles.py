@@ -7,19 +7,22 @@ built-in profiles and the parsing of one ``[profiles.NAME]`` table.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from rocmenv.engine import ENGINE_NAMES, EngineName
 from rocmenv.errors import ConfigError, RocmenvError
+from rocmenv.settings.choices import (
+    ENGINE_NAMES,
+    PULL_POLICIES,
+    EngineName,
+    GpuIsolation,
+    PullPolicy,
+)
+from rocmenv.settings.keys import as_bool, as_choice, as_str, as_str_list, check_keys
 
-PullPolicy = Literal["always", "missing", "never"]
-GpuIsolation = Literal["devices", "env"]
-PULL_POLICIES: tuple[str, ...] = ("always", "missing", "never")
 FAMILIES: tuple[str, ...] = ("nightly", "release", "floating", "date-only")
 PROXY_VARS: tuple[str, ...] = (
     "http_proxy",
@@ -112,9 +115,9 @@ class Profile:
     keep_proxy_env: bool = False
     workdir: str | None = None
     mount_checkout: bool = True
-    shims: bool = True
+    shims: bool | None = None  # None: not said (the default: on)
     untrusted: bool = False
-    pull: PullPolicy = "missing"
+    pull: PullPolicy | None = None  # None: not said (the default: missing)
     engine: EngineName | None = None
     labels: tuple[tuple[str, str], ...] = ()
     source: str = "built-in"  # where it was defined: "built-in" or a file path
@@ -164,47 +167,6 @@ BUILTIN_PROFILES: dict[str, Profile] = {
 
 
 # -- parsing --------------------------------------------------------------------------------
-
-
-def did_you_mean(word: str, candidates: list[str] | tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def check_keys(table: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
-    for key in table:
-        if key not in allowed:
-            raise ConfigError(
-                f"unknown key {key!r} in {where}" + did_you_mean(key, allowed),
-                hint=f"allowed keys: {', '.join(allowed)}",
-            )
-
-
-def as_str(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"{where} must be a string, got {type(value).__name__} {value!r}")
-    return value
-
-
-def as_bool(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where} must be true or false, got {value!r}")
-    return value
-
-
-def as_str_list(value: Any, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where} must be a list of strings, got {value!r}")
-    return tuple(value)
-
-
-def as_choice(value: Any, choices: tuple[str, ...], where: str) -> str:
-    text = as_str(value, where)
-    if text not in choices:
-        raise ConfigError(
-            f"{where} = {text!r} is not one of {', '.join(choices)}" + did_you_mean(text, choices)
-        )
-    return text
 
 
 _SIZE_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?[bkmgBKMG]?")

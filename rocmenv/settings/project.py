@@ -1,4 +1,6 @@
-"""Configuration: ``rocmenv.toml`` or ``[tool.rocmenv]`` in ``pyproject.toml``.
+"""The project file (``rocmenv.toml`` or ``[tool.rocmenv]``) as read: every table validated,
+nothing from the environment or the command line applied yet — that is
+:mod:`rocmenv.settings.resolve`'s one cascade.
 
 Schema (every key optional; unknown keys are errors with a "did you mean")::
 
@@ -6,7 +8,7 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     lockfile = "rocmenv.lock"         # relative to the config file
     engine = "auto"                   # auto | docker-api | docker-cli | podman
 
-    [registry]
+    [registry]                        # rocmenv.settings.registry
     mirrors = { "docker.io" = ["127.0.0.1:5000"] }   # tried in order, then the registry itself
     insecure = ["myregistry.local:5000"]             # plain HTTP allowed (loopback always is)
     timeout = 30.0                                   # seconds, per request
@@ -16,7 +18,7 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     sysfs-root = "/sys"               # where class/kfd/kfd/topology lives
     dev-root = "/dev"                 # where kfd and dri/ live
 
-    [profiles.NAME]
+    [profiles.NAME]                   # rocmenv.settings.profiles
     extends = "rocm"                  # a built-in or another profile; keys below override it
     description = "…"
     image = "rocm/sgl-dev"            # repository, or repository:tag / @digest
@@ -55,35 +57,26 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     engine = "docker-api"             # per-profile engine choice
     labels = { team = "ml-infra" }
 
-    [suites.NAME] / [slurm]           # test suites: see rocmenv/suite/model.py
-
-Precedence: CLI flag > ``ROCMENV_*`` environment > project file > built-in defaults.
+    [suites.NAME]                     # test suites: rocmenv.suite.model
+    [slurm]                           # rocmenv.settings.slurm (also [suites.NAME.slurm])
 """
 
 from __future__ import annotations
 
-import os
 import re
-import sys
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from rocmenv.context import Context, find_checkout
-from rocmenv.engine import ENGINE_NAMES, EngineName
+from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
-from rocmenv.settings.profiles import (
-    BUILTIN_PROFILES,
-    Profile,
-    as_choice,
-    as_str,
-    check_keys,
-    did_you_mean,
-    parse_profile,
-)
-from rocmenv.settings.registry import RegistrySettings, env_registry, registry_settings
+from rocmenv.settings.choices import ENGINE_NAMES, EngineName
+from rocmenv.settings.files import file_trusted, find_project_file
+from rocmenv.settings.keys import as_choice, as_str, check_keys, did_you_mean
+from rocmenv.settings.profiles import BUILTIN_PROFILES, Profile, parse_profile
+from rocmenv.settings.registry import RegistrySettings, registry_settings
 
-# suites and slurm are read by rocmenv.suite.model
 TOP_KEYS = (
     "default-profile", "lockfile", "engine", "registry", "host", "profiles", "suites", "slurm",
 )  # fmt: skip
@@ -98,179 +91,96 @@ class HostSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Config:
+class Project:
+    """The project file as written (or the built-ins when there is none)."""
+
     path: Path | None  # the file read, if any
-    root: Path  # the project root: the config file's directory, else the working directory
-    default_profile: str = "rocm"
-    lockfile: Path = Path("rocmenv.lock")
-    engine: EngineName = "auto"
-    registry: RegistrySettings = field(default_factory=RegistrySettings)
-    host: HostSettings = field(default_factory=HostSettings)
-    profiles: tuple[tuple[str, Profile], ...] = ()
+    root: Path  # the project root: the file's directory, else the working directory
     # A file outside the checkout named by --config/ROCMENV_CONFIG, or no file (built-ins):
     # what untrusted mode may believe (README "Running untrusted code").
     trusted: bool = True
-    notes: tuple[str, ...] = ()  # what loading ignored (untrusted mode)
+    default_profile: str | None = None  # the file's default-profile
+    lockfile: str | None = None  # the file's lockfile, as written
+    engine: EngineName | None = None
+    registry: RegistrySettings | None = None  # [registry], validated
+    host: Any = None  # [host] as written; validated when it counts (resolve)
+    slurm: Any = None  # [slurm] as written; parsed when it counts (resolve)
+    suites: Mapping[str, Any] = field(default_factory=dict)  # [suites.*] as written
+    profiles: tuple[tuple[str, Profile], ...] = tuple(BUILTIN_PROFILES.items())
+
+    @property
+    def where(self) -> str:
+        return str(self.path) if self.path else "configuration"
 
     @property
     def profile_names(self) -> list[str]:
         return [name for name, _ in self.profiles]
 
-    def profile(self, name: str | None = None) -> Profile:
-        wanted = name or self.default_profile
+    def profile(self, name: str) -> Profile:
         for pname, prof in self.profiles:
-            if pname == wanted:
+            if pname == name:
                 return prof
         raise UsageError(
-            f"unknown profile {wanted!r}" + did_you_mean(wanted, self.profile_names),
+            f"unknown profile {name!r}" + did_you_mean(name, self.profile_names),
             hint=f"profiles defined: {', '.join(self.profile_names)}"
             + (f" (from {self.path})" if self.path else " (no rocmenv.toml found)"),
         )
 
 
-# -- loading --------------------------------------------------------------------------------
-
-
-#: The largest project file (rocmenv.toml, pyproject.toml) or lockfile read (a real one is
-#: kilobytes; a checkout may carry anything).
-MAX_FILE_BYTES = 16 << 20
-
-
-def load_toml(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # Python 3.10
-        import tomli as tomllib
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
-        if len(raw) > MAX_FILE_BYTES:
-            raise ConfigError(
-                f"{path} is larger than {MAX_FILE_BYTES >> 20} MiB: not a rocmenv configuration",
-                hint="point --config/ROCMENV_CONFIG at the project's rocmenv.toml",
-            )
-        data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
-        nul = find_nul(data)
-        if nul is not None:
-            raise ConfigError(
-                f"{path}: {nul} contains a NUL character (\\u0000)",
-                hint="no path, name or value rocmenv passes on can hold one; remove it",
-            )
-        return data
-    except OSError as err:
-        raise ConfigError(f"cannot read {path}: {err.strerror}") from err
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(
-            f"{path} is not valid TOML: {err}", hint="fix the syntax at that line"
-        ) from err
-    except UnicodeDecodeError as err:
-        raise ConfigError(
-            f"{path} is not UTF-8 text (byte {err.start}: {err.object[err.start : err.start + 1]!r})",
-            hint="TOML files are UTF-8; re-save the file as UTF-8",
-        ) from None
-    except RecursionError:
-        raise ConfigError(
-            f"{path} nests arrays or tables too deeply to read",
-            hint="flatten the structure; rocmenv's keys nest at most three levels",
-        ) from None
-
-
-def find_nul(value: Any, where: str = "") -> str | None:
-    """The key path of the first string (or key) holding a NUL character, else ``None``.
-    Iterative: a document nested as deep as the parser allows is walked without recursion."""
-    stack: list[tuple[str, Any]] = [(where, value)]
-    while stack:
-        here, item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return here or "a value"
-        elif isinstance(item, dict):
-            for key, sub in item.items():
-                name = f"{here}.{key}" if here else str(key)
-                if "\x00" in str(key):
-                    return name.replace("\x00", "\\u0000")
-                stack.append((name, sub))
-        elif isinstance(item, list):
-            stack.extend((f"{here}[{i}]", sub) for i, sub in enumerate(item))
-    return None
-
-
-def find_config(ctx: Context) -> tuple[Path | None, dict[str, Any]]:
-    """The config file and its rocmenv table: --config, ROCMENV_CONFIG, else search upwards."""
-    explicit = ctx.config_path or (
-        Path(ctx.env["ROCMENV_CONFIG"]) if ctx.env.get("ROCMENV_CONFIG") else None
-    )
-    if explicit is not None:
-        path = explicit if explicit.is_absolute() else ctx.cwd / explicit
-        if not _is_file(path):
-            raise ConfigError(
-                f"config file {path} does not exist", hint="check --config / ROCMENV_CONFIG"
-            )
-        return path, _rocmenv_table(path, load_toml(path), required=True)
-    for directory in (ctx.cwd, *ctx.cwd.parents):
-        candidate = directory / "rocmenv.toml"
-        if _is_file(candidate):
-            return candidate, _rocmenv_table(candidate, load_toml(candidate), required=True)
-        pyproject = directory / "pyproject.toml"
-        if _is_file(pyproject):
-            data = load_toml(pyproject)
-            if isinstance(data.get("tool"), dict) and "rocmenv" in data["tool"]:
-                return pyproject, _rocmenv_table(pyproject, data, required=True)
-        if (directory / ".git").exists():
-            break  # don't wander out of the checkout
-    return None, {}
-
-
-def _is_file(path: Path) -> bool:
-    """``path.is_file()``, false for a name the OS refuses (too long, a NUL byte)."""
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def _rocmenv_table(path: Path, data: dict[str, Any], *, required: bool) -> dict[str, Any]:
-    if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("rocmenv")
-        if table is None:
-            raise ConfigError(
-                f"{path} has no [tool.rocmenv] table", hint="add one or use rocmenv.toml"
-            )
-        if not isinstance(table, dict):
-            raise ConfigError(f"[tool.rocmenv] in {path} must be a table")
-        return table
-    return data
-
-
-def config_trusted(ctx: Context, path: Path | None) -> bool:
-    """No file, or one named by ``--config``/``ROCMENV_CONFIG`` that lies outside the
-    checkout: a file found in (or named inside) the checkout is the checkout's."""
-    if path is None:
-        return True
-    explicit = ctx.config_path is not None or bool(ctx.env.get("ROCMENV_CONFIG"))
-    checkout = os.path.realpath(find_checkout(ctx.cwd))
-    real = os.path.realpath(path)
-    return explicit and not (real == checkout or real.startswith(checkout.rstrip("/") + "/"))
-
-
-def load_config(ctx: Context, *, untrusted: bool = False) -> Config:
-    """Read the project's configuration and apply ``ROCMENV_*`` environment overrides.
-
-    In untrusted mode (``untrusted`` or ``ROCMENV_UNTRUSTED``) a file from the checkout is
-    the pull request's: its ``[registry]`` and ``[host]`` tables are ignored (said in
-    :attr:`Config.notes`) and its ``lockfile`` must stay inside the project."""
-    from rocmenv.spec.guard import untrusted_env
-
-    untrusted = untrusted_env(ctx.env) or untrusted
-    path, table = find_config(ctx)
+def load_project(ctx: Context) -> Project:
+    """Find and read the project file: every key checked, the profiles built (``extends``
+    resolved), ``[registry]`` validated; ``[host]`` and ``[slurm]`` kept as written until
+    the resolver knows whether they count."""
+    path, table = find_project_file(ctx)
     where = str(path) if path else "configuration"
     check_keys(table, TOP_KEYS, where)
-    root = path.parent if path else ctx.cwd
-    trusted = config_trusted(ctx, path)
-    distrust = untrusted and not trusted
-    notes: list[str] = []
-    profiles: dict[str, Profile] = dict(BUILTIN_PROFILES)
-    raw_profiles = table.get("profiles", {})
+    engine = table.get("engine")
+    default_profile = table.get("default-profile")
+    lockfile = table.get("lockfile")
+    suites = table.get("suites", {})
+    if not isinstance(suites, dict):
+        raise ConfigError(f"suites in {where} must be a table of tables")
+    return Project(
+        path=path,
+        root=path.parent if path else ctx.cwd,
+        trusted=file_trusted(ctx, path),
+        default_profile=as_str(default_profile, f"default-profile in {where}")
+        if default_profile is not None
+        else None,
+        lockfile=as_str(lockfile, f"lockfile in {where}") if lockfile is not None else None,
+        engine=cast(EngineName, as_choice(engine, ENGINE_NAMES, f"engine in {where}"))
+        if engine is not None
+        else None,
+        registry=registry_settings(table["registry"], f"[registry] in {where}")
+        if "registry" in table
+        else None,
+        host=table.get("host"),
+        slurm=table.get("slurm"),
+        suites=suites,
+        profiles=_profiles(table.get("profiles", {}), where, path),
+    )
+
+
+def host_settings(table: Any, root: Path, where: str) -> HostSettings:
+    """``[host]``: paths relative to the project root."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"[host] in {where} must be a table")
+    check_keys(table, HOST_KEYS, f"[host] in {where}")
+    host = HostSettings()
+    if "sysfs-root" in table:
+        host = HostSettings(
+            sysfs_root=root / as_str(table["sysfs-root"], "[host].sysfs-root"),
+            dev_root=host.dev_root,
+        )
+    if "dev-root" in table:
+        host = HostSettings(
+            sysfs_root=host.sysfs_root, dev_root=root / as_str(table["dev-root"], "[host].dev-root")
+        )
+    return host
+
+
+def _profiles(raw_profiles: Any, where: str, path: Path | None) -> tuple[tuple[str, Profile], ...]:
+    """The built-in profiles, then the file's, each resolved through its ``extends`` chain."""
     if not isinstance(raw_profiles, dict):
         raise ConfigError(f"profiles in {where} must be a table of tables")
     for name in raw_profiles:
@@ -279,6 +189,8 @@ def load_config(ctx: Context, *, untrusted: bool = False) -> Config:
                 f"profile name {name!r} in {where} is not a name",
                 hint="profile names match [A-Za-z0-9][A-Za-z0-9._-]* (letters, digits, . _ -)",
             )
+    profiles: dict[str, Profile] = dict(BUILTIN_PROFILES)
+    done: set[str] = set()
     resolving: list[str] = []
 
     def build(name: str) -> Profile:
@@ -292,32 +204,13 @@ def load_config(ctx: Context, *, untrusted: bool = False) -> Config:
                 f"profile {name!r} in {where} extends itself: {' -> '.join([*resolving, name])}"
             )
         resolving.append(name)
-        parent_name = raw.get("extends")
-        if parent_name is None:
-            base = (
-                BUILTIN_PROFILES["rocm"] if name not in BUILTIN_PROFILES else BUILTIN_PROFILES[name]
-            )
-        else:
-            parent_name = as_str(parent_name, f"[profiles.{name}].extends")
-            if parent_name == name and name in BUILTIN_PROFILES:
-                base = BUILTIN_PROFILES[name]
-            elif parent_name in raw_profiles:
-                base = build(parent_name)
-            elif parent_name in BUILTIN_PROFILES:
-                base = BUILTIN_PROFILES[parent_name]
-            else:
-                known = sorted({*raw_profiles, *BUILTIN_PROFILES})
-                raise ConfigError(
-                    f"[profiles.{name}] extends unknown profile {parent_name!r}"
-                    + did_you_mean(parent_name, known)
-                )
+        base = _base_of(name, raw.get("extends"), raw_profiles, build)
         assert path is not None
         profiles[name] = parse_profile(name, raw, base, path)
         done.add(name)
         resolving.pop()
         return profiles[name]
 
-    done: set[str] = set()
     try:
         for name in raw_profiles:
             build(name)
@@ -326,70 +219,22 @@ def load_config(ctx: Context, *, untrusted: bool = False) -> Config:
             f"the profiles in {where} extend each other too deeply",
             hint="keep `extends` chains short (a few levels)",
         ) from None
+    return tuple(profiles.items())
 
-    registry = (
-        registry_settings(table["registry"], f"[registry] in {where}")
-        if "registry" in table
-        else RegistrySettings()
-    )
-    ignored = [f"[{key}]" for key in ("registry", "host") if key in table and distrust]
-    if ignored:
-        notes.append(f"ignored from the checkout's {path.name if path else 'config'}: "
-                     + " and ".join(ignored) + " (mirrors, insecure registries and host roots "
-                     "come only from trusted input)")  # fmt: skip
-    if distrust:
-        registry = RegistrySettings()
-    registry = env_registry(ctx.env, registry)
-    host = HostSettings()
-    if "host" in table and not distrust:
-        if not isinstance(table["host"], dict):
-            raise ConfigError(f"[host] in {where} must be a table")
-        check_keys(table["host"], HOST_KEYS, f"[host] in {where}")
-        if "sysfs-root" in table["host"]:
-            host = replace(
-                host, sysfs_root=root / as_str(table["host"]["sysfs-root"], "[host].sysfs-root")
-            )
-        if "dev-root" in table["host"]:
-            host = replace(
-                host, dev_root=root / as_str(table["host"]["dev-root"], "[host].dev-root")
-            )
-    if ctx.env.get("ROCMENV_SYSFS_ROOT"):
-        host = replace(host, sysfs_root=Path(ctx.env["ROCMENV_SYSFS_ROOT"]))
-    if ctx.env.get("ROCMENV_DEV_ROOT"):
-        host = replace(host, dev_root=Path(ctx.env["ROCMENV_DEV_ROOT"]))
 
-    engine = cast(
-        EngineName, as_choice(table.get("engine", "auto"), ENGINE_NAMES, f"engine in {where}")
+def _base_of(name: str, parent: Any, raw_profiles: Mapping[str, Any], build: Any) -> Profile:
+    """The profile ``name`` extends: its ``extends``, else the built-in of the same name, else
+    the built-in ``rocm``."""
+    if parent is None:
+        return BUILTIN_PROFILES.get(name, BUILTIN_PROFILES["rocm"])
+    parent = as_str(parent, f"[profiles.{name}].extends")
+    if parent == name and name in BUILTIN_PROFILES:
+        return BUILTIN_PROFILES[name]
+    if parent in raw_profiles:
+        return cast(Profile, build(parent))
+    if parent in BUILTIN_PROFILES:
+        return BUILTIN_PROFILES[parent]
+    known = sorted({*raw_profiles, *BUILTIN_PROFILES})
+    raise ConfigError(
+        f"[profiles.{name}] extends unknown profile {parent!r}" + did_you_mean(parent, known)
     )
-    default_profile = as_str(table.get("default-profile", "rocm"), f"default-profile in {where}")
-    if ctx.env.get("ROCMENV_PROFILE"):
-        default_profile = ctx.env["ROCMENV_PROFILE"]
-    lockfile = Path(as_str(table.get("lockfile", "rocmenv.lock"), f"lockfile in {where}"))
-    if ctx.env.get("ROCMENV_LOCKFILE"):
-        lockfile = Path(ctx.env["ROCMENV_LOCKFILE"])
-    if not lockfile.is_absolute():
-        lockfile = (root if not ctx.env.get("ROCMENV_LOCKFILE") else ctx.cwd) / lockfile
-    if distrust and not ctx.env.get("ROCMENV_LOCKFILE"):
-        real, project = os.path.realpath(lockfile), os.path.realpath(root)
-        if not real.startswith(project.rstrip("/") + "/"):
-            raise ConfigError(
-                f"lockfile in {where} points outside the project ({lockfile}): refused in "
-                "untrusted mode",
-                hint="keep rocmenv.lock inside the project, or name a lockfile from trusted "
-                "input (ROCMENV_LOCKFILE)",
-            )
-    config = Config(
-        path=path,
-        root=root,
-        default_profile=default_profile,
-        lockfile=lockfile,
-        engine=engine,
-        registry=registry,
-        host=host,
-        profiles=tuple(profiles.items()),
-        trusted=trusted,
-        notes=tuple(notes),
-    )
-    if default_profile not in profiles:
-        config.profile(default_profile)  # raises with a did-you-mean
-    return config

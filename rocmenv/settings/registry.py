@@ -11,7 +11,7 @@ from typing import Any
 
 from rocmenv.errors import ConfigError
 from rocmenv.grammar.reference import check_host
-from rocmenv.settings.profiles import as_str_list, check_keys
+from rocmenv.settings.keys import as_str_list, check_keys
 
 REGISTRY_KEYS = (
     "mirrors",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict
 
 from rocmenv.errors import EngineError
 
@@ -141,34 +141,6 @@ def check_image_versions(
             hint=f"does the image have {python}? try --python",
         )
     return parse_probe_output(out, where=image)
-
-
-class EngineCapture:
-    """:class:`CaptureEngine` on top of a :class:`rocmenv.engine.Engine` adapter."""
-
-    def __init__(self, engine: Any) -> None:
-        self._engine = engine
-
-    def run_capture(
-        self,
-        image: str,
-        argv: Sequence[str],
-        *,
-        mounts: Sequence[BindMount],
-        env: Mapping[str, str],
-        timeout: float,
-    ) -> tuple[int, str, str]:
-        from rocmenv.engine.container import capture
-        from rocmenv.spec.runspec import BindMount as EngineBind
-
-        binds = [EngineBind(source=m.source, target=m.target, readonly=m.read_only) for m in mounts]
-        out = capture(self._engine, image, argv, mounts=binds, env=dict(env), timeout=timeout)
-        if getattr(out, "timed_out", False):
-            raise EngineError(
-                f"the launcher probe in {image} did not finish within {timeout:.0f}s",
-                hint="is the engine overloaded? retry, or raise --timeout",
-            )
-        return int(out.exit_code), str(out.stdout), str(out.stderr)
 
 
 ShimVerdict = Literal["would-apply", "would-not-apply", "unknown"]

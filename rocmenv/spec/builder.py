@@ -20,27 +20,26 @@ Policies (README "Profiles"):
   the working directory is the current one.
 * **Environment**: only what the profile declares; proxy variables are dropped unless
   ``keep-proxy-env``; ``secret-env`` is never passed in untrusted mode.
-* **Untrusted mode** applies the policy of :mod:`rocmenv.spec.guard`: what has a safe
-  equivalent is neutralised before the spec is built (GPU isolation by nodes, renumbered
-  visible-device variables, private IPC, no pass-env/secrets from an untrusted profile, data
-  mounts and the checkout's ``.git`` read-only), everything else the policy refuses is an
-  error (exit 2) naming key, value and rule.
+* **Untrusted mode** is not this module's: the planner (:mod:`rocmenv.spec.plan`) hands
+  this trusted draft to the guard (:mod:`rocmenv.spec.guard`), which constrains it or
+  refuses it in one pass.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.settings.profiles import PROXY_VARS, Mount, Profile, check_env_name, parse_mount
 from rocmenv.spec.gpu import (
     CONTAINER_DRI,
     CONTAINER_KFD,
+    VISIBLE_DEVICE_VARS,
     GpuSelection,
     parse_gpus,
     select,
 )
-from rocmenv.spec.guard import VISIBLE_DEVICE_VARS, Guard, untrusted_mode
 from rocmenv.spec.labels import LABEL_PREFIX, run_labels
 from rocmenv.spec.runspec import (
     BindMount,
@@ -55,44 +54,51 @@ from rocmenv.spec.runspec import (
 )
 
 
-def _gpu_devices(
-    profile: Profile, selection: GpuSelection, host: HostFacts, *, nodes_for_all: bool = False
+def gpu_devices(
+    selection: GpuSelection,
+    host: HostFacts,
+    *,
+    isolation: str,
+    env_names: tuple[str, ...],
+    nodes_for_all: bool = False,
 ) -> tuple[list[Device], list[EnvVar], list[str]]:
-    """Device nodes and visible-devices variables for a selection (``nodes_for_all``: even
-    ``all`` as the GPUs' own nodes, not the whole ``/dev/dri`` — untrusted mode)."""
+    """Device nodes and visible-devices variables for a selection. ``isolation`` ``env``:
+    every node, the variables carry host indices; ``devices``: only the selected GPUs' nodes,
+    the variables carry the container's numbering. ``nodes_for_all``: even ``all`` as the
+    GPUs' own nodes rather than the whole ``/dev/dri``."""
     if selection.kind == "none":
         return [], [], []
     inv = host.inventory
     # Rendering for another host (no host check): that host's nodes are under /dev.
     dev_root = str(inv.dev_root) if inv is not None and host.check_host else "/dev"
-    kfd = Device(host=f"{dev_root}/kfd", container=CONTAINER_KFD)
-    whole_dri = Device(host=f"{dev_root}/dri", container=CONTAINER_DRI)
+    kfd = Device(host=f"{dev_root}/kfd", container=CONTAINER_KFD, gpu=True)
+    whole_dri = Device(host=f"{dev_root}/dri", container=CONTAINER_DRI, gpu=True)
     notes: list[str] = []
-    env_names = profile.gpu_env or (
-        ("HIP_VISIBLE_DEVICES",) if profile.gpu_isolation == "env" else ()
-    )
+    names = env_names or (("HIP_VISIBLE_DEVICES",) if isolation == "env" else ())
     by_nodes = nodes_for_all and selection.kind == "all" and bool(selection.gpus)
-    if (selection.kind == "all" and not by_nodes) or profile.gpu_isolation == "env":
+    if (selection.kind == "all" and not by_nodes) or isolation == "env":
         devices = [kfd, whole_dri]
         if selection.kind == "subset":
             value = ",".join(str(g.index) for g in selection.gpus)
-            return devices, [EnvVar(name=n, value=value, source="gpu") for n in env_names], notes
+            return devices, [EnvVar(name=n, value=value, source="gpu") for n in names], notes
         return devices, [], notes
     devices = [kfd]
     for gpu in sorted(selection.gpus, key=lambda g: g.index):
         for node in (gpu.render_node, gpu.card_node):
             if node is not None:
                 source = str(node) if host.check_host else f"{dev_root}/dri/{node.name}"
-                devices.append(Device(host=source, container=f"{CONTAINER_DRI}/{node.name}"))
+                devices.append(
+                    Device(host=source, container=f"{CONTAINER_DRI}/{node.name}", gpu=True)
+                )
         if gpu.card_node is None:
             notes.append(
                 f"GPU {gpu.index} ({gpu.pci_address}): no card node found, render node only"
             )
     value = ",".join(str(i) for i in range(len(selection.gpus)))
-    return devices, [EnvVar(name=n, value=value, source="gpu") for n in env_names], notes
+    return devices, [EnvVar(name=n, value=value, source="gpu") for n in names], notes
 
 
-def _gpu_selection(profile: Profile, overrides: Overrides, host: HostFacts) -> GpuSelection:
+def gpu_selection(profile: Profile, overrides: Overrides, host: HostFacts) -> GpuSelection:
     text = gpus_text(profile, overrides)
     request = parse_gpus(text)
     inv = host.inventory
@@ -116,7 +122,7 @@ def _gpu_selection(profile: Profile, overrides: Overrides, host: HostFacts) -> G
 
 
 def _mounts(
-    profile: Profile, overrides: Overrides, host: HostFacts, untrusted: bool
+    profile: Profile, overrides: Overrides, host: HostFacts
 ) -> tuple[list[BindMount], list[str], str | None]:
     notes: list[str] = []
     declared: list[tuple[Mount, str]] = [(m, "profile") for m in profile.mounts]
@@ -132,12 +138,6 @@ def _mounts(
         checkout_target = str(host.checkout)
         out.append(BindMount(source=checkout_target, target=checkout_target))
         by_target[checkout_target] = "the checkout"
-        git_dir = f"{checkout_target}/.git"
-        if untrusted and host.path_exists(git_dir):
-            # the runner's next git command on the host must not run what the job planted
-            # (.git/hooks, core.fsmonitor): .git read-only over the writable checkout
-            out.append(BindMount(source=git_dir, target=git_dir, readonly=True))
-            by_target[git_dir] = "the checkout's .git"
     for mount, origin in declared:
         if host.check_host and not host.path_exists(mount.source):
             if mount.optional:
@@ -154,24 +154,19 @@ def _mounts(
                 hint="give one of them another target",
             )
         by_target[mount.target] = mount.source
-        out.append(
-            BindMount(
-                source=mount.source, target=mount.target, readonly=mount.readonly or untrusted
-            )
-        )
+        out.append(BindMount(source=mount.source, target=mount.target, readonly=mount.readonly))
     if skipped:
         notes.append(f"optional mounts skipped, source absent: {', '.join(skipped)}")
     return out, notes, checkout_target
 
 
-def _with_gpu_env(
-    env: list[EnvVar], gpu_env: list[EnvVar], profile: Profile, selection: GpuSelection
+def with_gpu_env(
+    env: list[EnvVar], gpu_env: list[EnvVar], *, renumbered: bool, selection: GpuSelection
 ) -> list[EnvVar]:
     """The selection's variables win: over the profile's and those passed through from the
     host (with ``devices`` isolation a passed ``HIP_VISIBLE_DEVICES=4,5,6,7`` would name GPUs
     the container numbers 0-3); only an explicit ``-e NAME=VALUE`` keeps its value."""
     names = {v.name for v in gpu_env}
-    renumbered = selection.kind == "subset" and profile.gpu_isolation == "devices"
     if renumbered and gpu_env:
         value = gpu_env[0].value
         for name in VISIBLE_DEVICE_VARS:
@@ -189,39 +184,24 @@ def _with_gpu_env(
     return [e for e in env if e.name not in names] + gpu_env
 
 
-def _env(
-    profile: Profile, overrides: Overrides, host: HostFacts, untrusted: bool
-) -> tuple[list[EnvVar], list[str]]:
+def _env(profile: Profile, overrides: Overrides, host: HostFacts) -> list[EnvVar]:
     env: dict[str, EnvVar] = {}
-    notes: list[str] = []
     for name, value in profile.env:
         env[name] = EnvVar(name=name, value=value, source="fixed")
     for name in profile.pass_env:
-        env[name] = EnvVar(name=name, value=host.env.get(name), source="host")
-    skipped_secrets = []
+        env[name] = EnvVar(name=name, value=host.env.get(name), source="pass")
     for name in profile.secret_env:
-        if untrusted:
-            env.pop(name, None)
-            skipped_secrets.append(name)
-            continue
         env[name] = EnvVar(name=name, value=host.env.get(name), source="secret")
     for item in overrides.env:
         name, eq, value = item.partition("=")
         check_env_name(name, f"-e {item!r}", UsageError)
-        if untrusted and name in profile.secret_env:
-            raise UsageError(
-                f"-e {name}: {name} is a secret of profile {profile.name!r} and untrusted mode "
-                "passes no secrets"
-            )
         env[name] = EnvVar(
             name=name, value=value if eq else host.env.get(name), source="cli" if eq else "host"
         )
     if not profile.keep_proxy_env:
         for name in PROXY_VARS:
             env.pop(name, None)
-    if skipped_secrets:
-        notes.append(f"secrets not passed: {', '.join(skipped_secrets)}")
-    return list(env.values()), notes
+    return list(env.values())
 
 
 def _groups(profile: Profile, host: HostFacts) -> tuple[str, ...]:
@@ -241,105 +221,39 @@ def build_runspec(
     *,
     image: str,
     launcher: LauncherMount | None = None,
-    guard: Guard | None = None,
 ) -> RunSpec:
-    """The complete container for ``profile`` with the CLI's ``overrides`` on ``host``:
-    labels from :mod:`rocmenv.spec.labels`, and the shim ``launcher`` mounted when given. In
-    untrusted mode the ``guard`` (default: the built-in policy, the profile untrusted unless
-    built in) neutralises and checks it (:mod:`rocmenv.spec.guard`)."""
-    untrusted = untrusted_mode(profile, overrides.untrusted, host.env)
+    """The complete container for ``profile`` with the CLI's ``overrides`` on ``host``, as a
+    trusted profile asks for it: labels from :mod:`rocmenv.spec.labels`, and the shim
+    ``launcher`` mounted when given."""
     privileged = profile.privileged if overrides.privileged is None else overrides.privileged
     warnings: list[str] = []
-    notes: list[str] = []
-    if privileged and untrusted:
-        raise UsageError(
-            f"profile {profile.name!r} is privileged and this run is untrusted "
-            "(--untrusted, untrusted = true or ROCMENV_UNTRUSTED=1): refused",
-            hint="use a profile without privileged = true for untrusted code",
-        )
     if privileged:
         warnings.append(
             f"profile {profile.name!r} runs the container privileged: it can access every "
             "host device and disable its own confinement"
         )
-    policy_changes: list[str] = []
-    if untrusted:
-        guard = guard or Guard()
-        policy_changes += guard.config_notes
-        profile, changes = guard.constrain(profile)
-        policy_changes += changes
-    selection = _gpu_selection(profile, overrides, host)
-    gpu_devices, gpu_env, gpu_notes = _gpu_devices(
-        profile, selection, host, nodes_for_all=untrusted and host.check_host
+    selection = gpu_selection(profile, overrides, host)
+    gpu_devs, gpu_env, notes = gpu_devices(
+        selection, host, isolation=profile.gpu_isolation, env_names=profile.gpu_env
     )
-    notes += gpu_notes
-    devices: list[Device] = list(gpu_devices)
-    extra_devices = [
+    devices = gpu_devs + [
         parse_device(text, f"[profiles.{profile.name}].devices") for text in profile.devices
     ]
-    devices += extra_devices
-    mounts, mount_notes, checkout = _mounts(profile, overrides, host, untrusted)
-    notes += mount_notes
-    env, env_notes = _env(profile, overrides, host, untrusted)
-    env = _with_gpu_env(env, gpu_env, profile, selection)
-    if untrusted and gpu_env:
-        policy_changes.append(f"{'/'.join(v.name for v in gpu_env)}={gpu_env[0].value}")
-    if not untrusted:
-        notes += env_notes
+    mounts, mount_notes, checkout = _mounts(profile, overrides, host)
+    renumbered = selection.kind == "subset" and profile.gpu_isolation == "devices"
+    env = with_gpu_env(
+        _env(profile, overrides, host), gpu_env, renumbered=renumbered, selection=selection
+    )
     workdir = overrides.workdir or profile.workdir
     if workdir is None and checkout is not None:
         workdir = str(host.cwd)
     if workdir is not None and not workdir.startswith("/"):
         raise UsageError(f"--workdir {workdir!r} must be an absolute path in the container")
-    labels = run_labels(
-        profile=profile.name, identity=host.identity, image_digest=host.image_digest
-    )
-    for key, value in profile.labels:
-        if key.startswith(LABEL_PREFIX):
-            raise ConfigError(f"[profiles.{profile.name}].labels: {key!r} is reserved for rocmenv")
-        labels[key] = value
-    if untrusted:
-        assert guard is not None
-        guard.check(
-            profile,
-            devices=devices,
-            gpu_devices=gpu_devices,
-            group_gid=host.group_gid,
-            mounts=mounts,
-            checkout=checkout,
-            image=image,
-            network=profile.network,
-            ipc=profile.ipc,
-            env=host.env,
-            realpath=host.realpath,
-            find_socket=host.find_socket,
-        )
-        data_mounts = sum(1 for m in mounts if m.target != checkout and m.readonly)
-        git_ro = any(checkout and m.target == f"{checkout}/.git" for m in mounts)
-        policy_changes.append(
-            f"{data_mounts - int(git_ro)} data mount(s)" + (" and .git" if git_ro else "")
-            + " read-only"
-        )  # fmt: skip
-        notes.insert(
-            0,
-            f"untrusted mode: policy {guard.policy.source}; privileged refused; "
-            + "; ".join(policy_changes + env_notes),
-        )
-    if host.check_host:
-        for dev in devices:
-            if not host.path_exists(dev.host):
-                raise UsageError(
-                    f"device {dev.host} (for {dev.container}) does not exist on this host",
-                    hint="check the profile's devices and `rocmenv gpus`",
-                )
-    tmpfs: list[tuple[str, str]] = []
-    if launcher is not None:
-        env, mounts, tmpfs = _add_launcher(env, mounts, launcher, host)
-    return RunSpec(
+    spec = RunSpec(
         image=image,
         command=tuple(overrides.command),
         profile=profile.name,
-        devices=tuple(_dedupe(devices)),
+        devices=tuple(dedupe(devices)),
         group_add=_groups(profile, host),
         cap_add=profile.cap_add,
         cap_drop=profile.cap_drop,
@@ -353,36 +267,57 @@ def build_runspec(
         privileged=privileged,
         mounts=tuple(mounts),
         checkout=checkout,
-        tmpfs=tuple(tmpfs),
         env=tuple(env),
         workdir=workdir,
-        labels=tuple(sorted(labels.items())),
-        untrusted=untrusted,
+        labels=_labels(profile, host),
         gpu_selection=selection,
-        notes=tuple(notes),
+        notes=tuple(notes + mount_notes),
         warnings=tuple(warnings),
     )
+    return add_launcher(spec, launcher, host) if launcher is not None else spec
 
 
-def _add_launcher(
-    env: list[EnvVar], mounts: list[BindMount], launcher: LauncherMount, host: HostFacts
-) -> tuple[list[EnvVar], list[BindMount], list[tuple[str, str]]]:
-    """The launcher mounted read-only, first on ``PYTHONPATH`` (merged with the profile's or
-    else the image's own), and a small private tmpfs on its ``__pycache__``."""
+def _labels(profile: Profile, host: HostFacts) -> tuple[tuple[str, str], ...]:
+    labels = run_labels(
+        profile=profile.name, identity=host.identity, image_digest=host.image_digest
+    )
+    for key, value in profile.labels:
+        if key.startswith(LABEL_PREFIX):
+            raise ConfigError(f"[profiles.{profile.name}].labels: {key!r} is reserved for rocmenv")
+        labels[key] = value
+    return tuple(sorted(labels.items()))
+
+
+def check_devices(spec: RunSpec, host: HostFacts) -> None:
+    """Every device node the spec passes exists on this host (when rendering for it)."""
+    if not host.check_host:
+        return
+    for dev in spec.devices:
+        if not host.path_exists(dev.host):
+            raise UsageError(
+                f"device {dev.host} (for {dev.container}) does not exist on this host",
+                hint="check the profile's devices and `rocmenv gpus`",
+            )
+
+
+def add_launcher(spec: RunSpec, launcher: LauncherMount, host: HostFacts) -> RunSpec:
+    """The spec with the shim launcher mounted read-only, first on ``PYTHONPATH`` (merged with
+    the profile's or else the image's own), and a small private tmpfs on its ``__pycache__``:
+    rocmenv's own mount, added after the guard has judged the rest."""
     from rocmenv.shims.bundle import merge_pythonpath
 
-    given = {e.name: e.value for e in env if e.value is not None}
+    given = {e.name: e.value for e in spec.env if e.value is not None}
     base = given.get("PYTHONPATH", host.image_env.get("PYTHONPATH"))
     pythonpath = merge_pythonpath(launcher.container_dir, base)
-    env = [e for e in env if e.name != "PYTHONPATH"]
+    env = [e for e in spec.env if e.name != "PYTHONPATH"]
     env.append(EnvVar(name="PYTHONPATH", value=pythonpath, source="launcher"))
-    mounts = [m for m in mounts if m.target != launcher.container_dir]
+    mounts = [m for m in spec.mounts if m.target != launcher.container_dir]
     mounts.append(BindMount(source=launcher.host_dir, target=launcher.container_dir, readonly=True))
-    tmpfs = [(launcher.pycache_dir, "rw,size=1m")] if launcher.pycache_dir else []
-    return env, mounts, tmpfs
+    tmpfs = ((launcher.pycache_dir, "rw,size=1m"),) if launcher.pycache_dir else ()
+    return replace(spec, env=tuple(env), mounts=tuple(mounts), tmpfs=tmpfs)
 
 
-def _dedupe(devices: Sequence[Device]) -> list[Device]:
+def dedupe(devices: Sequence[Device]) -> list[Device]:
     seen: set[str] = set()
     out: list[Device] = []
     for dev in devices:

@@ -28,6 +28,8 @@ from rocmenv.errors import GpuSelectionError
 
 CONTAINER_KFD = "/dev/kfd"
 CONTAINER_DRI = "/dev/dri"
+#: The variables that name the GPUs a process sees (HIP, the ROCm runtime, CUDA-compatible code).
+VISIBLE_DEVICE_VARS = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
 # GPU families in image tags and the gfx targets they are built for.
 GPU_FAMILY_TARGETS: dict[str, tuple[str, ...]] = {

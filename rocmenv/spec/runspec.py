@@ -21,7 +21,9 @@ from rocmenv.spec.gpu import (
 )
 from rocmenv.spec.labels import Identity
 
-EnvSource = Literal["fixed", "host", "secret", "gpu", "cli", "launcher"]
+# fixed: the profile's env; pass: its pass-env; secret: its secret-env; host: -e NAME;
+# cli: -e NAME=VALUE; gpu: the selection's visible-device variables; launcher: PYTHONPATH
+EnvSource = Literal["fixed", "pass", "host", "secret", "gpu", "cli", "launcher"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +31,8 @@ class Device:
     host: str
     container: str
     permissions: str = "rwm"
+    # /dev/kfd or a GPU's node, from the selection (not the profile's devices)
+    gpu: bool = field(default=False, compare=False)
 
     def render(self) -> str:
         if self.host == self.container and self.permissions == "rwm":
@@ -68,7 +72,7 @@ class EnvVar:
 
     @property
     def from_host(self) -> bool:
-        return self.source in ("host", "secret")
+        return self.source in ("pass", "host", "secret")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,7 +123,6 @@ class Overrides:
     env: tuple[str, ...] = ()  # "K=V" or "K" (taken from the host)
     mounts: tuple[str, ...] = ()  # "SRC:DST[:ro]"
     workdir: str | None = None
-    untrusted: bool = False
     privileged: bool | None = None
 
 

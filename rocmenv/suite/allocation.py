@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocmenv.context import Context
-from rocmenv.engine import EngineName
 from rocmenv.errors import ConfigError, SlurmError
+from rocmenv.settings.resolve import Flags, Settings
 
 MARKER = "rocmenv-suite-slurm:"
 DEFAULT_GRES_CONF = Path("/etc/slurm/gres.conf")
@@ -171,12 +171,11 @@ def check_access(paths: Sequence[str]) -> None:
         os.close(fd)
 
 
-def allocated_gpus(ctx: Context, gres_conf: Path | None = None) -> NodeGpus:
+def allocated_gpus(ctx: Context, settings: Settings, gres_conf: Path | None = None) -> NodeGpus:
     """This job's GPUs, from Slurm's indices through gres.conf to rocmenv's inventory."""
-    from rocmenv.settings.project import load_config
     from rocmenv.spec.gpu import discover
 
-    conf = gres_conf or _configured_gres_conf(ctx) or default_gres_conf(ctx.env)
+    conf = gres_conf or settings.slurm.gres_conf or default_gres_conf(ctx.env)
     try:
         text = conf.read_text()
     except OSError as err:
@@ -184,22 +183,10 @@ def allocated_gpus(ctx: Context, gres_conf: Path | None = None) -> NodeGpus:
             f"cannot read {conf}: {err.strerror}", hint="set gres-conf in [slurm]"
         ) from None
     devices = parse_gres_conf(text, node=socket.gethostname().split(".")[0])
-    config = load_config(ctx)
-    inventory = discover(config.host.sysfs_root, config.host.dev_root)
+    inventory = discover(settings.host.sysfs_root, settings.host.dev_root)
     node = map_allocation(allocated_indices(ctx.env), devices, inventory)
     check_access(node.paths)
     return node
-
-
-def _configured_gres_conf(ctx: Context) -> Path | None:
-    from rocmenv.settings.project import find_config
-    from rocmenv.suite.model import parse_slurm, slurm_table
-
-    path, table = find_config(ctx)
-    raw = slurm_table(ctx, path, table)
-    if raw is None:
-        return None
-    return parse_slurm(raw, f"[slurm] in {path}").gres_conf
 
 
 def describe(node: NodeGpus) -> str:
@@ -212,21 +199,21 @@ def describe(node: NodeGpus) -> str:
 def exec_on_node(
     ctx: Context,
     *,
-    profile: str | None,
-    engine: EngineName | None,
+    flags: Flags,
     gres_conf: Path | None,
     command: tuple[str, ...],
 ) -> int:
     """``rocmenv suite slurm-exec``: the test's container with exactly Slurm's GPUs, between
     two marker lines the submitting side reads (allocation; run time and exit code)."""
+    from rocmenv.settings.resolve import settings_for
     from rocmenv.suite.local import gpus_arg, run_in_container
 
-    node = allocated_gpus(ctx, gres_conf)
+    node = allocated_gpus(ctx, settings_for(ctx, flags), gres_conf)
     ctx.stderr.write(f"{MARKER} {describe(node)}\n")
     ctx.stderr.flush()
     t0 = time.monotonic()
     code = run_in_container(
-        ctx, profile=profile, gpus=gpus_arg(node.host), command=command, engine=engine,
+        ctx, profile=flags.profile, gpus=gpus_arg(node.host), command=command, flags=flags,
         log=ctx.stdout, on_created=lambda _cid: None,
     )  # fmt: skip
     ctx.stdout.flush()

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from rocmenv.errors import ConfigError
-from rocmenv.suite.model import MAX_GPUS, Discovery, SuiteTest, render_command
 
 KEYWORDS = ("est_time", "suite", "num_gpus", "gpus", "labels")
 
@@ -77,33 +76,12 @@ def registrations(source: str, call: str, *, filename: str = "<file>") -> list[d
     return found
 
 
-def _check(values: dict[str, Any], where: str, call: str) -> None:
-    est = values.get("est_time")
-    if est is not None and (
-        not isinstance(est, (int, float)) or isinstance(est, bool) or not 0 < est < float("inf")
-    ):
-        raise ConfigError(f"{where}: {call}(est_time={est!r}) must be a positive number")
-    for key in ("num_gpus", "gpus"):
-        n = values.get(key)
-        if n is not None and (
-            not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_GPUS
-        ):
-            raise ConfigError(f"{where}: {call}({key}={n!r}) must be an integer 0..{MAX_GPUS}")
-    labels = values.get("labels")
-    if labels is not None and (
-        not isinstance(labels, (list, tuple)) or not all(isinstance(x, str) for x in labels)
-    ):
-        raise ConfigError(f"{where}: {call}(labels={labels!r}) must be a list of strings")
-    suite = values.get("suite")
-    if suite is not None and not isinstance(suite, str):
-        raise ConfigError(f"{where}: {call}(suite={suite!r}) must be a string")
-
-
-def discover_tests(
-    root: Path, discovery: Discovery, *, gpus: int, template: tuple[str, ...]
-) -> Iterator[SuiteTest]:
-    """The tests under ``root`` matching the discovery, in path order."""
-    for file in sorted(root.glob(discovery.glob)):
+def registered_files(
+    root: Path, glob: str, call: str
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """``(path relative to root, registrations)`` of every file under ``root`` matching
+    ``glob`` that holds a ``call(...)``, in path order."""
+    for file in sorted(root.glob(glob)):
         if not file.is_file():
             continue
         rel = file.relative_to(root).as_posix()
@@ -111,22 +89,8 @@ def discover_tests(
             source = file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
             raise ConfigError(f"cannot read test file {file}: {err}") from None
-        if discovery.call not in source:
+        if call not in source:
             continue  # cheap: most helpers never mention the call
-        for values in registrations(source, discovery.call, filename=rel):
-            where = f"{rel}:{values['_line']}"
-            _check(values, where, discovery.call)
-            if discovery.suite is not None and values.get("suite") != discovery.suite:
-                continue
-            count = values.get("num_gpus", values.get("gpus", gpus))
-            est = values.get("est_time")
-            yield SuiteTest(
-                name=rel,
-                path=rel,
-                gpus=int(count),
-                est_time=float(est) if est is not None else None,
-                command=render_command(template, path=rel, name=rel),
-                labels=tuple(values.get("labels") or ()),
-                source=where,
-            )
-            break  # one registration per file and suite
+        found = registrations(source, call, filename=rel)
+        if found:
+            yield rel, found

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from rocmenv.context import Context
-from rocmenv.engine import EngineName
 from rocmenv.errors import RocmenvError, SuiteTestCancelled
+from rocmenv.settings.resolve import Flags
 from rocmenv.suite.packer import Cancel, Job, Outcome, Status
 
 
@@ -39,11 +39,11 @@ class LogReporter:
         self.stream.write(f"rocmenv: warning: {text}\n")
         self.stream.flush()
 
-    def pull(self, engine: Any, image: str) -> None:
+    def pull(self, settings: Any, engine: Any, image: str) -> None:
         """Plain progress lines into the log (retries, disk budget: :mod:`rocmenv.run.pull`)."""
-        from rocmenv.cli._progress import pull_for_cli
+        from rocmenv.run.progress import pull_with_display
 
-        pull_for_cli(self.ctx, engine, image)
+        pull_with_display(self.ctx, settings, engine, image)
 
 
 def run_in_container(
@@ -52,7 +52,7 @@ def run_in_container(
     profile: str | None,
     gpus: str,
     command: tuple[str, ...],
-    engine: EngineName | None,
+    flags: Flags,
     log: TextIO,
     on_created: Callable[[str], None],
 ) -> int:
@@ -65,25 +65,12 @@ def run_in_container(
         config_path=ctx.config_path,
     )  # fmt: skip
     request = RunRequest(
-        profile=profile,
+        flags=replace(flags, profile=profile),
         overrides=Overrides(gpus=gpus, command=command),
-        engine=engine,
         tty=False,
         interactive=False,
     )
     return execute(test_ctx, request, LogReporter(log, test_ctx), on_created=on_created)
-
-
-def open_kill_engine(ctx: Context, *, profile: str | None, engine: EngineName | None) -> Any:
-    """The engine used to stop tests' containers (the one the run pipeline picks)."""
-    from rocmenv.engine.select import engine_name, open_engine
-    from rocmenv.settings.project import load_config
-
-    config = load_config(ctx)
-    name = engine_name(
-        ctx, flag=engine, profile=config.profile(profile).engine, config=config.engine
-    )
-    return open_engine(ctx, name)
 
 
 def warm_launcher(ctx: Context) -> None:
@@ -107,7 +94,7 @@ def log_name(test: str) -> str:
 class LocalBackend:
     ctx: Context
     profile: str | None
-    engine: EngineName | None
+    flags: Flags  # engine, untrusted
     commands: dict[str, tuple[str, ...]]  # test name -> command
     log_dir: Path
     kill_engine: Any
@@ -132,7 +119,7 @@ class LocalBackend:
             try:
                 code = run_in_container(
                     self.ctx, profile=self.profile, gpus=gpus_arg(gpus),
-                    command=self.commands[job.name], engine=self.engine, log=log,
+                    command=self.commands[job.name], flags=self.flags, log=log,
                     on_created=created,
                 )  # fmt: skip
             except SuiteTestCancelled:

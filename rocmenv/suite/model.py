@@ -16,40 +16,28 @@ Schema (every key optional unless said)::
     # and/or discovery: registration calls read from the files' AST (never imported)
     discover = { glob = "test/srt/**/*.py", call = "register_rocm_ci", suite = "stage-c-4-gpu" }
 
-    [slurm]                           # also [suites.NAME.slurm], which wins key by key
-    partition = "gpu"
-    account = "ml"
-    gpu-request = "gres"              # gres: --gres=gpu[:TYPE]:K; gpus: --gpus=K
-    gres-type = "mi300x"
-    time-factor = 2.0                 # --time = estimate x factor (at least min-time)
-    min-time = 300                    # seconds
-    extra-args = ["--qos=ci"]         # more srun/sbatch arguments
-    gres-conf = "/etc/slurm/gres.conf"  # default: next to slurm.conf (scontrol show config)
+    [suites.NAME.slurm]               # Slurm settings of this suite: rocmenv.settings.slurm
 """
 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
-from rocmenv.settings.profiles import as_str, as_str_list, check_keys, did_you_mean
+from rocmenv.settings.keys import as_str, as_str_list, check_keys, did_you_mean
+from rocmenv.settings.slurm import SlurmSettings
+from rocmenv.suite.discovery import registered_files
 
-GpuRequestStyle = Literal["gres", "gpus"]
-GPU_REQUEST_STYLES: tuple[str, ...] = ("gres", "gpus")
 SUITE_KEYS = (
     "profile", "gpus", "est-time", "cmd", "labels", "exclude-labels", "tests", "discover",
     "slurm",
 )  # fmt: skip
 TEST_KEYS = ("path", "name", "gpus", "est-time", "cmd", "labels")
 DISCOVER_KEYS = ("glob", "call", "suite")
-SLURM_KEYS = (
-    "partition", "account", "gpu-request", "gres-type", "time-factor", "min-time",
-    "extra-args", "gres-conf",
-)  # fmt: skip
 DEFAULT_CMD = ("python", "{path}")
 DEFAULT_EST_TIME = 600.0
 MAX_GPUS = 64
@@ -71,18 +59,6 @@ class Discovery:
     glob: str
     call: str
     suite: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SlurmSettings:
-    partition: str | None = None
-    account: str | None = None
-    gpu_request: GpuRequestStyle = "gres"
-    gres_type: str | None = None
-    time_factor: float = 2.0
-    min_time: int = 300
-    extra_args: tuple[str, ...] = ()
-    gres_conf: Path | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,36 +115,6 @@ def render_command(template: tuple[str, ...], *, path: str, name: str) -> tuple[
     return tuple(part.format(path=path, name=name) for part in template)
 
 
-def parse_slurm(table: Any, where: str, base: SlurmSettings | None = None) -> SlurmSettings:
-    if not isinstance(table, dict):
-        raise ConfigError(f"{where} must be a table")
-    check_keys(table, SLURM_KEYS, where)
-    s = base or SlurmSettings()
-    if "partition" in table:
-        s = replace(s, partition=as_str(table["partition"], f"{where}.partition"))
-    if "account" in table:
-        s = replace(s, account=as_str(table["account"], f"{where}.account"))
-    if "gres-type" in table:
-        s = replace(s, gres_type=as_str(table["gres-type"], f"{where}.gres-type"))
-    if "gpu-request" in table:
-        style = as_str(table["gpu-request"], f"{where}.gpu-request")
-        if style not in GPU_REQUEST_STYLES:
-            raise ConfigError(
-                f"{where}.gpu-request = {style!r} is not gres or gpus"
-                + did_you_mean(style, GPU_REQUEST_STYLES)
-            )
-        s = replace(s, gpu_request="gres" if style == "gres" else "gpus")
-    if "time-factor" in table:
-        s = replace(s, time_factor=_seconds(table["time-factor"], f"{where}.time-factor"))
-    if "min-time" in table:
-        s = replace(s, min_time=int(_seconds(table["min-time"], f"{where}.min-time")))
-    if "extra-args" in table:
-        s = replace(s, extra_args=as_str_list(table["extra-args"], f"{where}.extra-args"))
-    if "gres-conf" in table:
-        s = replace(s, gres_conf=Path(as_str(table["gres-conf"], f"{where}.gres-conf")))
-    return s
-
-
 def _test(raw: Any, where: str, *, gpus: int, template: tuple[str, ...]) -> SuiteTest:
     if not isinstance(raw, dict):
         raise ConfigError(f'{where} must be a table such as {{ path = "test/a.py" }}')
@@ -187,6 +133,52 @@ def _test(raw: Any, where: str, *, gpus: int, template: tuple[str, ...]) -> Suit
         labels=as_str_list(raw.get("labels", []), f"{where}.labels"),
         source=where,
     )
+
+
+def _check(values: dict[str, Any], where: str, call: str) -> None:
+    est = values.get("est_time")
+    if est is not None and (
+        not isinstance(est, (int, float)) or isinstance(est, bool) or not 0 < est < float("inf")
+    ):
+        raise ConfigError(f"{where}: {call}(est_time={est!r}) must be a positive number")
+    for key in ("num_gpus", "gpus"):
+        n = values.get(key)
+        if n is not None and (
+            not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_GPUS
+        ):
+            raise ConfigError(f"{where}: {call}({key}={n!r}) must be an integer 0..{MAX_GPUS}")
+    labels = values.get("labels")
+    if labels is not None and (
+        not isinstance(labels, (list, tuple)) or not all(isinstance(x, str) for x in labels)
+    ):
+        raise ConfigError(f"{where}: {call}(labels={labels!r}) must be a list of strings")
+    suite = values.get("suite")
+    if suite is not None and not isinstance(suite, str):
+        raise ConfigError(f"{where}: {call}(suite={suite!r}) must be a string")
+
+
+def _discovered(
+    root: Path, discovery: Discovery, *, gpus: int, template: tuple[str, ...]
+) -> Iterator[SuiteTest]:
+    """The tests under ``root`` matching the discovery, in path order."""
+    for rel, found in registered_files(root, discovery.glob, discovery.call):
+        for values in found:
+            where = f"{rel}:{values['_line']}"
+            _check(values, where, discovery.call)
+            if discovery.suite is not None and values.get("suite") != discovery.suite:
+                continue
+            count = values.get("num_gpus", values.get("gpus", gpus))
+            est = values.get("est_time")
+            yield SuiteTest(
+                name=rel,
+                path=rel,
+                gpus=int(count),
+                est_time=float(est) if est is not None else None,
+                command=render_command(template, path=rel, name=rel),
+                labels=tuple(values.get("labels") or ()),
+                source=where,
+            )
+            break  # one registration per file and suite
 
 
 def parse_suite(
@@ -211,8 +203,6 @@ def parse_suite(
     for i, item in enumerate(raw_tests):
         tests.append(_test(item, f"{here}.tests[{i}]", gpus=gpus, template=template))
     if "discover" in raw:
-        from rocmenv.suite.discovery import discover_tests
-
         disc = raw["discover"]
         if not isinstance(disc, dict):
             raise ConfigError(f"{here}.discover must be a table {{ glob = …, call = … }}")
@@ -226,7 +216,7 @@ def parse_suite(
             suite=as_str(disc["suite"], f"{here}.discover.suite") if "suite" in disc else None,
         )
         known = {t.path for t in tests}
-        for found in discover_tests(root, discovery, gpus=gpus, template=template):
+        for found in _discovered(root, discovery, gpus=gpus, template=template):
             if found.path not in known:  # an explicit entry wins over discovery
                 tests.append(found)
     seen: dict[str, str] = {}
@@ -250,44 +240,29 @@ def parse_suite(
         gpus=gpus,
         est_time=_seconds(raw.get("est-time", DEFAULT_EST_TIME), f"{here}.est-time"),
         tests=tuple(tests),
-        slurm=parse_slurm(raw["slurm"], f"{here}.slurm", slurm) if "slurm" in raw else slurm,
+        slurm=slurm,
     )
 
 
-def suite_names(table: dict[str, Any]) -> list[str]:
-    raw = table.get("suites", {})
-    return list(raw) if isinstance(raw, dict) else []
-
-
-def load_suite(
-    table: dict[str, Any], name: str, *, root: Path, where: str, slurm_raw: Any = None
-) -> Suite:
-    """``[suites.NAME]`` of the project table (as read by :func:`rocmenv.settings.project.find_config`)."""
-    raw = table.get("suites", {})
-    if not isinstance(raw, dict):
-        raise ConfigError(f"suites in {where} must be a table of tables")
-    if name not in raw:
-        names = list(raw)
+def suite_profile(suites: Mapping[str, Any], name: str, *, where: str) -> str | None:
+    """The profile ``[suites.NAME]`` names (None: the default profile); a missing suite is an
+    error with a did-you-mean."""
+    if name not in suites:
+        names = list(suites)
         raise UsageError(
             f"no suite {name!r} in {where}" + did_you_mean(name, names),
             hint=f"suites defined: {', '.join(names)}" if names else "add a [suites.NAME] table",
         )
-    slurm = parse_slurm(slurm_raw, f"[slurm] in {where}") if slurm_raw is not None else None
-    return parse_suite(name, raw[name], root=root, where=where, slurm=slurm or SlurmSettings())
+    raw = suites[name]
+    if isinstance(raw, dict) and "profile" in raw:
+        return as_str(raw["profile"], f"[suites.{name}].profile in {where}")
+    return None
 
 
-def checkout_distrusted(ctx: Context, path: Path | None, *, untrusted: bool) -> bool:
-    """Untrusted mode with a project file from the checkout (the pull request's): its Slurm
-    settings (partition, account, extra ``srun``/``sbatch`` arguments, gres.conf path) are
-    not used, as its ``[registry]`` is not (README "Running untrusted code")."""
-    from rocmenv.settings.project import config_trusted
-    from rocmenv.spec.guard import untrusted_env
-
-    return (untrusted or untrusted_env(ctx.env)) and not config_trusted(ctx, path)
-
-
-def slurm_table(ctx: Context, path: Path | None, table: dict[str, Any]) -> Any:
-    """The project file's ``[slurm]`` table, or ``None`` (absent, or distrusted)."""
-    if "slurm" not in table or checkout_distrusted(ctx, path, untrusted=False):
-        return None
-    return table["slurm"]
+def load_suite(
+    suites: Mapping[str, Any], name: str, *, root: Path, where: str, slurm: SlurmSettings
+) -> Suite:
+    """``[suites.NAME]`` of the project file, its Slurm settings already resolved
+    (:meth:`rocmenv.settings.resolve.Settings.slurm_for`)."""
+    suite_profile(suites, name, where=where)
+    return parse_suite(name, suites[name], root=root, where=where, slurm=slurm)

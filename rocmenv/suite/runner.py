@@ -7,22 +7,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from rocmenv.context import Context
-from rocmenv.engine import EngineName
 from rocmenv.errors import RocmenvError, UsageError
+from rocmenv.settings.project import load_project
+from rocmenv.settings.resolve import Flags, Settings, settings_for
 from rocmenv.suite.history import History, history_path, read_history, record
-from rocmenv.suite.model import (
-    SlurmSettings,
-    Suite,
-    checkout_distrusted,
-    load_suite,
-    slurm_table,
-    suite_names,
-)
+from rocmenv.suite.model import Suite, load_suite, suite_profile
 from rocmenv.suite.packer import Job, RunOptions, SuiteEvent, run_packed
 from rocmenv.suite.plan import PlannedTest, estimates, partitions
 from rocmenv.suite.report import SuiteReport
@@ -34,37 +28,32 @@ BACKENDS: tuple[str, ...] = ("local", "slurm")
 @dataclass(frozen=True, kw_only=True)
 class Loaded:
     suite: Suite
-    profile: str  # the profile's name (history key)
+    settings: Settings  # resolved for the suite's profile
     history: History
-    lockfile: Path
-    root: Path
+
+    @property
+    def profile(self) -> str:
+        """The profile's name (the history's key)."""
+        return self.settings.profile.name
 
 
-def load(ctx: Context, name: str) -> Loaded:
-    from rocmenv.settings.project import find_config, load_config
-
-    config = load_config(ctx)  # validates the whole file (and the profiles)
-    path, table = find_config(ctx)
-    where = str(path) if path else "configuration"
+def load(ctx: Context, name: str, flags: Flags | None = None) -> Loaded:
+    """``[suites.NAME]`` with the settings of its profile (``flags`` from the command line)."""
+    project = load_project(ctx)
+    profile = suite_profile(project.suites, name, where=project.where)
+    flags = flags or Flags()
+    settings = settings_for(ctx, replace(flags, profile=profile), project=project)
     suite = load_suite(
-        table, name, root=config.root, where=where, slurm_raw=slurm_table(ctx, path, table)
-    )
-    profile_ = config.profile(suite.profile)
-    if checkout_distrusted(ctx, path, untrusted=profile_.untrusted):
-        suite = replace(suite, slurm=SlurmSettings())  # per-suite [suites.NAME.slurm] too
-    profile = profile_.name
-    history = read_history(history_path(config.lockfile))
-    return Loaded(
-        suite=suite, profile=profile, history=history, lockfile=config.lockfile, root=config.root
-    )
+        project.suites, name, root=project.root, where=project.where,
+        slurm=settings.slurm_for(name),
+    )  # fmt: skip
+    history = read_history(history_path(settings.lockfile))
+    return Loaded(suite=suite, settings=settings, history=history)
 
 
 def list_names(ctx: Context) -> list[str]:
-    from rocmenv.settings.project import find_config, load_config
-
-    load_config(ctx)
-    _path, table = find_config(ctx)
-    return suite_names(table)
+    settings_for(ctx)  # validates the whole file (and the default profile)
+    return list(load_project(ctx).suites)
 
 
 def planned(
@@ -80,16 +69,14 @@ def planned(
     return tests
 
 
-def local_pool(ctx: Context, selection: str | None) -> tuple[int, ...]:
+def local_pool(settings: Settings, selection: str | None) -> tuple[int, ...]:
     """Host GPU indices that ``--gpus SEL`` (default all) names."""
-    from rocmenv.settings.project import load_config
     from rocmenv.spec.gpu import discover, parse_gpus, select
 
     request = parse_gpus(selection or "all")
     if request.kind == "none":
         return ()
-    config = load_config(ctx)
-    inventory = discover(config.host.sysfs_root, config.host.dev_root)
+    inventory = discover(settings.host.sysfs_root, settings.host.dev_root)
     return select(request, inventory).indices
 
 
@@ -101,7 +88,7 @@ class SuiteRunRequest:
     max_parallel: int | None = None
     fail_fast: bool = False
     backend: Backend = "local"
-    engine: EngineName | None = None
+    flags: Flags = field(default_factory=Flags)  # engine, untrusted
     log_dir: Path | None = None
     learn: bool = True
     declared: bool = False  # plan from declared estimates only
@@ -113,7 +100,7 @@ def run_suite(
     stop: threading.Event,
     on_event: Callable[[SuiteEvent], None],
 ) -> SuiteReport:
-    loaded = load(ctx, request.name)
+    loaded = load(ctx, request.name, request.flags)
     tests = planned(loaded, request.partition, declared=request.declared)
     jobs = [Job(name=t.name, gpus=t.gpus, estimate=t.seconds) for t in tests]
     commands = {t.name: t.test.command for t in tests}
@@ -141,19 +128,20 @@ def run_suite(
 
         pool = slurm_pool(jobs)
         backend = SlurmBackend(
-            ctx=ctx, profile=loaded.suite.profile, engine=request.engine, commands=commands,
+            ctx=ctx, profile=loaded.suite.profile, flags=request.flags, commands=commands,
             log_dir=log_dir, settings=loaded.suite.slurm,
         )  # fmt: skip
         backend.check(jobs)
         launch = backend.launch
     else:
-        from rocmenv.suite.local import LocalBackend, open_kill_engine, warm_launcher
+        from rocmenv.engine.select import open_engine
+        from rocmenv.suite.local import LocalBackend, warm_launcher
 
-        pool = local_pool(ctx, request.gpus)
-        kill_engine = open_kill_engine(ctx, profile=loaded.suite.profile, engine=request.engine)
+        pool = local_pool(loaded.settings, request.gpus)
+        kill_engine = open_engine(ctx, loaded.settings.engine)
         warm_launcher(ctx)
         local = LocalBackend(
-            ctx=ctx, profile=loaded.suite.profile, engine=request.engine, commands=commands,
+            ctx=ctx, profile=loaded.suite.profile, flags=request.flags, commands=commands,
             log_dir=log_dir, kill_engine=kill_engine,
         )  # fmt: skip
         launch = local.launch
@@ -172,7 +160,7 @@ def run_suite(
         ]
         if measured:
             try:
-                record(history_path(loaded.lockfile), loaded.profile, measured)
+                record(history_path(loaded.settings.lockfile), loaded.profile, measured)
             except (RocmenvError, OSError) as err:  # the results stand; only learning failed
                 warnings.append(f"could not record the test times: {err}")
     if request.backend == "slurm":

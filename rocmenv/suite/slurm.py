@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocmenv.context import Context
-from rocmenv.engine import EngineName
 from rocmenv.errors import EngineUnavailable, UsageError
+from rocmenv.settings.resolve import Flags
+from rocmenv.settings.slurm import SlurmSettings
 from rocmenv.suite.allocation import MARKER
-from rocmenv.suite.model import SlurmSettings
 from rocmenv.suite.packer import Cancel, Job, Outcome, Status
 
 # -- submitting side ---------------------------------------------------------------------------
@@ -70,7 +70,7 @@ def node_gpu_capacity(env: Mapping[str, str]) -> int | None:
 class SlurmBackend:
     ctx: Context
     profile: str | None
-    engine: EngineName | None
+    flags: Flags  # engine, untrusted: passed on to the node
     commands: dict[str, tuple[str, ...]]
     log_dir: Path
     settings: SlurmSettings
@@ -95,8 +95,10 @@ class SlurmBackend:
         node = ["suite", "slurm-exec"]
         if self.profile:
             node += ["--profile", self.profile]
-        if self.engine:
-            node += ["--engine", self.engine]
+        if self.flags.engine:
+            node += ["--engine", self.flags.engine]
+        if self.flags.untrusted:
+            node.append("--untrusted")
         if self.settings.gres_conf is not None:
             node += ["--gres-conf", str(self.settings.gres_conf)]
         return [
@@ -169,27 +171,11 @@ def _markers(log_path: Path) -> tuple[tuple[int, ...] | None, float | None]:
 # -- one command as a Slurm job (`rocmenv run --backend slurm`, `options --format sbatch`) ----
 
 
-def load_settings(ctx: Context) -> SlurmSettings:
-    """The project's top-level ``[slurm]`` table (defaults without one)."""
-    from rocmenv.settings.project import find_config
-    from rocmenv.suite.model import parse_slurm, slurm_table
-
-    path, table = find_config(ctx)
-    raw = slurm_table(ctx, path, table)
-    if raw is None:
-        return SlurmSettings()
-    return parse_slurm(raw, f"[slurm] in {path}")
-
-
-def gpu_count(ctx: Context, selection: str | None, profile: str | None) -> int:
+def gpu_count(ctx: Context, selection: str) -> int:
     """How many GPUs a ``--gpus`` selection names (Slurm picks which): indices and ranges
     count one per GPU, a UUID or PCI address one; ``all`` is a whole node."""
     from rocmenv.spec.gpu import parse_gpus
 
-    if selection is None:
-        from rocmenv.settings.project import load_config
-
-        selection = load_config(ctx).profile(profile).gpus
     request = parse_gpus(selection)
     if request.kind == "none":
         return 0
@@ -222,7 +208,9 @@ def job_args(settings: SlurmSettings, count: int, *, time_seconds: float | None)
     return out + list(settings.extra_args)
 
 
-def run_as_job(ctx: Context, *, count: int, node_args: Sequence[str]) -> int:
+def run_as_job(
+    ctx: Context, settings: SlurmSettings, *, count: int, node_args: Sequence[str]
+) -> int:
     """``srun`` the node-side ``rocmenv run --gpus slurm …`` with this terminal's output;
     SIGINT/SIGTERM ``scancel`` the job (the node-side rocmenv then removes its container)."""
     import signal
@@ -235,7 +223,7 @@ def run_as_job(ctx: Context, *, count: int, node_args: Sequence[str]) -> int:
         )
     name = f"rocmenv-run-{os.urandom(4).hex()}"
     argv = ["srun", f"--job-name={name}", "--quiet",
-            *job_args(load_settings(ctx), count, time_seconds=None),
+            *job_args(settings, count, time_seconds=None),
             *_node_command(ctx, node_args)]  # fmt: skip
     for stream in (ctx.stdout, ctx.stderr):
         with contextlib.suppress(Exception):
@@ -273,11 +261,12 @@ def _fd(stream: object, default: int) -> int:
         return default
 
 
-def render_sbatch(ctx: Context, *, count: int, profile: str, node_args: Sequence[str]) -> str:
+def render_sbatch(
+    ctx: Context, settings: SlurmSettings, *, count: int, profile: str, node_args: Sequence[str]
+) -> str:
     """A batch script for users who submit by hand: ``sbatch job.sh CMD…``."""
     import shlex
 
-    settings = load_settings(ctx)
     config = ["--config", str(ctx.config_path.resolve())] if ctx.config_path is not None else []
     lines = [
         "#!/bin/bash",

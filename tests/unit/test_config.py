@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 from rocmenv.context import Context
-from rocmenv.engine.select import engine_name
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.settings.profiles import BUILTIN_PROFILES
-from rocmenv.settings.project import load_config
+from rocmenv.settings.resolve import settings_for
 
 
 def ctx_in(path: Path, **env: str) -> Context:
@@ -24,10 +23,10 @@ def write(path: Path, text: str, name: str = "rocmenv.toml") -> Path:
 
 def test_no_config_gives_builtins(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
-    config = load_config(ctx_in(tmp_path))
-    assert config.path is None
-    assert config.profile().name == "rocm"
-    assert {"rocm", "cpu"} <= set(config.profile_names)
+    config = settings_for(ctx_in(tmp_path))
+    assert config.project.path is None
+    assert config.profile.name == "rocm"
+    assert {"rocm", "cpu"} <= set(config.project.profile_names)
     assert config.lockfile == tmp_path / "rocmenv.lock"
 
 
@@ -69,14 +68,14 @@ extends = "ci"
 shm-size = "1g"
 """,
     )
-    config = load_config(ctx_in(tmp_path))
-    ci = config.profile()
+    config = settings_for(ctx_in(tmp_path))
+    ci = config.profile
     assert ci.name == "ci" and ci.privileged and ci.image and ci.image.gpu == "mi35x"
     assert ci.image.repository == "docker.io/rocm/sgl-dev"
     assert ci.mounts[0].source == str(tmp_path / "data") and ci.mounts[0].readonly
     assert ci.mounts[1].optional
     assert [(u.soft, u.hard) for u in ci.ulimits] == [(1024, 2048)]
-    child = config.profile("child")
+    child = config.project.profile("child")
     assert child.shm_size == "1g" and child.privileged and child.group_add == ("video", "render")
 
 
@@ -111,16 +110,16 @@ shm-size = "1g"
 def test_bad_config_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as info:
-        load_config(ctx_in(tmp_path))
+        settings_for(ctx_in(tmp_path))
     assert message in str(info.value)
     assert str(path) in str(info.value) or "TOML" not in message
     assert info.value.exit_code == 2
 
 
 def test_unknown_profile_did_you_mean(tmp_path: Path) -> None:
-    config = load_config(ctx_in(tmp_path))
+    config = settings_for(ctx_in(tmp_path))
     with pytest.raises(UsageError, match="did you mean 'rocm'"):
-        config.profile("rcom")
+        config.project.profile("rcom")
 
 
 def test_pyproject_table_is_found_from_a_subdirectory(tmp_path: Path) -> None:
@@ -129,9 +128,9 @@ def test_pyproject_table_is_found_from_a_subdirectory(tmp_path: Path) -> None:
     )
     sub = tmp_path / "a" / "b"
     sub.mkdir(parents=True)
-    config = load_config(ctx_in(sub))
-    assert config.path == tmp_path / "pyproject.toml"
-    assert config.profile().name == "cpu"
+    config = settings_for(ctx_in(sub))
+    assert config.project.path == tmp_path / "pyproject.toml"
+    assert config.profile.name == "cpu"
     assert config.lockfile == tmp_path / "rocmenv.lock"
 
 
@@ -146,22 +145,22 @@ def test_environment_overrides_file_and_cli_overrides_environment(tmp_path: Path
         "ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000",
     }
     ctx = ctx_in(tmp_path, **env)
-    config = load_config(ctx)
-    assert config.profile().name == "cpu"
-    assert config.engine == "docker-api"  # the file's own value; the environment wins later:
-    assert engine_name(ctx, config=config.engine) == "docker-cli"
+    config = settings_for(ctx)
+    assert config.profile.name == "cpu"
+    assert config.project.engine == "docker-api"  # the file's own value; the environment wins:
+    assert config.engine == "docker-cli" and config.origins["engine"] == "env"
     assert config.registry.mirrors_for("docker.io") == ("127.0.0.1:5000",)
     other = tmp_path / "other.toml"
     other.write_text("default-profile = 'rocm'\n")
     cli = Context(cwd=tmp_path, env={"HOME": str(tmp_path)}, config_path=other)
-    assert load_config(cli).path == other
+    assert settings_for(cli).project.path == other
 
 
 def test_bad_environment_values_are_named(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="ROCMENV_ENGINE"):
-        engine_name(ctx_in(tmp_path, ROCMENV_ENGINE="dockr"))
+        settings_for(ctx_in(tmp_path, ROCMENV_ENGINE="dockr"))
     with pytest.raises(ConfigError, match="ROCMENV_MIRRORS"):
-        load_config(ctx_in(tmp_path, ROCMENV_MIRRORS="nonsense"))
+        settings_for(ctx_in(tmp_path, ROCMENV_MIRRORS="nonsense"))
 
 
 @pytest.mark.parametrize(
@@ -178,7 +177,7 @@ def test_bad_environment_values_are_named(tmp_path: Path) -> None:
 def test_bad_registry_settings_are_clear_errors(tmp_path: Path, text: str, message: str) -> None:
     write(tmp_path, text)
     with pytest.raises(ConfigError, match=message):
-        load_config(ctx_in(tmp_path))
+        settings_for(ctx_in(tmp_path))
 
 
 def test_registry_settings_are_read(tmp_path: Path) -> None:
@@ -188,7 +187,7 @@ def test_registry_settings_are_read(tmp_path: Path) -> None:
         "max-pages = 3\nproxy = 'http://p:1'\nno-proxy = ['a']\npull-from-mirror = true\n"
         "ratelimit-warning = 50\n",
     )
-    reg = load_config(ctx_in(tmp_path)).registry
+    reg = settings_for(ctx_in(tmp_path)).registry
     assert reg.limit("tags") == 1000 and reg.limit("manifest") == 4 * 1024 * 1024
     assert (reg.request_deadline, reg.command_deadline, reg.max_pages) == (5.0, 9.0, 3)
     assert reg.proxy == "http://p:1" and reg.no_proxy == ("a",) and reg.pull_from_mirror
@@ -201,4 +200,4 @@ def test_registry_deadline_and_timeout_from_the_environment_must_be_finite(
 ) -> None:
     for name in ("ROCMENV_REGISTRY_TIMEOUT", "ROCMENV_REGISTRY_DEADLINE"):
         with pytest.raises(ConfigError, match=name):
-            load_config(ctx_in(tmp_path, **{name: value}))
+            settings_for(ctx_in(tmp_path, **{name: value}))

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocmenv.contents.diff import diff_packages, diff_shims
 from rocmenv.drift.check import (
     ImageDrift,
     ImageFacts,
@@ -24,7 +25,7 @@ from rocmenv.drift.check import (
     newer_than_pin,
     targets,
 )
-from rocmenv.drift.inspect import ProbeCache, compare, diff_packages, diff_shims, facts_from_probe
+from rocmenv.drift.inspect import ProbeCache, compare, facts_from_probe
 from rocmenv.errors import UsageError
 from rocmenv.grammar.tags import parse_tag
 from rocmenv.image.lock import Lock, LockEntry

@@ -20,7 +20,6 @@ from rocmenv.engine.select import (
     START_HINT,
     choose_engine_kind,
     detect_engine,
-    engine_name,
     socket_answers,
 )
 from rocmenv.errors import EngineUnavailable, UsageError
@@ -187,6 +186,18 @@ def test_tcp_docker_host_selects_docker_api_without_probing(tmp_path: Path) -> N
 
 def test_engine_precedence_is_flag_environment_profile_file_auto(tmp_path: Path) -> None:
     """README "Precedence": flag > ROCMENV_* environment > profile > project file > default."""
+    from rocmenv.settings.choices import EngineName
+    from rocmenv.settings.resolve import Flags, settings_for
+
+    def engine_name(
+        ctx: Context, *, flag: EngineName | None = None, profile: str = "auto", config: str = "auto"
+    ) -> str:
+        (tmp_path / ".git").mkdir(exist_ok=True)
+        (tmp_path / "rocmenv.toml").write_text(
+            f'engine = "{config}"\ndefault-profile = "p"\n[profiles.p]\nengine = "{profile}"\n'
+        )
+        return settings_for(ctx, Flags(engine=flag)).engine
+
     plain = Context(env={"DOCKER_HOST": "tcp://127.0.0.1:1", "PATH": str(tmp_path)}, cwd=tmp_path)
     env = Context(env={**plain.env, "ROCMENV_ENGINE": "podman"}, cwd=tmp_path)
     assert engine_name(env, flag="docker-cli", profile="docker-api", config="docker-api") == (
@@ -237,8 +248,8 @@ class _Terminal(io.StringIO):
 
 
 def test_pull_progress_redraws_in_place_on_a_terminal() -> None:
-    from rocmenv.cli._progress import PullDisplay
     from rocmenv.engine import PullEvent
+    from rocmenv.run.progress import PullDisplay
     from rocmenv.run.pull import PullPlan, PullResult
 
     term = _Terminal()

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from rocmenv.context import Context
+from rocmenv.context import Context as _Ctx
 from rocmenv.errors import CheckFailed, ConfigError
 from rocmenv.grammar.reference import parse
 from rocmenv.image.lock import Lock, LockEntry
@@ -23,7 +24,7 @@ from rocmenv.image.pinning import (
 )
 from rocmenv.registry.manifest import PlatformImage
 from rocmenv.settings.profiles import BUILTIN_PROFILES, ImageSpec
-from rocmenv.settings.project import Config
+from rocmenv.settings.resolve import Flags, Settings, settings_for
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
@@ -85,8 +86,10 @@ def ctx(tmp_path: Path) -> Context:
     return Context(env={"HOME": str(tmp_path)}, cwd=tmp_path)
 
 
-def config(tmp_path: Path) -> Config:
-    return Config(path=None, root=tmp_path, lockfile=tmp_path / "rocmenv.lock")
+def config(tmp_path: Path) -> Settings:
+    """Settings without a project file, the lockfile in ``tmp_path``."""
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    return settings_for(_Ctx(env={}, cwd=tmp_path), Flags(lockfile=tmp_path / "rocmenv.lock"))
 
 
 def test_cli_image_beats_the_lock_and_gives_the_gpu_family_from_the_tag_grammar(

@@ -17,12 +17,15 @@ import yaml
 from rocmenv.cli import main
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, PolicyViolation, UsageError
-from rocmenv.settings.profiles import BUILTIN_PROFILES, Mount
-from rocmenv.settings.project import load_config
+from rocmenv.settings.policy import Policy, untrusted_env
+from rocmenv.settings.profiles import BUILTIN_PROFILES, Mount, Profile
+from rocmenv.settings.resolve import settings_for
 from rocmenv.spec.builder import build_runspec
-from rocmenv.spec.guard import VISIBLE_DEVICE_VARS, Guard, Policy, untrusted_env
+from rocmenv.spec.gpu import VISIBLE_DEVICE_VARS
+from rocmenv.spec.guard import Guard
+from rocmenv.spec.plan import build_spec
 from rocmenv.spec.render import render_compose
-from rocmenv.spec.runspec import HostFacts, Overrides
+from rocmenv.spec.runspec import HostFacts, Overrides, RunSpec
 from tests.support.fakegpu import FakeHost, build_fake_host
 from tests.support.hostile import (
     FILE_ATTACKS,
@@ -57,6 +60,21 @@ def cli(
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def guarded(
+    profile: Profile,
+    overrides: Overrides,
+    facts: HostFacts,
+    *,
+    image: str,
+    guard: Guard | None = None,
+) -> RunSpec:
+    """The planner's spec: the guard applies when ``ROCMENV_UNTRUSTED`` in the facts' environment
+    says untrusted (the settings resolver's rule) or one is given."""
+    if guard is None and untrusted_env(facts.env):
+        guard = Guard()
+    return build_spec(profile, overrides, facts, image=image, guard=guard)
 
 
 def hostile_env(fake: FakeHost, **extra: str) -> dict[str, str]:
@@ -319,17 +337,17 @@ def test_mirrors_insecure_registries_and_host_roots_of_the_checkout_are_ignored(
     top = {**FILE_ATTACKS["mirrors"], **FILE_ATTACKS["host-roots"]}
     root = write_checkout(tmp_path / "fork", {}, top=top)
     ctx = Context(env={"ROCMENV_UNTRUSTED": "1"}, cwd=root)
-    config = load_config(ctx)
+    config = settings_for(ctx)
     assert config.registry.mirrors == () and config.registry.insecure == ()
     assert config.host.dev_root == Path("/dev") and config.host.sysfs_root == Path("/sys")
-    assert not config.trusted
+    assert not config.project.trusted
     assert any("[registry] and [host]" in note for note in config.notes)
     # trusted input still counts
     env = {"ROCMENV_UNTRUSTED": "1", "ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000"}
-    config = load_config(Context(env=env, cwd=root))
+    config = settings_for(Context(env=env, cwd=root))
     assert config.registry.mirrors == (("docker.io", ("127.0.0.1:5000",)),)
     # trusted mode reads them as before
-    config = load_config(Context(env={}, cwd=root))
+    config = settings_for(Context(env={}, cwd=root))
     assert config.registry.mirrors == (("docker.io", ("127.0.0.1:9",)),)
 
 
@@ -466,20 +484,18 @@ def spec_with_mount(tmp_path: Path, source: str, **env: str):  # type: ignore[no
         BUILTIN_PROFILES["cpu"], name="fork", source=str(checkout / "rocmenv.toml"),
         mounts=(Mount(source=source, target="/mnt/x"),),
     )  # fmt: skip
-    return build_runspec(profile, Overrides(), facts, image=IMAGE), checkout
+    return guarded(profile, Overrides(), facts, image=IMAGE), checkout
 
 
 def test_dot_git_is_mounted_read_only_over_the_writable_checkout(tmp_path: Path) -> None:
     facts, checkout = guard_facts(tmp_path)
-    spec = build_runspec(BUILTIN_PROFILES["cpu"], Overrides(), facts, image=IMAGE)
+    spec = guarded(BUILTIN_PROFILES["cpu"], Overrides(), facts, image=IMAGE)
     by_target = {m.target: m for m in spec.mounts}
     assert not by_target[str(checkout)].readonly
     assert by_target[f"{checkout}/.git"].readonly
     assert by_target[f"{checkout}/.git"].source == f"{checkout}/.git"
     assert ".git read-only" in spec.notes[0]
-    trusted = build_runspec(
-        BUILTIN_PROFILES["cpu"], Overrides(), replace(facts, env={}), image=IMAGE
-    )
+    trusted = guarded(BUILTIN_PROFILES["cpu"], Overrides(), replace(facts, env={}), image=IMAGE)
     assert f"{checkout}/.git" not in {m.target for m in trusted.mounts}
 
 
@@ -490,16 +506,16 @@ def test_untrusted_mode_refuses_to_mount_a_system_directory_as_the_checkout(cwd:
         path_exists=os.path.exists, realpath=os.path.realpath,
     )  # fmt: skip
     with pytest.raises(PolicyViolation, match="the checkout"):
-        build_runspec(BUILTIN_PROFILES["cpu"], Overrides(), facts, image=IMAGE)
-    build_runspec(BUILTIN_PROFILES["cpu"], Overrides(), replace(facts, env={}), image=IMAGE)
+        guarded(BUILTIN_PROFILES["cpu"], Overrides(), facts, image=IMAGE)
+    guarded(BUILTIN_PROFILES["cpu"], Overrides(), replace(facts, env={}), image=IMAGE)
 
 
 def test_a_checkout_holding_the_runners_work_directory_is_refused(tmp_path: Path) -> None:
     facts, _ = guard_facts(tmp_path, {"RUNNER_TEMP": str(tmp_path / "work" / "_temp")})
-    build_runspec(BUILTIN_PROFILES["cpu"], Overrides(), facts, image=IMAGE)  # the repo: fine
+    guarded(BUILTIN_PROFILES["cpu"], Overrides(), facts, image=IMAGE)  # the repo: fine
     above = replace(facts, cwd=tmp_path, checkout=tmp_path)
     with pytest.raises(PolicyViolation, match="the checkout"):
-        build_runspec(BUILTIN_PROFILES["cpu"], Overrides(), above, image=IMAGE)
+        guarded(BUILTIN_PROFILES["cpu"], Overrides(), above, image=IMAGE)
 
 
 def test_a_mount_inside_the_checkout_is_allowed_read_only(tmp_path: Path) -> None:
@@ -519,7 +535,7 @@ def test_a_symlink_in_the_checkout_to_a_host_directory_is_refused(tmp_path: Path
 def test_a_socket_or_a_directory_holding_one_is_refused(tmp_path: Path) -> None:
     import socket
 
-    from rocmenv.spec.guard import find_socket
+    from rocmenv.spec.hostpaths import find_socket
 
     facts, _checkout = guard_facts(tmp_path)
     facts = replace(facts, find_socket=find_socket)
@@ -535,7 +551,7 @@ def test_a_socket_or_a_directory_holding_one_is_refused(tmp_path: Path) -> None:
                 mounts=(Mount(source=str(source), target="/mnt/x"),),
             )  # fmt: skip
             with pytest.raises(PolicyViolation, match="no sockets"):
-                build_runspec(profile, Overrides(), facts, image=IMAGE)
+                guarded(profile, Overrides(), facts, image=IMAGE)
     assert find_socket(str(tmp_path / "ssh-agent")) == str(path)
     assert find_socket(str(tmp_path / "ssh-agent"), limit=1) is None  # the scan is bounded
     path.unlink()
@@ -583,8 +599,8 @@ def test_the_policy_can_restrict_data_mounts_to_named_roots(tmp_path: Path) -> N
     )  # fmt: skip
     strict = Guard(policy=Policy(mount_sources=("/data",)))
     with pytest.raises(PolicyViolation, match="data mounts only from /data"):
-        build_runspec(profile, Overrides(), facts, image=IMAGE, guard=strict)
-    build_runspec(profile, Overrides(), facts, image=IMAGE, guard=Guard())
+        guarded(profile, Overrides(), facts, image=IMAGE, guard=strict)
+    guarded(profile, Overrides(), facts, image=IMAGE, guard=Guard())
 
 
 # -- groups, the host's GIDs -------------------------------------------------------------------
@@ -599,7 +615,7 @@ def test_root_equivalent_groups_are_refused_even_when_the_policy_lists_them(
     for group in ("docker", "999", "0", "disk"):
         profile = replace(BUILTIN_PROFILES["cpu"], name="f", source="x", group_add=(group,))
         with pytest.raises(PolicyViolation, match="root-equivalent"):
-            build_runspec(profile, Overrides(), facts, image=IMAGE, guard=lax)
+            guarded(profile, Overrides(), facts, image=IMAGE, guard=lax)
 
 
 def test_video_and_render_pass_by_name_or_by_this_hosts_gid_and_nothing_else(
@@ -611,11 +627,11 @@ def test_video_and_render_pass_by_name_or_by_this_hosts_gid_and_nothing_else(
                        (("0",), False), (("disk",), False), (("45",), False)):  # fmt: skip
         profile = replace(BUILTIN_PROFILES["cpu"], name="f", source="x", group_add=groups)
         if ok:
-            spec = build_runspec(profile, Overrides(), facts, image=IMAGE)
+            spec = guarded(profile, Overrides(), facts, image=IMAGE)
             assert set(spec.group_add) == {"44", "109"}
         else:
             with pytest.raises(PolicyViolation, match="group-add"):
-                build_runspec(profile, Overrides(), facts, image=IMAGE)
+                guarded(profile, Overrides(), facts, image=IMAGE)
 
 
 # -- trusted mode too: the selection's renumbered variables win --------------------------------
@@ -635,17 +651,17 @@ def test_passed_visible_devices_are_renumbered_for_a_subset_in_trusted_mode(
     )
     profile = replace(BUILTIN_PROFILES["rocm"], pass_env=("HIP_VISIBLE_DEVICES",),
                       env=(("ROCR_VISIBLE_DEVICES", "4,5,6,7"),))  # fmt: skip
-    spec = build_runspec(profile, Overrides(gpus="4-7"), facts, image="img")
+    spec = guarded(profile, Overrides(gpus="4-7"), facts, image="img")
     assert spec.env_values["HIP_VISIBLE_DEVICES"] == "0,1,2,3"
     assert spec.env_values["ROCR_VISIBLE_DEVICES"] == "0,1,2,3"
     assert "CUDA_VISIBLE_DEVICES" not in spec.env_values  # not asked for: not added
     # an explicit -e NAME=VALUE is the user's choice among the selected GPUs
-    spec = build_runspec(
+    spec = guarded(
         profile, Overrides(gpus="4-7", env=("HIP_VISIBLE_DEVICES=1",)), facts, image="img"
     )
     assert spec.env_values["HIP_VISIBLE_DEVICES"] == "1"
     # all GPUs: the host's numbering is the container's, the passed value stays
-    spec = build_runspec(profile, Overrides(gpus="all"), facts, image="img")
+    spec = guarded(profile, Overrides(gpus="all"), facts, image="img")
     assert spec.env_values["HIP_VISIBLE_DEVICES"] == "4,5,6,7"
 
 
@@ -665,7 +681,7 @@ def test_policy_json_of_options_carries_no_secret(
 def test_config_error_for_a_bad_profile_name_is_a_config_error(tmp_path: Path) -> None:
     root = write_checkout(tmp_path / "fork", {}, name="a b")
     with pytest.raises(ConfigError, match="is not a name"):
-        load_config(Context(env={}, cwd=root))
+        settings_for(Context(env={}, cwd=root))
 
 
 def test_a_profile_that_declares_itself_untrusted_gets_no_mirror_from_its_own_file(
@@ -674,17 +690,19 @@ def test_a_profile_that_declares_itself_untrusted_gets_no_mirror_from_its_own_fi
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Untrusted only by the profile's own `untrusted = true` (the file is read in trusted
-    mode): the mirrors of that file still do not make a lock entry's host trusted."""
+    """Untrusted only by the profile's own `untrusted = true`: that switches untrusted mode on
+    as the flag and the variable do, so the file's [registry] (mirrors, pull-from-mirror) is
+    ignored and the lock entry's host is information only: the canonical reference is used."""
     top = {"registry": {**FILE_ATTACKS["mirrors"]["registry"], "pull-from-mirror": True}}
     root = write_checkout(
         tmp_path / "fork", {"untrusted": True}, top=top, lock_registry="127.0.0.1:9",
     )  # fmt: skip
     env = {**fake.env(), "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
     code, _out, err = cli(monkeypatch, capsys, root, env, "run", "--", "id")
-    assert code == 2 and "127.0.0.1:9/rocm/sgl-dev" in err
+    assert code == 125 and "127.0.0.1:9" not in err  # got as far as the (absent) engine
     env["ROCMENV_MIRRORS"] = "docker.io=127.0.0.1:9"  # the same host from trusted input
     code, out, err = cli(monkeypatch, capsys, root, env, "options", "--json", "--gpus", "1")
     assert code == 0, err
-    assert json.loads(out)["image"].startswith("127.0.0.1:9/rocm/sgl-dev@")
+    assert json.loads(out)["image"].startswith("rocm/sgl-dev@")  # the file's pull-from-mirror
+    assert "ignored from the checkout's rocmenv.toml: [registry]" in err
     assert "HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES/CUDA_VISIBLE_DEVICES=0" in err

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.cli._progress import PullDisplay
 from rocmenv.context import Context
 from rocmenv.engine import LocalImage, PullEvent
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.run.images import Pulled, load_pulled, parse_duration, plan_image_gc, record_pull
-from rocmenv.run.pull import Failure, LayerPlan, PullPlan, PullProgress, classify, parse_size
+from rocmenv.run.progress import PullDisplay
+from rocmenv.run.pull import Failure, LayerPlan, PullPlan, PullProgress, classify
+from rocmenv.settings.keys import parse_size
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from rocmenv.context import Context
-from rocmenv.engine import ContainerInfo, EngineKind, ImageInfo, PullEvent, StartFailure
-from rocmenv.errors import EngineError, EngineStartError, RunNotStarted
+from rocmenv.engine import ContainerInfo, ImageInfo, PullEvent
+from rocmenv.errors import EngineError, EngineStartError, RunNotStarted, StartFailure
 from rocmenv.run.execute import RunRequest, execute
+from rocmenv.settings.choices import EngineKind
+from rocmenv.settings.resolve import Flags
 from rocmenv.spec.labels import LABEL_IMAGE_DIGEST, LABEL_OWNER_PID, LABEL_SESSION
 from rocmenv.spec.runspec import Overrides, RunSpec
 
@@ -117,7 +119,7 @@ class Notes:
     def warning(self, text: str) -> None:
         self.warnings.append(text)
 
-    def pull(self, engine: Any, image: str) -> None:
+    def pull(self, settings: Any, engine: Any, image: str) -> None:
         self.notes.append(f"pulling {image}")
         engine.pull(image)
         self.notes.append(f"pulled {image}")
@@ -179,7 +181,7 @@ def test_the_engine_gets_the_complete_spec_once_labelled_named_and_with_the_laun
 def test_no_shims_means_no_launcher_and_the_image_pythonpath_untouched(
     project: Path, engine: FakeEngine
 ) -> None:
-    assert run(project, engine, RunRequest(shims=False)) == 0
+    assert run(project, engine, RunRequest(flags=Flags(shims=False))) == 0
     (spec,) = engine.created.values()
     assert "PYTHONPATH" not in spec.env_values
     assert not spec.mounts
@@ -240,9 +242,9 @@ def test_pull_policy_never_refuses_a_missing_image_and_missing_pulls_it(
 ) -> None:
     engine.present = False
     with pytest.raises(RunNotStarted, match="--pull is never"):
-        run(project, engine, RunRequest(pull="never"))
+        run(project, engine, RunRequest(flags=Flags(pull="never")))
     assert engine.created == {}
-    assert run(project, engine, RunRequest(pull="missing")) == 0
+    assert run(project, engine, RunRequest(flags=Flags(pull="missing"))) == 0
     assert engine.pulled == ["rocm/sgl-dev:v0.5.8-rocm700-mi30x-20260215"]
 
 
@@ -252,6 +254,6 @@ def test_engine_choice_follows_the_precedence_rule(project: Path, engine: FakeEn
         (project / "rocmenv.toml").read_text() + 'engine = "docker-cli"\n'
     )
     run(project, engine, ROCMENV_ENGINE="podman")
-    run(project, engine, RunRequest(engine="docker-api"), ROCMENV_ENGINE="podman")
+    run(project, engine, RunRequest(flags=Flags(engine="docker-api")), ROCMENV_ENGINE="podman")
     run(project, engine)
     assert kinds == ["podman", "docker-api", "docker-cli"]

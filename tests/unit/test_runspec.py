@@ -12,10 +12,13 @@ import pytest
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Mount, Profile, Ulimit
-from rocmenv.settings.project import load_config
+from rocmenv.settings.project import Project
+from rocmenv.settings.resolve import Flags, settings_for
 from rocmenv.spec.builder import build_runspec
 from rocmenv.spec.gpu import discover
+from rocmenv.spec.guard import Guard
 from rocmenv.spec.labels import LABEL_OWNER_PID, LABEL_PROFILE, LABEL_SESSION, Identity
+from rocmenv.spec.plan import build_spec
 from rocmenv.spec.render import render_compose, render_docker, render_gha
 from rocmenv.spec.runspec import Device, HostFacts, LauncherMount, Overrides, RunSpec, parse_device
 from tests.support.fakegpu import FakeHost, build_fake_host
@@ -68,14 +71,25 @@ def spec_for(
     ov: Overrides | None = None,
     launcher: LauncherMount | None = None,
     image: str = "img:1",
+    untrusted_flag: bool = False,
     **kw: object,
 ) -> RunSpec:
-    return build_runspec(
-        profile,
-        ov or Overrides(),
-        facts(host, tmp_path, **kw),  # type: ignore[arg-type]
-        image=image,
-        launcher=launcher,
+    """The planner's spec; untrusted as the settings resolver decides it (the flag, the
+    profile's ``untrusted`` or ``ROCMENV_UNTRUSTED`` in ``env``)."""
+    host_facts = facts(host, tmp_path, **kw)  # type: ignore[arg-type]
+    project = Project(
+        path=None,
+        root=tmp_path,
+        profiles=tuple({**BUILTIN_PROFILES, profile.name: profile}.items()),
+    )
+    settings = settings_for(
+        Context(env=host_facts.env, cwd=tmp_path),
+        Flags(profile=profile.name, untrusted=untrusted_flag),
+        project=project,
+    )
+    guard = Guard() if settings.untrusted else None
+    return build_spec(
+        profile, ov or Overrides(), host_facts, image=image, guard=guard, launcher=launcher
     )
 
 
@@ -287,7 +301,7 @@ def test_untrusted_mode_passes_no_secrets_and_mounts_data_read_only(tmp_path: Pa
     env = {"WANDB_API_KEY": "k" * 10, "HIP_VISIBLE_DEVICES": "1"}
     ok = {"existing": {"/data"}, "image": "rocm/sgl-dev:v1"}
     for spec in (
-        spec_for(profile, None, tmp_path, Overrides(untrusted=True), env=env, **ok),
+        spec_for(profile, None, tmp_path, untrusted_flag=True, env=env, **ok),
         spec_for(replace(profile, untrusted=True), None, tmp_path, env=env, **ok),
         spec_for(profile, None, tmp_path, env={**env, "ROCMENV_UNTRUSTED": "1"}, **ok),
     ):
@@ -303,13 +317,13 @@ def test_untrusted_mode_passes_no_secrets_and_mounts_data_read_only(tmp_path: Pa
 
 def test_untrusted_mode_refuses_privileged(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="refused"):
-        spec_for(replace(CPU, privileged=True), None, tmp_path, Overrides(untrusted=True))
+        spec_for(replace(CPU, privileged=True), None, tmp_path, untrusted_flag=True)
 
 
 def test_untrusted_mode_refuses_a_secret_given_with_minus_e(tmp_path: Path) -> None:
     profile = replace(CPU, secret_env=("WANDB_API_KEY",))
     with pytest.raises(UsageError, match="passes no secrets"):
-        spec_for(profile, None, tmp_path, Overrides(untrusted=True, env=("WANDB_API_KEY=x",)))
+        spec_for(profile, None, tmp_path, Overrides(env=("WANDB_API_KEY=x",)), untrusted_flag=True)
 
 
 def test_privileged_in_a_trusted_profile_is_warned(tmp_path: Path) -> None:
@@ -405,7 +419,7 @@ def test_a_few_lines_of_config_reproduce_the_reference_ci_options_exactly(tmp_pa
         '          "/data/miles_ci/datasets:/root/datasets",\n'
         '          "/data/miles_ci/hf_cache:/root/.cache/huggingface"]\n'
     )
-    profile = load_config(Context(env={}, cwd=tmp_path)).profile("reference-ci")
+    profile = settings_for(Context(env={}, cwd=tmp_path)).project.profile("reference-ci")
     host = HostFacts(env={}, cwd=tmp_path, checkout=None, inventory=None, check_host=False)
     spec = build_runspec(profile, Overrides(), host, image="rocm/sgl-dev:x")
     rendered = shlex.split(render_gha(spec))

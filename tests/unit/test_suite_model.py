@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from rocmenv.cli import main
+from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
+from rocmenv.settings.project import Project
+from rocmenv.settings.resolve import settings_for
 from rocmenv.suite.discovery import registrations
 from rocmenv.suite.model import load_suite
 
@@ -26,7 +29,12 @@ def _write(path: Path, text: str) -> None:
 
 
 def _suite(tmp_path: Path, table: dict[str, object], name: str = "s"):  # type: ignore[no-untyped-def]
-    return load_suite(table, name, root=tmp_path, where="rocmenv.toml")
+    """The suite as ``suite run`` loads it: its Slurm settings through the settings resolver."""
+    suites: dict[str, object] = table.get("suites", {})  # type: ignore[assignment]
+    project = Project(path=None, root=tmp_path, suites=suites)
+    settings = settings_for(Context(env={}, cwd=tmp_path), project=project)
+    slurm = settings.slurm_for(name)
+    return load_suite(suites, name, root=tmp_path, where="rocmenv.toml", slurm=slurm)
 
 
 def test_explicit_tests_take_defaults_and_render_the_command(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from rocmenv.errors import SlurmError
+from rocmenv.settings.slurm import SlurmSettings
 from rocmenv.spec.gpu import discover
 from rocmenv.suite.allocation import allocated_indices, map_allocation, parse_gres_conf
-from rocmenv.suite.model import SlurmSettings
 from rocmenv.suite.packer import Job
 from rocmenv.suite.slurm import gpu_args, time_limit
 from tests.support.fakegpu import build_fake_host
@@ -81,6 +81,7 @@ def test_gpu_count_of_a_selection_and_the_sbatch_script(
     from rocmenv.cli.run import node_run_args
     from rocmenv.context import Context
     from rocmenv.errors import GpuSelectionError
+    from rocmenv.settings.resolve import settings_for
     from rocmenv.suite.slurm import gpu_count, render_sbatch
 
     (tmp_path / ".git").mkdir()
@@ -89,18 +90,21 @@ def test_gpu_count_of_a_selection_and_the_sbatch_script(
         'extra-args = ["--qos=ci"]\n'
     )
     ctx = Context(cwd=tmp_path, env={"PATH": "/nonexistent"})
-    assert gpu_count(ctx, "0-3", None) == 4
-    assert gpu_count(ctx, "1,5,GPU-0123456789abcdef", None) == 3
-    assert gpu_count(ctx, "none", None) == 0
+    assert gpu_count(ctx, "0-3") == 4
+    assert gpu_count(ctx, "1,5,GPU-0123456789abcdef") == 3
+    assert gpu_count(ctx, "none") == 0
     with pytest.raises(GpuSelectionError):
-        gpu_count(ctx, "slurm", None)
+        gpu_count(ctx, "slurm")
     args = argparse.Namespace(
         profile=None, image=None, workdir=None, env=["A=1"], volume=[], untrusted=True,
         gpus="0,1",
     )  # fmt: skip
     node = node_run_args(args)
     assert node == ["run", "--gpus", "slurm", "--env", "A=1", "--untrusted"]
-    script = render_sbatch(ctx, count=2, profile="ci", node_args=[*node, "--profile", "ci", "--"])
+    settings = settings_for(ctx).slurm
+    script = render_sbatch(
+        ctx, settings, count=2, profile="ci", node_args=[*node, "--profile", "ci", "--"]
+    )
     lines = script.splitlines()
     assert lines[0] == "#!/bin/bash"
     assert [x for x in lines if x.startswith("#SBATCH")] == [

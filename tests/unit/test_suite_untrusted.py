@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocmenv.context import Context
-from rocmenv.suite.model import SlurmSettings
+from rocmenv.settings.resolve import settings_for
+from rocmenv.settings.slurm import SlurmSettings
 from rocmenv.suite.runner import load
-from rocmenv.suite.slurm import load_settings
 
 FORK = """default-profile = "ci"
 [profiles.ci]
@@ -42,13 +42,13 @@ def test_trusted_mode_uses_the_files_slurm_settings(tmp_path: Path) -> None:
     suite = load(ctx(root), "s").suite
     assert suite.slurm.extra_args == ("--uid=0", "--export=ALL")
     assert suite.slurm.partition == "admin" and suite.slurm.account == "victim"
-    assert load_settings(ctx(root)).extra_args == ("--uid=0", "--export=ALL")
+    assert settings_for(ctx(root)).slurm.extra_args == ("--uid=0", "--export=ALL")
 
 
 def test_untrusted_mode_ignores_the_checkouts_slurm_settings(tmp_path: Path) -> None:
     root = fork(tmp_path)
     assert load(ctx(root, ROCMENV_UNTRUSTED="1"), "s").suite.slurm == SlurmSettings()
-    assert load_settings(ctx(root, ROCMENV_UNTRUSTED="yes")) == SlurmSettings()
+    assert settings_for(ctx(root, ROCMENV_UNTRUSTED="yes")).slurm == SlurmSettings()
 
 
 def test_a_profile_that_says_untrusted_ignores_them_too(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from rocmenv.run.pull import (
     human_bytes,
     human_seconds,
 )
+from rocmenv.settings.resolve import Settings
 
 PLAIN_INTERVAL = 15.0
 TTY_INTERVAL = 0.1
@@ -190,20 +191,20 @@ class PullDisplay:
         self.drawn = len(lines)
 
 
-def pull_for_cli(
+def pull_with_display(
     ctx: Context,
+    settings: Settings,
     engine: Engine,
     image: str,
     *,
     quiet: bool = False,
-    reserve: int | None = None,
     retry: RetryPolicy | None = None,
 ) -> PullResult:
     """:func:`rocmenv.run.pull.fetch` with the display on stderr (nothing but retries and
-    failures when ``quiet``); the registry is asked for the plan with the project's settings."""
+    failures when ``quiet``); the registry is asked for the plan with ``settings``' registry
+    settings, and the disk reserve is theirs."""
     from rocmenv.image.pinning import make_client
     from rocmenv.run.pull import fetch
-    from rocmenv.settings.project import load_config
 
     display = PullDisplay(
         ctx.stderr,
@@ -213,11 +214,12 @@ def pull_for_cli(
         quiet=quiet,
         ticker=True,
     )
-    client = make_client(ctx, load_config(ctx))
+    client = make_client(ctx, settings)
     try:
         return fetch(
-            ctx, engine, image, observer=display, client=client, reserve=reserve, retry=retry
-        )
+            ctx, engine, image, observer=display, client=client,
+            reserve=settings.disk_reserve, retry=retry,
+        )  # fmt: skip
     finally:
         display.close()
         client.close()

@@ -1,0 +1,104 @@
+"""The untrusted policy as data: what an untrusted container may have beyond the fixed rules
+(README "Running untrusted code"), and whether this invocation is untrusted at all.
+
+The policy is the built-in :data:`DEFAULT_POLICY` or the TOML file ``ROCMENV_POLICY`` names
+(outside the checkout: inside it, it would be the pull request's). The rules that apply it to
+a container are :mod:`rocmenv.spec.guard`'s.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from rocmenv.errors import ConfigError, UsageError
+from rocmenv.hostfs import is_under
+
+UNTRUSTED_ENV: Final = "ROCMENV_UNTRUSTED"
+POLICY_ENV: Final = "ROCMENV_POLICY"
+TRUE_WORDS: Final = ("1", "true", "yes")
+FALSE_WORDS: Final = ("0", "false", "no")
+POLICY_KEYS: Final = (
+    "cap-add", "security-opt", "group-add", "devices", "network", "images", "mount-sources",
+    "pass-env",
+)  # fmt: skip
+
+
+def untrusted_env(env: Mapping[str, str]) -> bool:
+    """``ROCMENV_UNTRUSTED``: ``1/true/yes`` or ``0/false/no`` (any case); unset is false.
+    Anything else is a :class:`UsageError`, never "trusted"."""
+    if UNTRUSTED_ENV not in env:
+        return False
+    word = env[UNTRUSTED_ENV].strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise UsageError(
+        f"{UNTRUSTED_ENV}={env[UNTRUSTED_ENV]!r} is neither true nor false",
+        hint=f"set it to one of {', '.join(TRUE_WORDS)} (untrusted) or "
+        f"{', '.join(FALSE_WORDS)} (trusted); rocmenv never guesses trusted",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Policy:
+    """What an untrusted container may have beyond the fixed rules (module docstring)."""
+
+    source: str = "built-in"
+    cap_add: tuple[str, ...] = ()
+    security_opt: tuple[str, ...] = ()
+    group_add: tuple[str, ...] = ("video", "render")
+    devices: tuple[str, ...] = ()  # host device nodes beyond /dev/kfd and the GPUs'
+    network: tuple[str, ...] = ("bridge", "default", "none")
+    images: tuple[str, ...] = ()  # empty: the trusted config's repositories, else rocm/sgl-dev
+    mount_sources: tuple[str, ...] = ()  # non-empty: data mounts must lie under one of these
+    pass_env: tuple[str, ...] = ()  # host variables an untrusted profile may still pass
+
+
+DEFAULT_POLICY: Final = Policy()
+
+
+def load_policy(env: Mapping[str, str], checkout: Path | None) -> Policy:
+    """The built-in policy, or the TOML file ``ROCMENV_POLICY`` names (outside the checkout)."""
+    name = env.get(POLICY_ENV, "").strip()
+    if not name:
+        return DEFAULT_POLICY
+    path = Path(name)
+    if not path.is_absolute():
+        raise ConfigError(
+            f"{POLICY_ENV}={name!r} is not an absolute path",
+            hint="name the policy file by an absolute path outside the checkout",
+        )
+    if checkout is not None and is_under(os.path.realpath(path), os.path.realpath(checkout)):
+        raise ConfigError(
+            f"{POLICY_ENV}={name} is inside the checkout {checkout}: in an untrusted job that "
+            "file is the pull request's, not yours",
+            hint="keep the policy file outside the checkout (e.g. /etc/rocmenv/policy.toml)",
+        )
+    from rocmenv.settings.files import load_toml
+    from rocmenv.settings.keys import as_str_list, check_keys
+
+    table = load_toml(path)
+    where = f"policy file {path}"
+    check_keys(table, POLICY_KEYS, where)
+    values: dict[str, Any] = {}
+    for key in POLICY_KEYS:
+        if key in table:
+            values[key.replace("-", "_")] = as_str_list(table[key], f"{key} in {where}")
+    if "images" in values:
+        values["images"] = tuple(repository_name(i, f"images in {where}") for i in values["images"])
+    return Policy(source=str(path), **values)
+
+
+def repository_name(text: str, where: str) -> str:
+    from rocmenv.errors import InvalidReference
+    from rocmenv.grammar.reference import parse_repository
+
+    try:
+        return parse_repository(text).name
+    except InvalidReference as err:
+        raise ConfigError(f"{where}: {err.what}", hint=err.hint) from None

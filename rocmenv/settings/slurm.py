@@ -1,0 +1,79 @@
+"""Slurm settings: ``[slurm]`` and ``[suites.NAME.slurm]`` (which wins key by key)::
+
+    [slurm]
+    partition = "gpu"
+    account = "ml"
+    gpu-request = "gres"              # gres: --gres=gpu[:TYPE]:K; gpus: --gpus=K
+    gres-type = "mi300x"
+    time-factor = 2.0                 # --time = estimate x factor (at least min-time)
+    min-time = 300                    # seconds
+    extra-args = ["--qos=ci"]         # more srun/sbatch arguments
+    gres-conf = "/etc/slurm/gres.conf"  # default: next to slurm.conf (scontrol show config)
+
+Which tables count (a checkout's are ignored in untrusted mode) is decided once, by
+:mod:`rocmenv.settings.resolve`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from rocmenv.errors import ConfigError
+from rocmenv.settings.keys import as_str, as_str_list, check_keys, did_you_mean
+
+GpuRequestStyle = Literal["gres", "gpus"]
+GPU_REQUEST_STYLES: tuple[str, ...] = ("gres", "gpus")
+SLURM_KEYS = (
+    "partition", "account", "gpu-request", "gres-type", "time-factor", "min-time",
+    "extra-args", "gres-conf",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmSettings:
+    partition: str | None = None
+    account: str | None = None
+    gpu_request: GpuRequestStyle = "gres"
+    gres_type: str | None = None
+    time_factor: float = 2.0
+    min_time: int = 300
+    extra_args: tuple[str, ...] = ()
+    gres_conf: Path | None = None
+
+
+def _seconds(value: Any, where: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1e9:
+        raise ConfigError(f"{where} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def parse_slurm(table: Any, where: str, base: SlurmSettings | None = None) -> SlurmSettings:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    check_keys(table, SLURM_KEYS, where)
+    s = base or SlurmSettings()
+    if "partition" in table:
+        s = replace(s, partition=as_str(table["partition"], f"{where}.partition"))
+    if "account" in table:
+        s = replace(s, account=as_str(table["account"], f"{where}.account"))
+    if "gres-type" in table:
+        s = replace(s, gres_type=as_str(table["gres-type"], f"{where}.gres-type"))
+    if "gpu-request" in table:
+        style = as_str(table["gpu-request"], f"{where}.gpu-request")
+        if style not in GPU_REQUEST_STYLES:
+            raise ConfigError(
+                f"{where}.gpu-request = {style!r} is not gres or gpus"
+                + did_you_mean(style, GPU_REQUEST_STYLES)
+            )
+        s = replace(s, gpu_request="gres" if style == "gres" else "gpus")
+    if "time-factor" in table:
+        s = replace(s, time_factor=_seconds(table["time-factor"], f"{where}.time-factor"))
+    if "min-time" in table:
+        s = replace(s, min_time=int(_seconds(table["min-time"], f"{where}.min-time")))
+    if "extra-args" in table:
+        s = replace(s, extra_args=as_str_list(table["extra-args"], f"{where}.extra-args"))
+    if "gres-conf" in table:
+        s = replace(s, gres_conf=Path(as_str(table["gres-conf"], f"{where}.gres-conf")))
+    return s

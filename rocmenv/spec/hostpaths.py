@@ -1,0 +1,126 @@
+"""Host paths an untrusted container may not mount: system directories, engine state, sockets
+(``*.sock``, anything that is a socket, a directory with one among its first
+:data:`SOCKET_SCAN_LIMIT` entries, anything holding the engine's socket), directories holding
+the checkout, and the CI runner's work directories outside the checkout. The rules of
+:mod:`rocmenv.spec.guard` ask these questions; sources are compared both as written and with
+symlinks resolved (a link in the checkout does not help).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from rocmenv.hostfs import is_under
+
+FORBIDDEN_ROOTS: Final = (
+    "/proc", "/sys", "/dev", "/etc", "/root", "/home", "/run", "/var/run", "/boot",
+    "/var/lib/docker", "/var/lib/containers", "/var/lib/kubelet",
+)  # fmt: skip
+FORBIDDEN_EXACT: Final = ("/", "/tmp", "/var/tmp", "/var", "/var/lib", "/usr", "/lib", "/bin")
+SOCKET_SCAN_LIMIT: Final = 10_000  # entries of a mounted directory searched for sockets
+ENGINE_SOCKETS: Final = ("/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock")
+
+
+def mount_problem(
+    source: str,
+    checkout: str | None,
+    env: Mapping[str, str],
+    realpath: Callable[[str], str],
+    find_socket: Callable[[str], str | None],
+    mount_sources: Sequence[str] = (),
+) -> str | None:
+    """Why a data mount of ``source`` is refused in untrusted mode (``None``: it is not)."""
+    real = realpath(source)
+    paths = {os.path.normpath(source), real}
+    if checkout is not None:
+        real_checkout = realpath(checkout)
+        if all(is_under(p, real_checkout) or is_under(p, checkout) for p in paths):
+            return None  # inside the checkout: the job's own files (read-only)
+    for path in paths:
+        if path.endswith(".sock"):
+            return "no sockets"
+        sock = find_socket(path)
+        if sock is not None:
+            return "no sockets" + (f" ({sock} is one)" if sock != path else "")
+        for sock in engine_sockets(env):
+            if is_under(sock, path):
+                return f"no mount of the engine's socket {sock} or a directory holding it"
+        if path in FORBIDDEN_EXACT:
+            return "not the host's root or a system directory"
+        for root in FORBIDDEN_ROOTS:
+            if is_under(path, root) or is_under(root, path):
+                return f"nothing of {root}"
+        if checkout is not None and (
+            is_under(checkout, path) or is_under(realpath(checkout), path)
+        ):
+            return "no directory containing the checkout"
+        for work in runner_dirs(env):
+            if is_under(path, work) or is_under(work, path):
+                return f"nothing of the runner's work directory {work} outside the checkout"
+    if mount_sources and not any(is_under(real, root) for root in mount_sources):
+        return f"data mounts only from {', '.join(mount_sources)}"
+    return None
+
+
+def checkout_problem(path: str, env: Mapping[str, str]) -> str | None:
+    """The checkout is mounted writable: it may lie in ``/home`` (runners do), but must not
+    be ``/``, a system directory, or hold one, the engine's socket or the runner's work
+    directories (run from the checkout, not from above it)."""
+    holds = [*FORBIDDEN_ROOTS, *engine_sockets(env), *runner_dirs(env)]
+    if path in FORBIDDEN_EXACT or any(is_under(p, path) for p in holds):
+        return "not / or a directory holding system paths, the engine's socket or the runner"
+    return None
+
+
+def engine_sockets(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The engine's socket path(s): ``DOCKER_HOST=unix://…`` and the usual places."""
+    found = list(ENGINE_SOCKETS)
+    host = env.get("DOCKER_HOST", "")
+    if host.startswith("unix://"):
+        found.insert(0, host[len("unix://") :])
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime:
+        found += [f"{runtime}/docker.sock", f"{runtime}/podman/podman.sock"]
+    return tuple(found)
+
+
+def runner_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The CI runner's work directories (GitHub Actions names them in the environment)."""
+    out = []
+    if env.get("RUNNER_WORKSPACE", "").startswith("/"):
+        out.append(os.path.dirname(os.path.normpath(env["RUNNER_WORKSPACE"])))
+    for name in ("RUNNER_TEMP", "RUNNER_TOOL_CACHE"):
+        if env.get(name, "").startswith("/"):
+            out.append(env[name])
+    return tuple(out)
+
+
+def find_socket(path: str, limit: int = SOCKET_SCAN_LIMIT) -> str | None:
+    """``path`` if it is a socket, else a socket among the first ``limit`` entries of the
+    directory tree under it (a read-only bind of a socket still accepts ``connect()``).
+    Symlinks are not followed: inside the container they resolve in the container."""
+    try:
+        if stat.S_ISSOCK(os.stat(path).st_mode):
+            return path
+    except OSError:
+        return None
+    stack, seen = [path], 0
+    while stack and seen < limit:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif (
+                        not entry.is_file(follow_symlinks=False)
+                        and not entry.is_symlink()
+                        and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
+                    ):
+                        return entry.path
+        except OSError:
+            continue
+    return None
