@@ -2,7 +2,7 @@
 it replaced (adjacent ``\\s*`` runs that backtrack quadratically), on lines of N spaces and of
 N bullet characters; and ``redact()`` (run on every message) on N characters of "a.a.a…" and
 of "authorization:" + spaces, new vs its old URL and Authorization patterns (the engine
-socket reader is covered by tests/unit/test_engine_wire.py).
+socket reader is covered by tests/unit/engine/test_wire.py).
 
 Usage: .venv/bin/python benchmarks/bench_hostile.py [--sizes 5000,20000,50000]
 Target: the new parser linear (10x the input, ~10x the time) and under 10 ms at 50,000

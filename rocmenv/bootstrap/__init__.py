@@ -3,3 +3,16 @@ exports, report), :mod:`~rocmenv.bootstrap.gpuwait`, :mod:`~rocmenv.bootstrap.pr
 :mod:`~rocmenv.bootstrap.refs` + :mod:`~rocmenv.bootstrap.overrides`,
 :mod:`~rocmenv.bootstrap.envreport`; commands run through :mod:`~rocmenv.bootstrap.commands`.
 """
+
+from __future__ import annotations
+
+from rocmenv.lazy import surface
+
+__all__, __getattr__ = surface(
+    __name__,
+    {
+        "BootstrapOptions": "steps",
+        "BootstrapResult": "steps",
+        "run_bootstrap": "steps",
+    },
+)

@@ -18,6 +18,8 @@ from rocmenv.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
 if TYPE_CHECKING:
     from rocmenv.context import Context
 
+__all__ = ["COMMANDS", "build_parser", "main"]
+
 # name -> (module under rocmenv.cli, one-line help). Order is the order of `--help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "ref": ("ref", "parse and normalise image references"),

@@ -10,7 +10,7 @@ import os
 import subprocess
 import threading
 
-from rocmenv.engine import Engine, explain_start_failure
+from rocmenv.engine.protocol import Engine, explain_start_failure
 from rocmenv.errors import EngineError, EngineStartError
 
 _NEVER_STARTED = "0001-01-01T00:00:00Z"

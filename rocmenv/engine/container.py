@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
-from rocmenv.engine import Attachment, CaptureResult, Engine
+from rocmenv.engine.protocol import Attachment, CaptureResult, Engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
 from rocmenv.shims.probe import BindMount as ProbeMount
 from rocmenv.spec.labels import LABEL_SESSION, capture_labels

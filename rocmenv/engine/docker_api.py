@@ -19,7 +19,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rocmenv.engine import (
+from rocmenv.engine.attach import STDERR, AttachStream, demux
+from rocmenv.engine.protocol import (
     ContainerInfo,
     EngineInfo,
     ImageInfo,
@@ -28,7 +29,6 @@ from rocmenv.engine import (
     StoreInfo,
     explain_start_failure,
 )
-from rocmenv.engine.attach import STDERR, AttachStream, demux
 from rocmenv.engine.select import START_HINT, EngineOptions
 from rocmenv.engine.wire import (
     DockerPyWire,

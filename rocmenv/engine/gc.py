@@ -12,7 +12,7 @@ import os
 import socket
 from dataclasses import dataclass, replace
 
-from rocmenv.engine import Engine
+from rocmenv.engine.protocol import Engine
 from rocmenv.errors import EngineError
 from rocmenv.spec.labels import (
     LABEL_OWNER_HOST,

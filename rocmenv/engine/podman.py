@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rocmenv.engine import PullEvent
+from rocmenv.engine.protocol import PullEvent
 from rocmenv.spec.runspec import RunSpec
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import cast
 
 from rocmenv.context import Context
-from rocmenv.engine import Engine
+from rocmenv.engine.protocol import Engine
 from rocmenv.errors import EngineUnavailable, UsageError
 from rocmenv.settings.choices import ENGINE_KINDS, ENGINE_NAMES, EngineKind, EngineName
 

@@ -41,7 +41,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
-from rocmenv.engine import (
+from rocmenv.engine.cli_attach import CliAttachment
+from rocmenv.engine.podman import podman_args, podman_events
+from rocmenv.engine.protocol import (
     ContainerInfo,
     EngineInfo,
     ImageInfo,
@@ -50,8 +52,6 @@ from rocmenv.engine import (
     StoreInfo,
     explain_start_failure,
 )
-from rocmenv.engine.cli_attach import CliAttachment
-from rocmenv.engine.podman import podman_args, podman_events
 from rocmenv.engine.select import START_HINT, EngineOptions
 from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable, StartFailure
 from rocmenv.redact import redact

@@ -20,6 +20,8 @@ and uv / pbs-installer download their builds from GitHub, which CI cannot reach)
 
 from pathlib import Path
 
+__all__ = ["CONTAINER_DIR", "INDEX_LINE", "MARKER", "PACKAGE", "SOURCE_DIR"]
+
 #: Where `rocmenv run` mounts the bundle and what it prepends to PYTHONPATH.
 CONTAINER_DIR = "/opt/rocmenv/launcher"
 #: The private package name the runtime, the index, the shims and vendored packaging live under.

@@ -10,3 +10,14 @@
 :mod:`~rocmenv.registry.proxy` (HTTPS_PROXY/NO_PROXY), :mod:`~rocmenv.registry.tls` (trust),
 :mod:`~rocmenv.registry.manifest` (media types, digests, platforms).
 """
+
+from __future__ import annotations
+
+from rocmenv.lazy import surface
+
+__all__, __getattr__ = surface(
+    __name__,
+    {
+        "RegistryClient": "client",
+    },
+)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from rocmenv.context import Context
-from rocmenv.engine import Attachment, Engine, ImageInfo
 from rocmenv.engine.container import Container
+from rocmenv.engine.protocol import Attachment, Engine, ImageInfo
 from rocmenv.engine.select import choose_engine_kind, in_container, make_engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
 from rocmenv.settings.resolve import Flags, Settings, settings_for

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal, TypedDict
 
 from rocmenv.context import Context
-from rocmenv.engine import Engine, LocalImage
+from rocmenv.engine.protocol import Engine, LocalImage
 from rocmenv.errors import ConfigError
 from rocmenv.hostfs import write_atomic
 

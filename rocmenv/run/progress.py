@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from rocmenv.context import Context
-from rocmenv.engine import Engine, PullEvent
+from rocmenv.engine.protocol import Engine, PullEvent
 from rocmenv.run.pull import (
     Failure,
     PullPlan,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from rocmenv.context import Context
-from rocmenv.engine import Engine, PullEvent
+from rocmenv.engine.protocol import Engine, PullEvent
 from rocmenv.errors import (
     DiskBudgetExceeded,
     EngineError,

@@ -1,1 +1,35 @@
-"""spec"""
+"""The container: :mod:`~rocmenv.spec.runspec` (the values), :mod:`~rocmenv.spec.gpu` (host GPUs),
+:mod:`~rocmenv.spec.builder` (the trusted draft), :mod:`~rocmenv.spec.guard` (untrusted mode),
+:mod:`~rocmenv.spec.plan` (the one planner), :mod:`~rocmenv.spec.render` (docker, GHA, compose).
+"""
+
+from __future__ import annotations
+
+from rocmenv.lazy import surface
+
+__all__, __getattr__ = surface(
+    __name__,
+    {
+        "RunSpec": "runspec",
+        "Overrides": "runspec",
+        "HostFacts": "runspec",
+        "Device": "runspec",
+        "BindMount": "runspec",
+        "EnvVar": "runspec",
+        "LauncherMount": "runspec",
+        "GpuInventory": "gpu",
+        "GpuSelection": "gpu",
+        "discover": "gpu",
+        "parse_gpus": "gpu",
+        "build_runspec": "builder",
+        "Guard": "guard",
+        "guard_for": "guard",
+        "Plan": "plan",
+        "PlanRequest": "plan",
+        "build_spec": "plan",
+        "choose": "plan",
+        "render_docker": "render",
+        "render_gha": "render",
+        "render_compose": "render",
+    },
+)

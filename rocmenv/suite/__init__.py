@@ -13,3 +13,20 @@ Slurm cluster.
   node with exactly the allocated GPUs;
 * :mod:`~rocmenv.suite.report` — final table, JUnit XML, markdown summary, JSON.
 """
+
+from __future__ import annotations
+
+from rocmenv.lazy import surface
+
+__all__, __getattr__ = surface(
+    __name__,
+    {
+        "SuiteRunRequest": "runner",
+        "run_suite": "runner",
+        "load": "runner",
+        "list_names": "runner",
+        "Suite": "model",
+        "SuiteTest": "model",
+        "SuiteReport": "report",
+    },
+)

@@ -1,4 +1,4 @@
-"""Shared by the CLI fuzz tests (tests/unit/test_fuzz_cli.py, tests/integration/
+"""Shared by the CLI fuzz tests (tests/unit/cli/test_fuzz_cli.py, tests/integration/
 test_fuzz_constraints.py): the property "exit code from the README table, no traceback, no
 internal error", an in-process runner, and odd inputs."""
 

@@ -382,7 +382,7 @@ def generate_tagset(seed: int = DEFAULT_SEED) -> TagSet:
     # the family images (setup.sh builds these; the rest are small stand-ins)
     for tag in FAMILY_IMAGE_TAGS:
         expected = expected_for(tag)
-        if expected is None:  # pragma: no cover - guarded by tests/integration/test_testenv.py
+        if expected is None:  # pragma: no cover - guarded by tests/support/test_testenv.py
             raise AssertionError(f"family tag {tag} is not consistent with the tag set rules")
         out[tag] = expected
 

@@ -19,7 +19,7 @@ Two ways to use it:
 ``DIR/cert.pem`` — the file the registry's ``rootcertbundle`` points at. Tokens are
 JWS-signed JWTs (ES256/RS256) whose header names the key either by ``kid`` (libtrust
 key-ID format, the default) or by ``x5c`` (the certificate chain); Distribution 2.8
-accepts both (tests/integration/test_token_server.py proves it against the real binary).
+accepts both (tests/support/test_token_server.py proves it against the real binary).
 
 Grants: a valid user gets every action it asks for, on everything it asks for;
 an anonymous caller gets ``pull`` on repositories under ``public/`` only (the token is

@@ -79,9 +79,9 @@ def placement(name: str, layers: list[list[list[str]]]) -> tuple[int, int]:
         for j, group in enumerate(layer):
             for entry in group:
                 dotted = "rocmenv" if entry == "__init__" else f"rocmenv.{entry}"
-                if name == dotted or (entry != "__init__" and name.startswith(dotted + ".")):
-                    if best is None or len(dotted) > best[2]:
-                        best = (i, j, len(dotted))
+                inside = name == dotted or (entry != "__init__" and name.startswith(dotted + "."))
+                if inside and (best is None or len(dotted) > best[2]):
+                    best = (i, j, len(dotted))
     assert best is not None, f"{name} is in no layer of the README diagram"
     return best[0], best[1]
 
@@ -169,3 +169,33 @@ def test_the_checker_sees_imports_inside_functions_and_type_checking_blocks(tmp_
     path.write_text(source)
     found = dict(imports_of("rocmenv.errors", path, modules()))
     assert {"rocmenv.cli", "rocmenv.run.execute"} <= set(found)
+
+
+PACKAGES = sorted(
+    p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name not in ("_vendor",)
+)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_package_states_its_surface_and_loads_it_lazily(package: str) -> None:
+    """``__all__`` names the surface; importing the package imports none of its modules (the
+    CLI and the launcher import theirs on purpose: the entry point, the bundle's constants)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, sys\n"
+        f"pkg = importlib.import_module('rocmenv.{package}')\n"
+        f"loaded = [m for m in sys.modules if m.startswith('rocmenv.{package}.')]\n"
+        "missing = [n for n in pkg.__all__ if getattr(pkg, n, None) is None]\n"
+        "print(len(pkg.__all__), loaded, missing)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.split(" ", 1)
+    count, rest = int(out[0]), out[1]
+    assert count > 0
+    loaded, missing = rest.strip().rsplit("] ", 1)
+    assert missing == "[]", f"rocmenv.{package}.__all__ names what it does not have: {missing}"
+    if package not in ("cli", "launcher"):
+        assert loaded == "[", f"importing rocmenv.{package} imported {loaded}]"

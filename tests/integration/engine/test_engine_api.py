@@ -1,0 +1,183 @@
+"""The Engine protocol against the real engine, for both adapters: what other modules use
+(``capture``, ``image_env``, ``image_exists``, ``pull``, ``ping``) and what run/gc use."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from rocmenv.context import Context
+from rocmenv.engine.container import capture
+from rocmenv.engine.protocol import Engine
+from rocmenv.engine.select import make_engine
+from rocmenv.errors import EngineError, EngineStartError
+from rocmenv.spec.runspec import BindMount, RunSpec
+from tests.support import hostfacts, testenv
+
+# docker-api twice: over its standard-library transport and over docker-py's
+ENGINES = ("docker-api", "docker-api+docker-py", "docker-cli", "podman")
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> Engine:
+    kind, _, transport = str(request.param).partition("+")
+    if kind == "podman":
+        testenv.need("podman")
+    env = dict(os.environ)
+    if transport:
+        env["ROCMENV_DOCKER_API_TRANSPORT"] = transport
+    made = make_engine(kind, Context(env=env))  # type: ignore[arg-type]
+    if kind == "docker-api":
+        assert made.transport == (transport or "stdlib")  # type: ignore[attr-defined]
+    return made
+
+
+def _mine(engine: Engine) -> list[str]:
+    return [c.id for c in engine.list_containers(labels={"rocmenv.owner-pid": str(os.getpid())})]
+
+
+def test_ping_reports_the_engine(engine: Engine) -> None:
+    info = engine.ping()
+    assert info.version and info.name
+    assert info.kind == engine.kind
+
+
+def test_image_queries(engine: Engine, family: testenv.Family) -> None:
+    image = family["aiter-old-pythonpath"].ref
+    assert engine.image_exists(image)
+    env = engine.image_env(image)
+    assert env["PYTHONPATH"] == "/opt/image-site"
+    info = engine.image_info(image)
+    assert info is not None and info.id.startswith("sha256:")
+    assert engine.image_info("127.0.0.1:5000/rocmenv-test/absent:nope") is None
+    assert not engine.image_exists("127.0.0.1:5000/rocmenv-test/absent:nope")
+    with pytest.raises(EngineError, match="not present"):
+        engine.image_env("127.0.0.1:5000/rocmenv-test/absent:nope")
+
+
+def test_run_capture_separates_streams_and_removes_the_container(
+    engine: Engine, family: testenv.Family, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "f.txt").write_text("mounted\n")
+    result = capture(
+        engine,
+        family["demo"].ref,
+        ["sh", "-c", 'cat /m/f.txt; echo "$GREETING"; echo oops >&2; touch /m/x || exit 4'],
+        mounts=[BindMount(source=str(tmp_path), target="/m", readonly=True)],
+        env={"GREETING": "hi there"},
+        timeout=60,
+    )
+    assert result.exit_code == 4
+    assert result.stdout == "mounted\nhi there\n"
+    assert "oops" in result.stderr and "Read-only" in result.stderr
+    assert not result.timed_out
+    assert _mine(engine) == []
+
+
+def test_run_capture_times_out_and_still_removes(engine: Engine, family: testenv.Family) -> None:
+    result = capture(engine, family["demo"].ref, ["sleep", "60"], timeout=1.5)
+    assert result.timed_out and result.exit_code == 137
+    assert _mine(engine) == []
+
+
+def test_run_capture_of_a_missing_command_exits_127(engine: Engine, family: testenv.Family) -> None:
+    result = capture(engine, family["demo"].ref, ["no-such-command-xyz"], timeout=30)
+    assert result.exit_code == 127
+    assert _mine(engine) == []
+
+
+@pytest.fixture
+def created(engine: Engine, family: testenv.Family) -> Iterator[str]:
+    from rocmenv.spec.labels import Identity
+
+    spec = RunSpec(
+        image=family["demo"].ref,
+        command=("sleep", "60"),
+        labels=tuple(
+            sorted({**Identity.current().labels(), "rocmenv.profile": "engine-test"}.items())
+        ),
+    )
+    cid = engine.create(spec)
+    yield cid
+    engine.remove(cid)
+
+
+def test_lifecycle_start_kill_wait_remove(engine: Engine, created: str) -> None:
+    assert created in _mine(engine)
+    engine.start(created)
+    assert engine.inspect_container(created)["State"]["Running"]
+    engine.kill(created, "SIGKILL")
+    assert engine.wait(created, timeout=30) == 137
+    engine.kill(created)  # not running any more: not an error
+    engine.remove(created)
+    engine.remove(created)  # already gone: not an error
+    assert created not in _mine(engine)
+
+
+def test_wait_times_out_on_a_running_container(engine: Engine, created: str) -> None:
+    engine.start(created)
+    with pytest.raises(EngineError, match="still running"):
+        engine.wait(created, timeout=1)
+
+
+def test_a_refused_start_is_explained(engine: Engine, family: testenv.Family) -> None:
+    from rocmenv.settings.profiles import Ulimit
+    from rocmenv.spec.labels import Identity
+
+    spec = RunSpec(
+        image=family["demo"].ref,
+        command=("true",),
+        ulimits=(Ulimit(name="memlock", soft=-1, hard=-1),),
+        labels=tuple(sorted(Identity.current().labels().items())),
+    )
+    cid = engine.create(spec)
+    try:
+        if hostfacts.ulimit_starts("memlock", -1, -1):  # a GPU runner: it starts
+            engine.start(cid)
+            assert engine.wait(cid, timeout=60) == 0
+        else:  # a host whose hard RLIMIT_MEMLOCK root cannot raise (this sandbox)
+            with pytest.raises(EngineStartError) as info:
+                engine.start(cid)
+            assert info.value.failure.option and "memlock" in info.value.failure.option
+    finally:
+        engine.remove(cid)
+
+
+def test_pull_fetches_from_the_registry(
+    engine: Engine, registry: testenv.OpenRegistry, family: testenv.Family
+) -> None:
+    repo = registry.unique_repo(f"pull-{engine.kind}")
+    registry.push_manifest_copy(family["demo"].ref, repo, "t1")
+    ref = registry.ref(repo, "t1")
+    events = []
+    try:
+        assert not engine.image_exists(ref)
+        engine.pull(ref, progress=events.append)
+        assert engine.image_exists(ref)
+        assert events
+        with pytest.raises(EngineError, match="pulling"):
+            engine.pull(registry.ref(repo, "no-such-tag"))
+    finally:
+        subprocess.run(["docker", "rmi", ref], capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("transport", ["stdlib", "docker-py"])
+def test_the_api_version_is_the_lower_of_ours_and_the_daemons(transport: str) -> None:
+    from rocmenv.engine.wire import API_MAX, negotiate_version
+
+    daemon = subprocess.run(
+        ["docker", "version", "--format", "{{.Server.APIVersion}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    env = dict(os.environ)
+    if transport == "docker-py":
+        env["ROCMENV_DOCKER_API_TRANSPORT"] = "docker-py"
+    made = make_engine("docker-api", Context(env=env))
+    spoken = made.wire.api_version  # type: ignore[attr-defined]
+    lower = min((daemon, API_MAX), key=lambda v: tuple(int(p) for p in v.split(".")))
+    assert spoken == lower
+    assert negotiate_version(daemon, where="x") == lower
+    assert made.ping().api_version == daemon  # what the daemon offers is still reported

@@ -1,0 +1,123 @@
+"""``rocmenv gc``: removes containers whose owner is gone, never one whose owner lives."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from rocmenv.spec.labels import process_start
+from tests.support.run_project import (  # noqa: F401 - fixtures
+    Project,
+    docker,
+    engine_fixture,
+    inspect,
+    podman,
+    project_fixture,
+    wait_for,
+)
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _cli(engine: str):  # type: ignore[no-untyped-def]
+    """The CLI of the engine under test (podman's containers live in podman's store)."""
+    return podman if engine == "podman" else docker
+
+
+def _create(project: Project, labels: dict[str, str], engine: str = "docker-cli") -> str:
+    args = ["create", "--label", project.label, "--label", "rocmenv.profile=gc-test"]
+    for key, value in labels.items():
+        args += ["--label", f"{key}={value}"]
+    return _cli(engine)(*args, project.image, "sleep", "300").stdout.strip()
+
+
+def test_gc_removes_orphans_and_keeps_containers_whose_owner_lives(
+    project: Project, engine: str
+) -> None:
+    here = socket.gethostname()
+    live = subprocess.Popen(["sleep", "300"])
+    try:
+        live_start = process_start(live.pid)
+        assert live_start
+        dead = _create(
+            project, {"rocmenv.owner-pid": str(_dead_pid()), "rocmenv.owner-host": here}, engine
+        )
+        alive = _create(
+            project,
+            {
+                "rocmenv.owner-pid": str(live.pid),
+                "rocmenv.owner-host": here,
+                "rocmenv.owner-start": live_start,
+            },
+            engine,
+        )
+        reused = _create(
+            project,
+            {
+                "rocmenv.owner-pid": str(live.pid),
+                "rocmenv.owner-host": here,
+                "rocmenv.owner-start": "0000:1",
+            },
+            engine,
+        )
+        elsewhere = _create(
+            project,
+            {"rocmenv.owner-pid": str(_dead_pid()), "rocmenv.owner-host": "other-host"},
+            engine,
+        )
+        _cli(engine)("start", alive)
+        mine = {dead, alive, reused, elsewhere}
+
+        dry = project.run("gc", "--engine", engine, "--dry-run", "--json")
+        assert dry.returncode == 0, dry.stderr
+        report = json.loads(dry.stdout)
+        would = {c["id"] for c in report["would_remove"]} & mine
+        assert would == {dead, reused}
+        assert set(project.containers()) == mine  # a dry run removes nothing
+
+        done = project.run("gc", "--engine", engine, "--json")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert {c["id"] for c in report["removed"]} & mine == {dead, reused}
+        kept = {c["id"]: c["reason"] for c in report["kept"] if c["id"] in mine}
+        assert "alive" in kept[alive] and "other-host" in kept[elsewhere]
+        assert set(project.containers()) == {alive, elsewhere}
+    finally:
+        live.kill()
+        live.wait()
+        _cli(engine)("rm", "-f", *project.containers(), check=False)
+
+
+def test_gc_cleans_up_after_a_run_that_was_killed(project: Project, engine: str) -> None:
+    proc = project.popen(
+        "run",
+        "--engine",
+        engine,
+        "--profile",
+        "plain",
+        "--image",
+        project.image,
+        "--",
+        "sleep",
+        "300",
+    )
+    try:
+        assert wait_for(
+            lambda: any(inspect(c)["State"]["Running"] for c in project.containers()), 30
+        )  # type: ignore[index]
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up
+        proc.wait()
+    (orphan,) = project.containers()
+    done = project.run("gc", "--engine", engine)
+    assert done.returncode == 0, done.stderr
+    assert f"removed {orphan[:12]}" in done.stdout
+    assert project.containers() == []

@@ -1,0 +1,99 @@
+"""Signals: forwarded to the container, which is then stopped and removed — never leaked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.support.run_project import (  # noqa: F401 - fixtures
+    Project,
+    engine_fixture,
+    inspect,
+    project_fixture,
+    wait_for,
+)
+
+# A ceiling that only catches a hang (the command would run forever / for 300 s); the real
+# figure from the signal to "rocmenv exited and the container is gone" is measured in
+# benchmarks/bench_timings.py.
+HANG = 120.0
+TRAPPING = 'trap "echo got-$1; exit 7" INT TERM; while :; do sleep 0.1; done'
+
+
+def _start(
+    project: Project, engine: str, *command: str, new_session: bool = False
+) -> subprocess.Popen[str]:
+    return project.popen(
+        "run", "--engine", engine, "--profile", "plain", "--image", project.image, "--", *command,
+        start_new_session=new_session,
+    )  # fmt: skip
+
+
+def _running(project: Project) -> bool:
+    for c in project.containers():
+        try:
+            if inspect(c)["State"]["Running"]:  # type: ignore[index]
+                return True
+        except Exception:  # gone meanwhile
+            continue
+    return False
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_is_forwarded_then_the_container_is_removed(
+    project: Project, engine: str, sig: signal.Signals, code: int
+) -> None:
+    proc = _start(project, engine, "sh", "-c", TRAPPING, "sh", "sig")
+    try:
+        assert wait_for(lambda: _running(project), 30), "the container never ran"
+        time.sleep(0.3)  # let the trap be installed
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=HANG)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert "got-sig" in out  # the container saw the signal
+    assert project.containers() == []
+
+
+def test_a_container_that_ignores_sigint_is_killed(project: Project, engine: str) -> None:
+    # sleep as PID 1 has no handler, so the kernel ignores SIGINT for it
+    proc = _start(project, engine, "sleep", "300")
+    try:
+        assert wait_for(lambda: _running(project), 30)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=HANG)  # long before `sleep 300` would end by itself
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert project.containers() == []
+
+
+@pytest.mark.slow
+def test_twenty_interrupted_runs_leave_no_container(project: Project, engine: str) -> None:
+    """Interrupt at every stage (start-up, create, start, running), half of them the way a
+    terminal does (SIGINT to the whole process group, CLI children included)."""
+    codes = []
+    for i in range(20):
+        group = i % 2 == 1
+        command = ("sleep", "300") if i % 4 == 0 else ("sh", "-c", TRAPPING, "sh", "int")
+        proc = _start(project, engine, *command, new_session=group)
+        try:
+            time.sleep(0.15 * (i // 2))  # 0 … 1.35 s after the process started
+            if group:
+                os.killpg(proc.pid, signal.SIGINT)
+            else:
+                proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=HANG)
+        finally:
+            proc.kill()
+            proc.wait()
+        codes.append(proc.returncode)
+    leftovers = project.containers()
+    assert leftovers == [], f"{len(leftovers)} containers left after 20 interrupted runs"
+    # interrupted before Python set up its handlers, a process dies of the signal itself
+    assert set(codes) <= {130, -signal.SIGINT}, codes

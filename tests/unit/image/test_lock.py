@@ -1,0 +1,222 @@
+"""rocmenv.lock: strict reads, atomic writes, concurrent writers, kill -9 mid-write."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rocmenv.errors import LockError
+from rocmenv.image.lock import (
+    LOCK_VERSION,
+    Lock,
+    LockEntry,
+    read_lock,
+    render_lock,
+    update_lock,
+    write_lock,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+D1 = "sha256:" + "1" * 64
+D2 = "sha256:" + "2" * 64
+
+
+def entry(digest: str = D1, tag: str = "t") -> LockEntry:
+    return LockEntry(
+        repository="docker.io/rocm/sgl-dev",
+        tag=tag,
+        digest=digest,
+        media_type="application/vnd.oci.image.index.v1+json",
+        platform="linux/amd64",
+        platform_digest=D2,
+        resolved_at="2026-12-02T10:00:00Z",
+        registry="127.0.0.1:5000",
+        constraints=(("gpu", "mi30x"),),
+    )
+
+
+def test_round_trip_is_sorted_and_versioned(tmp_path: Path) -> None:
+    path = tmp_path / "rocmenv.lock"
+    lock = Lock().with_profile("ci", entry()).with_reference("docker.io/x/y:z", entry(D2))
+    write_lock(path, lock)
+    text = path.read_text()
+    data = json.loads(text)
+    assert data["lock_version"] == LOCK_VERSION
+    assert text == json.dumps(data, indent=2, sort_keys=True) + "\n"
+    again = read_lock(path)
+    assert again.profiles["ci"] == entry()
+    assert again.references["docker.io/x/y:z"].digest == D2
+
+
+def test_missing_file_reads_as_empty(tmp_path: Path) -> None:
+    assert read_lock(tmp_path / "none.lock") == Lock()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[]", "not a JSON object"),
+        ('{"profiles": {}}', "no integer lock_version"),
+        ('{"lock_version": 1, "profiles": {"ci": {"repository": "x"}}}', "lacks 'digest'"),
+        ('{"lock_version": 1, "bogus": 1}', "unknown top-level field"),
+        ('{"lock_version": 0}', "not valid"),
+    ],
+)
+def test_corrupt_lock_is_a_clear_error(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "rocmenv.lock"
+    path.write_text(content)
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert message in str(info.value)
+    assert str(path) in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_bad_digest_in_lock_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "rocmenv.lock"
+    data = Lock().with_profile("ci", entry()).to_json()
+    data["profiles"]["ci"]["digest"] = "sha256:nothex"
+    path.write_text(json.dumps(data))
+    with pytest.raises(LockError, match="not a valid digest"):
+        read_lock(path)
+
+
+def test_future_lock_version_says_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "rocmenv.lock"
+    path.write_text(json.dumps({"lock_version": LOCK_VERSION + 1}))
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert "upgrade rocmenv" in str(info.value)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from rocmenv.image.lock import LockEntry, update_lock
+    from tests.support import lock_race
+    path, name, digest, other = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    lock_race.install(path.parent / "rendezvous", name, other, timeout=60)
+    e = LockEntry(repository="docker.io/a/b", tag=name, digest=digest, media_type="m",
+                  platform="linux/amd64", platform_digest=digest, resolved_at="now")
+    update_lock(path, lambda lock: lock.with_profile(name, e))
+    """
+)
+
+
+def test_two_concurrent_pins_both_land(tmp_path: Path) -> None:
+    """A barrier inside the writer forces the overlap: without the lock one entry is lost."""
+    path = tmp_path / "rocmenv.lock"
+    (tmp_path / "rendezvous").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), name, digest, other],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, digest, other in (("a", D1, "b"), ("b", D2, "a"))
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    # the race really happened: one writer waited on the lock while the other held it
+    assert {m.name for m in (tmp_path / "rendezvous").iterdir()} >= {"a.writing", "b.writing"}
+    assert any((tmp_path / "rendezvous" / f"{n}.blocked").exists() for n in "ab")
+    lock = read_lock(path)
+    assert set(lock.profiles) == {"a", "b"}
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from rocmenv.image import lock as L
+    path = Path(sys.argv[1])
+    big = L.Lock()
+    e = L.LockEntry(repository="docker.io/a/b", tag="t", digest="sha256:" + "3" * 64, media_type="m",
+                    platform="linux/amd64", platform_digest="sha256:" + "3" * 64, resolved_at="now")
+    for i in range(20000):
+        big = big.with_reference(f"docker.io/a/b:t{i}", e)
+    real_replace = os.replace
+    def slow_replace(src, dst):          # the temp file is complete: die before the rename
+        print("ready", flush=True)
+        import time; time.sleep(60)
+        real_replace(src, dst)
+    os.replace = slow_replace
+    L.update_lock(path, lambda lock: big)
+    """
+)
+
+
+def test_kill_minus_9_mid_write_leaves_the_old_lock(tmp_path: Path) -> None:
+    path = tmp_path / "rocmenv.lock"
+    write_lock(path, Lock().with_profile("ci", entry()))
+    before = path.read_text()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert path.read_text() == before
+    assert read_lock(path).profiles["ci"] == entry()
+    leftovers = list(tmp_path.glob(".rocmenv.lock.*.tmp"))
+    assert leftovers, "the killed writer's temp file should still be there before cleanup"
+    update_lock(path, lambda lock: lock.with_profile("other", entry(D2)))  # next write cleans up
+    assert not list(tmp_path.glob(".rocmenv.lock.*.tmp"))
+    assert set(read_lock(path).profiles) == {"ci", "other"}
+
+
+HALF_WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from rocmenv.image import lock as L
+    from tests.support import lock_race
+    path = Path(sys.argv[1])
+    e = L.LockEntry(repository="docker.io/a/b", tag="t", digest="sha256:" + "3" * 64,
+                    media_type="m", platform="linux/amd64",
+                    platform_digest="sha256:" + "3" * 64, resolved_at="now")
+    big = L.Lock()
+    for i in range(200):
+        big = big.with_reference(f"docker.io/a/b:t{i}", e)
+    lock_race.kill_mid_write(threshold=4096)
+    L.update_lock(path, lambda lock: big)
+    """
+)
+
+
+def test_kill_minus_9_with_half_the_bytes_written_leaves_the_old_lock(tmp_path: Path) -> None:
+    """The writer is killed when half of the new file's bytes are on disk (a hook inside the
+    write, not a random delay): an in-place writer would leave half a JSON document."""
+    path = tmp_path / "rocmenv.lock"
+    write_lock(path, Lock().with_profile("ci", entry()))
+    before = path.read_text()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HALF_WRITER, str(path)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "half"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert path.read_text() == before
+    assert read_lock(path).profiles["ci"] == entry()
+
+
+def test_render_ends_with_newline_and_is_stable() -> None:
+    lock = Lock().with_profile("b", entry()).with_profile("a", entry(D2))
+    assert render_lock(lock) == render_lock(
+        Lock().with_profile("a", entry(D2)).with_profile("b", entry())
+    )

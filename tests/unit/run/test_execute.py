@@ -1,0 +1,259 @@
+"""rocmenv.run.execute's orchestration against an in-memory engine: what reaches the engine, which exit
+status comes back, and that no container outlives the run. The same paths against the real
+Docker engine are in tests/integration/test_run*.py; this file checks the decisions fast."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocmenv.context import Context
+from rocmenv.engine.protocol import ContainerInfo, ImageInfo, PullEvent
+from rocmenv.errors import EngineError, EngineStartError, RunNotStarted, StartFailure
+from rocmenv.run.execute import RunRequest, execute
+from rocmenv.settings.choices import EngineKind
+from rocmenv.settings.resolve import Flags
+from rocmenv.spec.labels import LABEL_IMAGE_DIGEST, LABEL_OWNER_PID, LABEL_SESSION
+from rocmenv.spec.runspec import Overrides, RunSpec
+
+DIGEST = "sha256:" + "d" * 64
+
+
+class FakeAttachment:
+    def __init__(self, code: int | None, error: BaseException | None = None) -> None:
+        self.code, self.error, self.closed = code, error, False
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def exit_code(self) -> int | None:
+        if self.error is not None:
+            raise self.error
+        return self.code
+
+
+class FakeEngine:
+    kind: EngineKind = "docker-api"
+
+    def __init__(self) -> None:
+        self.created: dict[str, RunSpec] = {}
+        self.names: dict[str, str | None] = {}
+        self.removed: list[str] = []
+        self.pulled: list[str] = []
+        self.present = True
+        self.create_error: EngineError | None = None
+        self.leave_behind = False  # a failed create that still made a container
+        self.exit_code: int | None = 0
+        self.start_error: BaseException | None = None
+
+    def image_info(self, image: str) -> ImageInfo | None:
+        if not self.present:
+            return None
+        return ImageInfo(
+            id="sha256:" + "1" * 64,
+            repo_digests=(f"rocm/sgl-dev@{DIGEST}",),
+            env=(("PYTHONPATH", "/image/lib"),),
+        )
+
+    def pull(self, image: str, *, progress: Callable[[PullEvent], None] | None = None) -> None:
+        self.pulled.append(image)
+        self.present = True
+
+    def create(self, spec: RunSpec, *, tty: bool = False, stdin_open: bool = False,
+               name: str | None = None) -> str:  # fmt: skip
+        cid = f"c{len(self.created)}" + "0" * 20
+        if self.create_error is not None:
+            if self.leave_behind:
+                self.created[cid] = spec
+            raise self.create_error
+        self.created[cid], self.names[cid] = spec, name
+        return cid
+
+    def start_attached(self, container_id: str, **_kw: Any) -> FakeAttachment:
+        if (
+            isinstance(self.start_error, EngineStartError)
+            and self.start_error.failure.exit_code == 125
+        ):
+            raise self.start_error
+        return FakeAttachment(self.exit_code, self.start_error)
+
+    def wait(self, container_id: str, timeout: float | None = None) -> int:
+        return self.exit_code or 0
+
+    def kill(self, container_id: str, signal: str = "SIGKILL") -> None:
+        pass
+
+    def remove(self, container_id: str, *, force: bool = True) -> None:
+        self.removed.append(container_id)
+
+    def list_containers(self, *, labels: Mapping[str, str | None]) -> list[ContainerInfo]:
+        return [
+            ContainerInfo(id=cid, name="", state="created", labels=spec.labels)
+            for cid, spec in self.created.items()
+            if all(spec.label_map.get(k) == v for k, v in labels.items())
+        ]
+
+    def inspect_container(self, container_id: str) -> dict[str, Any]:
+        raise EngineError("no such container")
+
+    @property
+    def alive(self) -> set[str]:
+        return set(self.created) - set(self.removed)
+
+
+class Notes:
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.warnings: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def warning(self, text: str) -> None:
+        self.warnings.append(text)
+
+    def pull(self, settings: Any, engine: Any, image: str) -> None:
+        self.notes.append(f"pulling {image}")
+        engine.pull(image)
+        self.notes.append(f"pulled {image}")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "rocmenv.toml").write_text(
+        'default-profile = "ci"\n[profiles.ci]\nextends = "cpu"\nimage = "rocm/sgl-dev"\n'
+        'tag = "v0.5.8-rocm700-mi30x-20260215"\nmount-checkout = false\n'
+    )
+    return tmp_path
+
+
+@pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
+    fake = FakeEngine()
+    kinds: list[str] = []
+
+    def make(kind: str, _ctx: Context) -> FakeEngine:
+        kinds.append(kind)
+        return fake
+
+    monkeypatch.setattr("rocmenv.run.execute.make_engine", make)
+    fake.kinds = kinds  # type: ignore[attr-defined]
+    return fake
+
+
+def ctx_in(project: Path, **env: str) -> Context:
+    return Context(
+        env={"HOME": str(project), "XDG_CACHE_HOME": str(project / ".cache"), **env},
+        cwd=project,
+        stdin=io.StringIO(),
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
+
+
+def run(project: Path, engine: FakeEngine, request: RunRequest | None = None, **env: str) -> int:
+    return execute(ctx_in(project, **env), request or RunRequest(), Notes())
+
+
+def test_the_engine_gets_the_complete_spec_once_labelled_named_and_with_the_launcher(
+    project: Path, engine: FakeEngine
+) -> None:
+    assert run(project, engine, RunRequest(overrides=Overrides(command=("true",)))) == 0
+    ((cid, spec),) = engine.created.items()
+    labels = spec.label_map
+    assert engine.names[cid] == f"rocmenv-{labels[LABEL_SESSION]}"
+    assert labels[LABEL_IMAGE_DIGEST] == DIGEST  # from the engine's RepoDigests
+    assert labels[LABEL_OWNER_PID].isdigit()
+    assert spec.image == "rocm/sgl-dev:v0.5.8-rocm700-mi30x-20260215"
+    assert spec.command == ("true",)
+    assert spec.env_values["PYTHONPATH"] == "/opt/rocmenv/launcher:/image/lib"
+    assert any(m.target == "/opt/rocmenv/launcher" and m.readonly for m in spec.mounts)
+    assert engine.alive == set()  # removed
+
+
+def test_no_shims_means_no_launcher_and_the_image_pythonpath_untouched(
+    project: Path, engine: FakeEngine
+) -> None:
+    assert run(project, engine, RunRequest(flags=Flags(shims=False))) == 0
+    (spec,) = engine.created.values()
+    assert "PYTHONPATH" not in spec.env_values
+    assert not spec.mounts
+
+
+def test_the_command_exit_status_is_returned(project: Path, engine: FakeEngine) -> None:
+    engine.exit_code = 3
+    assert run(project, engine) == 3
+    assert engine.alive == set()
+
+
+def test_a_failed_create_is_exit_125_keeps_its_cause_and_sweeps_what_it_made(
+    project: Path, engine: FakeEngine
+) -> None:
+    engine.create_error = EngineError("conflict: name in use")
+    engine.leave_behind = True
+    with pytest.raises(RunNotStarted) as info:
+        run(project, engine)
+    assert info.value.exit_code == 125
+    assert info.value.__cause__ is engine.create_error  # --debug shows the engine's error
+    assert engine.alive == set()  # the sweep by session label removed the leftover
+
+
+@pytest.mark.parametrize("code", [126, 127])
+def test_a_missing_or_non_executable_command_returns_its_code(
+    project: Path, engine: FakeEngine, code: int
+) -> None:
+    engine.start_error = EngineStartError(
+        "exec failed", failure=StartFailure(message="not found", exit_code=code)
+    )
+    assert run(project, engine) == code
+    assert engine.alive == set()
+
+
+def test_an_option_the_engine_refuses_at_start_is_exit_125_naming_it(
+    project: Path, engine: FakeEngine
+) -> None:
+    engine.start_error = EngineStartError(
+        "refused",
+        failure=StartFailure(message="the engine refused --ulimit memlock=-1", option="--ulimit"),
+    )
+    with pytest.raises(RunNotStarted, match="memlock"):
+        run(project, engine)
+    assert engine.alive == set()
+
+
+def test_keep_keeps_the_container_and_says_how_to_remove_it(
+    project: Path, engine: FakeEngine
+) -> None:
+    reporter = Notes()
+    assert execute(ctx_in(project), RunRequest(keep=True), reporter) == 0
+    (cid,) = engine.alive
+    assert any(f"docker rm -f {cid[:12]}" in n for n in reporter.notes)
+
+
+def test_pull_policy_never_refuses_a_missing_image_and_missing_pulls_it(
+    project: Path, engine: FakeEngine
+) -> None:
+    engine.present = False
+    with pytest.raises(RunNotStarted, match="--pull is never"):
+        run(project, engine, RunRequest(flags=Flags(pull="never")))
+    assert engine.created == {}
+    assert run(project, engine, RunRequest(flags=Flags(pull="missing"))) == 0
+    assert engine.pulled == ["rocm/sgl-dev:v0.5.8-rocm700-mi30x-20260215"]
+
+
+def test_engine_choice_follows_the_precedence_rule(project: Path, engine: FakeEngine) -> None:
+    kinds: list[str] = engine.kinds  # type: ignore[attr-defined]
+    (project / "rocmenv.toml").write_text(
+        (project / "rocmenv.toml").read_text() + 'engine = "docker-cli"\n'
+    )
+    run(project, engine, ROCMENV_ENGINE="podman")
+    run(project, engine, RunRequest(flags=Flags(engine="docker-api")), ROCMENV_ENGINE="podman")
+    run(project, engine)
+    assert kinds == ["podman", "docker-api", "docker-cli"]

@@ -1,0 +1,294 @@
+"""Every setting by every source (README "Precedence"): the cascade flag > ROCMENV_* > profile
+> site > project file > default, proved level by level; untrusted mode on from any source,
+with the checkout's [registry], [host], [slurm], [suites.*.slurm] and lockfile rules applied
+identically whichever source switched it on."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocmenv.context import Context
+from rocmenv.errors import ConfigError
+from rocmenv.settings.resolve import CASCADE, Flags, Settings, settings_for
+from rocmenv.settings.slurm import SlurmSettings
+
+# Every level of every setting says something different (the profile "p" is the default).
+PROJECT = """
+default-profile = "p"
+engine = "docker-cli"
+lockfile = "from-file.lock"
+
+[registry]
+mirrors = { "docker.io" = ["file-mirror.example:5000"] }
+insecure = ["file-insecure.example:5000"]
+timeout = 11
+retries = 7
+command-deadline = 111
+
+[host]
+sysfs-root = "file-sys"
+dev-root = "file-dev"
+
+[slurm]
+partition = "file-partition"
+extra-args = ["--prolog=./evil.sh"]
+
+[profiles.p]
+extends = "cpu"
+engine = "podman"
+pull = "always"
+shims = false
+
+[profiles.q]
+extends = "cpu"
+
+[profiles.u]
+extends = "cpu"
+untrusted = true
+
+[suites.s]
+tests = [{ path = "t.py" }]
+[suites.s.slurm]
+account = "file-account"
+"""
+
+ENV = {
+    "ROCMENV_PROFILE": "q",
+    "ROCMENV_ENGINE": "docker-api",
+    "ROCMENV_LOCKFILE": "env.lock",
+    "ROCMENV_DISK_RESERVE": "3g",
+    "ROCMENV_MIRRORS": "docker.io=env-mirror.example:5000",
+    "ROCMENV_INSECURE_REGISTRIES": "env-insecure.example:5000",
+    "ROCMENV_REGISTRY_TIMEOUT": "22",
+    "ROCMENV_REGISTRY_RETRIES": "3",
+    "ROCMENV_REGISTRY_DEADLINE": "222",
+    "ROCMENV_SYSFS_ROOT": "/env-sys",
+    "ROCMENV_DEV_ROOT": "/env-dev",
+}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    (root / "rocmenv.toml").write_text(PROJECT)
+    (root / "t.py").write_text("")
+    return root
+
+
+@pytest.fixture
+def bare(tmp_path: Path) -> Path:
+    root = tmp_path / "bare"
+    (root / ".git").mkdir(parents=True)
+    return root
+
+
+def resolved(root: Path, flags: Flags | None = None, **env: str) -> Settings:
+    return settings_for(Context(env={"HOME": str(root), **env}, cwd=root), flags)
+
+
+# -- the table: one row per (setting, level); each row removes the levels above it ---------
+
+# (setting, level, flags, env, expected value (a function of the project root), origin)
+ROWS: list[tuple[str, str, dict[str, Any], dict[str, str], Any, str]] = [
+    ("profile", "flag", {"profile": "u"}, ENV, lambda r: "u", "flag"),
+    ("profile", "env", {}, ENV, lambda r: "q", "env"),
+    ("profile", "project", {}, {}, lambda r: "p", "project"),
+    ("engine", "flag", {"engine": "docker-cli"}, ENV, lambda r: "docker-cli", "flag"),
+    ("engine", "flag auto defers", {"engine": "auto"}, ENV, lambda r: "docker-api", "env"),
+    ("engine", "env", {}, ENV, lambda r: "docker-api", "env"),
+    ("engine", "profile", {}, {}, lambda r: "podman", "profile"),
+    ("engine", "project", {"profile": "q"}, {}, lambda r: "docker-cli", "project"),
+    ("pull", "flag", {"pull": "never"}, {}, lambda r: "never", "flag"),
+    ("pull", "profile", {}, {}, lambda r: "always", "profile"),
+    ("pull", "default", {"profile": "q"}, {}, lambda r: "missing", "default"),
+    ("shims", "flag", {"profile": "q", "shims": False}, {}, lambda r: False, "flag"),
+    ("shims", "profile", {}, {}, lambda r: False, "profile"),
+    ("shims", "default", {"profile": "q"}, {}, lambda r: True, "default"),
+    ("lockfile", "flag", {"lockfile": Path("flag.lock")}, ENV, lambda r: r / "flag.lock", "flag"),
+    ("lockfile", "env", {}, ENV, lambda r: r / "env.lock", "env"),
+    ("lockfile", "project", {}, {}, lambda r: r / "from-file.lock", "project"),
+    ("disk-reserve", "flag", {"reserve": "5g"}, ENV, lambda r: 5 << 30, "flag"),
+    ("disk-reserve", "env", {}, ENV, lambda r: 3 << 30, "env"),
+    ("disk-reserve", "default", {}, {}, lambda r: 2 << 30, "default"),
+]
+
+
+def value_of(settings: Settings, setting: str) -> Any:
+    return {
+        "profile": settings.profile.name,
+        "engine": settings.engine,
+        "pull": settings.pull,
+        "shims": settings.shims,
+        "lockfile": settings.lockfile,
+        "disk-reserve": settings.disk_reserve,
+    }[setting]
+
+
+@pytest.mark.parametrize(
+    ("setting", "level", "flags", "env", "expected", "origin"),
+    ROWS,
+    ids=[f"{r[0]}-{r[1]}" for r in ROWS],
+)
+def test_each_setting_comes_from_the_highest_level_that_says_something(
+    project: Path,
+    setting: str,
+    level: str,
+    flags: dict[str, Any],
+    env: dict[str, str],
+    expected: Any,
+    origin: str,
+) -> None:
+    settings = resolved(project, Flags(**flags), **env)
+    assert value_of(settings, setting) == expected(project)
+    assert settings.origins[setting] == origin
+
+
+def test_the_defaults_without_any_file(bare: Path) -> None:
+    settings = resolved(bare)
+    assert (settings.profile.name, settings.engine, settings.pull, settings.shims) == (
+        "rocm", "auto", "missing", True,
+    )  # fmt: skip
+    assert settings.lockfile == bare / "rocmenv.lock"
+    assert settings.disk_reserve == 2 << 30
+    assert settings.slurm == SlurmSettings() and settings.policy is None
+    assert all(
+        settings.origins[name] == "default"
+        for name in ("profile", "engine", "pull", "shims", "lockfile", "registry", "host")
+    )
+
+
+# registry fields: ROCMENV_* > [registry] > default, field by field
+REGISTRY_FIELDS = [
+    ("mirrors", "ROCMENV_MIRRORS", (("docker.io", ("env-mirror.example:5000",)),),
+     (("docker.io", ("file-mirror.example:5000",)),), ()),
+    ("insecure", "ROCMENV_INSECURE_REGISTRIES", ("env-insecure.example:5000",),
+     ("file-insecure.example:5000",), ()),
+    ("timeout", "ROCMENV_REGISTRY_TIMEOUT", 22.0, 11.0, 30.0),
+    ("retries", "ROCMENV_REGISTRY_RETRIES", 3, 7, 4),
+    ("command_deadline", "ROCMENV_REGISTRY_DEADLINE", 222.0, 111.0, 600.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("field", "variable", "from_env", "from_file", "default"), REGISTRY_FIELDS)
+def test_each_registry_setting_env_over_file_over_default(
+    project: Path,
+    bare: Path,
+    field: str,
+    variable: str,
+    from_env: Any,
+    from_file: Any,
+    default: Any,
+) -> None:
+    assert getattr(resolved(project, **{variable: ENV[variable]}).registry, field) == from_env
+    assert getattr(resolved(project).registry, field) == from_file
+    assert getattr(resolved(bare).registry, field) == default
+    # one variable changes its own field only
+    others = resolved(project, **{variable: ENV[variable]}).registry
+    for name, *_rest in REGISTRY_FIELDS:
+        if name != field:
+            assert getattr(others, name) == getattr(resolved(project).registry, name)
+
+
+def test_host_roots_env_over_file_over_default(project: Path, bare: Path) -> None:
+    env = {"ROCMENV_SYSFS_ROOT": "/env-sys", "ROCMENV_DEV_ROOT": "/env-dev"}
+    assert (resolved(project, **env).host.sysfs_root, resolved(project, **env).host.dev_root) == (
+        Path("/env-sys"), Path("/env-dev"),
+    )  # fmt: skip
+    host = resolved(project).host
+    assert (host.sysfs_root, host.dev_root) == (project / "file-sys", project / "file-dev")
+    assert resolved(bare).host.sysfs_root == Path("/sys")
+    assert resolved(project, **env).origins["host"] == "env"
+    assert resolved(project).origins["host"] == "project"
+
+
+def test_slurm_from_the_file_and_per_suite_over_it(project: Path, bare: Path) -> None:
+    settings = resolved(project)
+    assert settings.slurm.partition == "file-partition"
+    assert settings.slurm_for("s").account == "file-account"
+    assert settings.slurm_for("s").partition == "file-partition"  # key by key
+    assert resolved(bare).slurm == SlurmSettings()
+
+
+# -- untrusted mode --------------------------------------------------------------------------
+
+UNTRUSTED_SOURCES = {
+    "flag": (Flags(untrusted=True), {}),
+    "env": (Flags(), {"ROCMENV_UNTRUSTED": "1"}),
+    "profile": (Flags(profile="u"), {}),
+}
+
+
+@pytest.mark.parametrize("source", sorted(UNTRUSTED_SOURCES))
+def test_any_source_turns_untrusted_mode_on_and_distrusts_the_checkouts_file(
+    project: Path, source: str
+) -> None:
+    flags, env = UNTRUSTED_SOURCES[source]
+    settings = resolved(project, flags, **env)
+    assert settings.untrusted and settings.distrusted
+    assert settings.origins["untrusted"] == source
+    assert settings.registry.mirrors == () and settings.registry.insecure == ()
+    assert settings.registry.timeout == 30.0 and settings.registry.retries == 4
+    assert settings.host.sysfs_root == Path("/sys") and settings.host.dev_root == Path("/dev")
+    assert settings.slurm == SlurmSettings() and settings.slurm_for("s") == SlurmSettings()
+    assert settings.policy is not None
+    notes = " ".join(settings.notes)
+    assert "[registry] and [host]" in notes and "[slurm], [suites.s.slurm]" in notes
+    # trusted input (the environment) still counts
+    trusted_env = resolved(project, flags, **env, ROCMENV_MIRRORS="docker.io=m.example:1")
+    assert trusted_env.registry.mirrors == (("docker.io", ("m.example:1",)),)
+
+
+def test_the_flag_the_variable_and_the_profile_resolve_identically(project: Path) -> None:
+    """Apart from where untrusted mode came from, the three give the same settings."""
+    results = []
+    for flags, env in UNTRUSTED_SOURCES.values():
+        settings = resolved(project, replace(flags, profile="u"), **env)
+        results.append(replace(settings, origins={}))
+    assert results[0] == results[1] == results[2]
+
+
+def test_nothing_turns_untrusted_mode_off(project: Path) -> None:
+    for env in ({"ROCMENV_UNTRUSTED": "0"}, {}):
+        assert resolved(project, Flags(profile="u"), **env).untrusted
+    assert resolved(project, Flags(untrusted=True), ROCMENV_UNTRUSTED="no").untrusted
+
+
+def test_untrusted_lockfile_of_the_checkout_must_stay_inside(project: Path) -> None:
+    text = (project / "rocmenv.toml").read_text()
+    (project / "rocmenv.toml").write_text(text.replace('"from-file.lock"', '"../out.lock"'))
+    for flags, env in UNTRUSTED_SOURCES.values():
+        with pytest.raises(ConfigError, match="outside the project"):
+            resolved(project, flags, **env)
+    # a lockfile from trusted input (the variable, the flag) may be anywhere
+    outside = str(project.parent / "out.lock")
+    assert resolved(project, Flags(untrusted=True), ROCMENV_LOCKFILE=outside).lockfile == Path(
+        outside
+    )
+    flags = Flags(untrusted=True, lockfile=Path(outside))
+    assert resolved(project, flags).lockfile == Path(outside)
+    assert (
+        resolved(project).lockfile.resolve() == project.parent / "out.lock"
+    )  # trusted: as written
+
+
+def test_a_trusted_file_outside_the_checkout_keeps_its_settings_in_untrusted_mode(
+    project: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "base.toml"
+    outside.write_text(PROJECT)
+    settings = resolved(project, Flags(untrusted=True), ROCMENV_CONFIG=str(outside))
+    assert settings.untrusted and not settings.distrusted
+    assert settings.slurm.partition == "file-partition"
+    assert settings.registry.timeout == 11.0
+
+
+def test_the_cascade_table_names_every_setting_resolved() -> None:
+    assert set(CASCADE) >= {
+        "profile", "engine", "pull", "shims", "lockfile", "disk-reserve", "untrusted",
+        "registry", "host", "slurm", "policy",
+    }  # fmt: skip
