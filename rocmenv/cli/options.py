@@ -122,8 +122,10 @@ def _sbatch(args: argparse.Namespace, ctx: Context, settings: Any) -> int:
     from rocmenv.suite.slurm import gpu_count, render_sbatch
 
     profile = settings.profile.name
+    for note in settings.notes:  # what untrusted mode did not read from the checkout
+        ctx.stderr.write(f"rocmenv: untrusted mode: {note}\n")
     count = gpu_count(ctx, args.gpus or settings.profile.gpus)
-    node_args = node_run_args(args)
+    node_args = node_run_args(args, untrusted=settings.untrusted)
     if "--profile" not in node_args:
         node_args += ["--profile", profile]
     text = render_sbatch(

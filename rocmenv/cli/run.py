@@ -85,10 +85,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         from rocmenv.suite.slurm import gpu_count, run_as_job
 
         settings = settings_for(ctx, flags_of(args))
+        for note in settings.notes:  # what untrusted mode did not read from the checkout
+            CliReporter(ctx).note(f"untrusted mode: {note}")
         count = gpu_count(ctx, gpus or settings.profile.gpus)
-        return run_as_job(
-            ctx, settings.slurm, count=count, node_args=[*node_run_args(args), "--", *command]
-        )
+        node_args = [*node_run_args(args, untrusted=settings.untrusted), "--", *command]
+        return run_as_job(ctx, settings.slurm, count=count, node_args=node_args)
     if gpus == "slurm":  # inside a Slurm job: exactly the GPUs it was allocated
         from rocmenv.settings.resolve import settings_for
         from rocmenv.suite.allocation import allocated_gpus, describe
@@ -114,8 +115,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return execute(ctx, request, CliReporter(ctx))
 
 
-def node_run_args(args: argparse.Namespace) -> list[str]:
-    """``rocmenv run`` arguments that reproduce these flags on a Slurm node (``--gpus slurm``)."""
+def node_run_args(args: argparse.Namespace, *, untrusted: bool = False) -> list[str]:
+    """``rocmenv run`` arguments that reproduce these flags on a Slurm node (``--gpus slurm``);
+    ``--untrusted`` whenever the run is (``untrusted``: the resolved setting, whatever switched
+    it on — the node need not see this environment)."""
     out = ["run", "--gpus", "slurm"]
     for flag, value in (("--profile", args.profile), ("--image", args.image),
                         ("--workdir", args.workdir), ("--pull", getattr(args, "pull", None)),
@@ -126,7 +129,8 @@ def node_run_args(args: argparse.Namespace) -> list[str]:
         out += ["--env", item]
     for item in args.volume:
         out += ["--volume", item]
-    for flag, on in (("--untrusted", args.untrusted), ("--keep", getattr(args, "keep", False)),
+    for flag, on in (("--untrusted", args.untrusted or untrusted),
+                     ("--keep", getattr(args, "keep", False)),
                      ("--no-shims", getattr(args, "no_shims", False))):  # fmt: skip
         if on:
             out.append(flag)

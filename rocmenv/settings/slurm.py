@@ -43,6 +43,19 @@ class SlurmSettings:
     gres_conf: Path | None = None
 
 
+def _text(value: Any, where: str) -> str:
+    """A string that goes onto a Slurm command line or an ``#SBATCH`` line: no control
+    characters (a newline would start a line of its own in a batch script), in every mode."""
+    text = as_str(value, where)
+    bad = next((c for c in text if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise ConfigError(
+            f"{where} = {text!r} holds a control character ({bad!r})",
+            hint="Slurm settings end up in srun arguments and #SBATCH lines; remove it",
+        )
+    return text
+
+
 def _seconds(value: Any, where: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < 1e9:
         raise ConfigError(f"{where} must be a positive number of seconds, got {value!r}")
@@ -55,11 +68,11 @@ def parse_slurm(table: Any, where: str, base: SlurmSettings | None = None) -> Sl
     check_keys(table, SLURM_KEYS, where)
     s = base or SlurmSettings()
     if "partition" in table:
-        s = replace(s, partition=as_str(table["partition"], f"{where}.partition"))
+        s = replace(s, partition=_text(table["partition"], f"{where}.partition"))
     if "account" in table:
-        s = replace(s, account=as_str(table["account"], f"{where}.account"))
+        s = replace(s, account=_text(table["account"], f"{where}.account"))
     if "gres-type" in table:
-        s = replace(s, gres_type=as_str(table["gres-type"], f"{where}.gres-type"))
+        s = replace(s, gres_type=_text(table["gres-type"], f"{where}.gres-type"))
     if "gpu-request" in table:
         style = as_str(table["gpu-request"], f"{where}.gpu-request")
         if style not in GPU_REQUEST_STYLES:
@@ -73,7 +86,8 @@ def parse_slurm(table: Any, where: str, base: SlurmSettings | None = None) -> Sl
     if "min-time" in table:
         s = replace(s, min_time=int(_seconds(table["min-time"], f"{where}.min-time")))
     if "extra-args" in table:
-        s = replace(s, extra_args=as_str_list(table["extra-args"], f"{where}.extra-args"))
+        args = as_str_list(table["extra-args"], f"{where}.extra-args")
+        s = replace(s, extra_args=tuple(_text(a, f"{where}.extra-args") for a in args))
     if "gres-conf" in table:
-        s = replace(s, gres_conf=Path(as_str(table["gres-conf"], f"{where}.gres-conf")))
+        s = replace(s, gres_conf=Path(_text(table["gres-conf"], f"{where}.gres-conf")))
     return s

@@ -128,7 +128,8 @@ def run_suite(
 
         pool = slurm_pool(jobs)
         backend = SlurmBackend(
-            ctx=ctx, profile=loaded.suite.profile, flags=request.flags, commands=commands,
+            ctx=ctx, profile=loaded.suite.profile,
+            flags=replace(request.flags, untrusted=loaded.settings.untrusted), commands=commands,
             log_dir=log_dir, settings=loaded.suite.slurm,
         )  # fmt: skip
         backend.check(jobs)

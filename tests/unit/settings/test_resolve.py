@@ -292,3 +292,22 @@ def test_the_cascade_table_names_every_setting_resolved() -> None:
         "profile", "engine", "pull", "shims", "lockfile", "disk-reserve", "untrusted",
         "registry", "host", "slurm", "policy",
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("partition", '"gpu\\n#SBATCH --wrap=\\"id\\""'),
+        ("account", '"ml\\r"'),
+        ("extra-args", '["--qos=ci\\n--prolog=./evil.sh"]'),
+        ("gres-conf", '"/etc/slurm/gres.conf\\u0007"'),
+    ],
+)
+def test_a_control_character_in_a_slurm_setting_is_refused_in_every_mode(
+    bare: Path, key: str, value: str
+) -> None:
+    """A newline in a [slurm] value would be a line of its own in an sbatch script."""
+    (bare / "rocmenv.toml").write_text(f"[slurm]\n{key} = {value}\n")
+    with pytest.raises(ConfigError, match="control character") as info:
+        resolved(bare)
+    assert key in str(info.value)
