@@ -1,7 +1,7 @@
 # Targets CI uses too (.ci/run = ROCMENV_REQUIRE_ENGINE=1 scripts/test.sh).
 VENV := .venv/bin
 
-.PHONY: setup test lint format demo ci mutation
+.PHONY: setup test lint format demo ci mutation explore
 
 setup:          ## install packages, start dockerd + registries, build the test images
 	scripts/setup.sh
@@ -26,3 +26,6 @@ ci:             ## what CI runs
 
 mutation:       ## mutation scores of the modules that guard users (slow; not in CI): make mutation ARGS='settings lock'
 	$(VENV)/python scripts/mutation.py $(ARGS)
+
+explore:        ## the property tests, longer and with fresh randomness (CI runs them derandomised)
+	ROCMENV_HYPOTHESIS=explore $(VENV)/pytest -q -p no:cacheprovider tests/unit

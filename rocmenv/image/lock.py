@@ -42,7 +42,7 @@ from typing import Any, TypedDict
 
 from rocmenv import __version__
 from rocmenv.errors import InvalidReference, LockError
-from rocmenv.grammar.reference import validate_digest
+from rocmenv.grammar.reference import parse_repository, validate_digest, validate_tag
 from rocmenv.hostfs import write_atomic
 
 LOCK_VERSION = 1
@@ -155,9 +155,21 @@ def _entry(path: Path, where: str, raw: Any) -> LockEntry:
             validate_digest(raw[key])
         except InvalidReference:
             raise _fail(path, f"{where}.{key} = {raw[key]!r} is not a valid digest") from None
+    try:
+        repository = parse_repository(raw["repository"])
+    except InvalidReference as err:
+        raise _fail(path, f"{where}.repository: {err.what}") from None
+    if repository.tag or repository.digest or repository.name != raw["repository"]:
+        raise _fail(path, f"{where}.repository = {raw['repository']!r} is not a canonical "
+                    f"repository name ({repository.name!r})")  # fmt: skip
     tag = raw.get("tag")
     if tag is not None and not isinstance(tag, str):
         raise _fail(path, f"{where}.tag is not a string")
+    if tag is not None:
+        try:
+            validate_tag(tag)
+        except InvalidReference as err:
+            raise _fail(path, f"{where}.tag: {err.what}") from None
     registry = raw.get("registry")
     if registry is not None and not isinstance(registry, str):
         raise _fail(path, f"{where}.registry is not a string")

@@ -220,3 +220,27 @@ def test_render_ends_with_newline_and_is_stable() -> None:
     assert render_lock(lock) == render_lock(
         Lock().with_profile("a", entry(D2)).with_profile("b", entry())
     )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"digest": "md5:" + "a" * 32},
+        {"platform_digest": "sha256:short"},
+        {"repository": "Not/A/Repository"},
+    ],
+)
+def test_a_lock_that_would_not_read_back_is_never_written(
+    tmp_path: Path, bad: dict[str, str]
+) -> None:
+    """Every entry is validated as the reader would validate it before anything is written:
+    the old file stays byte for byte, and no temp file is left."""
+    from dataclasses import replace
+
+    path = tmp_path / "rocmenv.lock"
+    write_lock(path, Lock().with_profile("ci", entry()))
+    before = path.read_bytes()
+    with pytest.raises(LockError):
+        write_lock(path, Lock().with_profile("ci", replace(entry(), **bad)))  # type: ignore[arg-type]
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rocmenv.lock"]

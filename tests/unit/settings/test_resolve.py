@@ -374,7 +374,7 @@ def test_a_bad_default_profile_is_named_even_when_a_flag_or_variable_picks_anoth
         .replace('default-profile = "p"', 'default-profile = "pp"')
     )
     (project / "rocmenv.toml").write_text(text)
-    with pytest.raises(UsageError, match="unknown profile 'pp'.*did you mean 'p'"):
+    with pytest.raises(UsageError, match=r"unknown profile 'pp'.*did you mean 'p'"):
         resolved(project, Flags(profile="q"))
     assert resolved(project, ROCMENV_PROFILE="q").profile.name == "q"  # the variable replaces it
     with pytest.raises(UsageError, match="unknown profile 'qq'"):
