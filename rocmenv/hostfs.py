@@ -45,6 +45,15 @@ def write_atomic(path: Path, text: str, *, mode: int | None = None, durable: boo
                 os.close(dir_fd)
 
 
+def append_text(path: Path, text: str) -> None:
+    """Append ``text`` to ``path`` in one write (created 0644 when missing), never through a
+    symbolic link (``O_NOFOLLOW``): files a runner hands over, such as ``$GITHUB_OUTPUT``."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
 def is_under(path: str, root: str) -> bool:
     """``path`` is ``root`` or inside it (both absolute, compared as normalised paths)."""
     path, root = os.path.normpath(path), os.path.normpath(root)
