@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rocmenv.suite.balance import balanced_split, reference_split  # noqa: E402
+from rocmenv.suite.balance import balanced_split, reference_split
 
 
 @dataclass(frozen=True)
