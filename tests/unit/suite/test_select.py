@@ -63,3 +63,33 @@ def test_bad_selection_flags_are_usage_errors() -> None:
         selection_of("hourly", None)
     with pytest.raises(UsageError, match="is not a label"):
         selection_of(None, "a\x00b")
+
+
+def test_suite_list_json_shows_disabled_reasons_and_why_tests_were_left_out(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    from pathlib import Path
+
+    from rocmenv.cli import main
+
+    root = Path(str(tmp_path))
+    (root / ".git").mkdir()
+    (root / "rocmenv.toml").write_text(
+        '[suites.s]\nprofile = "cpu"\ngpus = 0\ninclude-labels = []\ntests = [\n'
+        '  { path = "a.py" }, { path = "m.py", labels = ["moe"] },\n'
+        '  { path = "n.py", nightly = true }, { path = "off.py", disabled = "FIXME: MI350" },\n]\n'
+    )
+    monkeypatch.chdir(root)
+    assert main(["suite", "list", "s", "--json"]) == 0
+    (suite,) = json.loads(capsys.readouterr().out)["suites"]
+    assert [(t["name"], t["disabled"]) for t in suite["tests"]] == [
+        ("a.py", None), ("off.py", "FIXME: MI350"),
+    ]  # fmt: skip
+    assert {d["name"] for d in suite["deselected"]} == {"m.py", "n.py"}
+    assert (
+        main(["suite", "list", "s", "--json", "--labels", "run-moe,moe", "--cadence", "weekly"])
+        == 0
+    )
+    (suite,) = json.loads(capsys.readouterr().out)["suites"]
+    assert [t["name"] for t in suite["tests"]] == ["a.py", "m.py", "n.py", "off.py"]
