@@ -45,6 +45,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gc": ("gc", "remove containers whose rocmenv owner is gone, and unused pulled images"),
     "doctor": ("doctor", "check the engine, registry access and configuration"),
     "suite": ("suite", "list, plan and run test suites across GPU slots (local or Slurm)"),
+    "init": (
+        "init",
+        "write rocmenv.toml from a workflow's job container and the tests' registrations",
+    ),
 }
 
 

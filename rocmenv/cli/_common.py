@@ -58,6 +58,36 @@ def _annotation(message: str) -> str:
     return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def gha_output(ctx: Context, values: dict[str, str]) -> None:
+    """Inside GitHub Actions (``GITHUB_ACTIONS=true`` and ``$GITHUB_OUTPUT`` set), append
+    ``name=value`` lines (a value with a line break in the delimiter form) to
+    ``$GITHUB_OUTPUT``: the step's outputs. Elsewhere nothing."""
+    import os
+    import re
+
+    target = ctx.env.get("GITHUB_OUTPUT", "")
+    if not (ctx.in_github_actions and target):
+        return
+    lines = []
+    for name, value in values.items():
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name), name
+        if "\n" in value or "\r" in value:
+            delimiter = f"ghadelimiter_{os.urandom(8).hex()}"
+            lines.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+        else:
+            lines.append(f"{name}={value}\n")
+    from rocmenv.errors import UsageError
+    from rocmenv.hostfs import append_text
+
+    try:
+        append_text(Path(target), "".join(lines))
+    except OSError as err:
+        raise UsageError(
+            f"cannot write the step outputs to $GITHUB_OUTPUT ({target}): {err.strerror}",
+            hint="GitHub Actions sets GITHUB_OUTPUT to a file the step may append to",
+        ) from None
+
+
 def registry_json(ctx: Context, client: RegistryClient) -> dict[str, Any]:
     """What every registry command adds to its output: warnings on stderr (a mirror that failed
     and why, a ``ratelimit-remaining`` under ``[registry] ratelimit-warning``), and for

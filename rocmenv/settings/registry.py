@@ -140,7 +140,9 @@ def registry_settings(table: Any, where: str) -> RegistrySettings:
 
 def env_registry(env: Mapping[str, str], settings: RegistrySettings) -> RegistrySettings:
     """``ROCMENV_MIRRORS="docker.io=127.0.0.1:5000,docker.io=m2"``, ``ROCMENV_INSECURE_REGISTRIES``,
-    ``ROCMENV_REGISTRY_TIMEOUT``, ``ROCMENV_REGISTRY_RETRIES``."""
+    ``ROCMENV_REGISTRY_TIMEOUT``, ``ROCMENV_REGISTRY_RETRIES``, ``ROCMENV_PULL_FROM_MIRROR``
+    (``1/true/yes`` or ``0/false/no``: a runner behind a mirror says so without the project
+    file)."""
     if env.get("ROCMENV_MIRRORS"):
         pairs: dict[str, list[str]] = {}
         for item in env["ROCMENV_MIRRORS"].split(","):
@@ -171,6 +173,13 @@ def env_registry(env: Mapping[str, str], settings: RegistrySettings) -> Registry
         settings = replace(settings, retries=int(text))
     if env.get("ROCMENV_REGISTRY_DEADLINE"):
         settings = replace(settings, command_deadline=env_seconds(env, "ROCMENV_REGISTRY_DEADLINE"))
+    if env.get("ROCMENV_PULL_FROM_MIRROR", "").strip():
+        text = env["ROCMENV_PULL_FROM_MIRROR"].strip().lower()
+        if text not in ("1", "true", "yes", "0", "false", "no"):
+            raise ConfigError(
+                f"ROCMENV_PULL_FROM_MIRROR={text[:40]!r}: must be 1/true/yes or 0/false/no"
+            )
+        settings = replace(settings, pull_from_mirror=text in ("1", "true", "yes"))
     return settings
 
 
