@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "drift": ("drift", "report what moved behind pinned tags"),
     "gc": ("gc", "remove containers whose rocmenv owner is gone, and unused pulled images"),
     "doctor": ("doctor", "check the engine, registry access and configuration"),
+    "config": ("config", "show every effective setting and its origin; the config's JSON Schema"),
     "suite": ("suite", "list, plan and run test suites across GPU slots (local or Slurm)"),
 }
 

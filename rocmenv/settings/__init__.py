@@ -14,7 +14,7 @@ __all__, __getattr__ = surface(
         "settings_for": "resolve",
         "CASCADE": "resolve",
         "Project": "project",
-        "HostSettings": "project",
+        "HostSettings": "host",
         "load_project": "project",
         "Profile": "profiles",
         "ImageSpec": "profiles",

@@ -84,9 +84,10 @@ class Guard:
     images: tuple[str, ...] = (BUILTIN_REPOSITORY,)  # allowed repositories (domain/path)
     mirrors: tuple[tuple[str, str], ...] = ()  # trusted (registry, mirror host) pairs
     config_notes: tuple[str, ...] = ()  # what loading ignored from the checkout's config
+    trusted_sources: tuple[str, ...] = ("built-in",)  # + the site and user files
 
     def trusts(self, profile: Profile) -> bool:
-        return profile.source == "built-in" or self.config_trusted
+        return profile.source in self.trusted_sources or self.config_trusted
 
     def apply(self, draft: RunSpec, profile: Profile, host: HostFacts) -> RunSpec:
         """The trusted ``draft`` (built from ``profile`` on ``host``) as untrusted mode allows
@@ -305,12 +306,13 @@ def guard_for(settings: Settings, checkout: Path | None) -> Guard:
     trusted registry mirrors that may serve them (a distrusted file's were not read)."""
     policy = settings.policy or DEFAULT_POLICY
     images = policy.images
-    if not images and settings.project.trusted:
+    trusted = settings.project.trusted_sources
+    if not images:
         images = tuple(
             dict.fromkeys(
                 repository_name(p.image.repository, f"[profiles.{p.name}].image")
                 for _name, p in settings.project.profiles
-                if p.image is not None
+                if p.image is not None and p.source in trusted
             )
         )
     mirrors = tuple((reg, host) for reg, hosts in settings.registry.mirrors for host in hosts)
@@ -320,4 +322,5 @@ def guard_for(settings: Settings, checkout: Path | None) -> Guard:
         images=images or (BUILTIN_REPOSITORY,),
         mirrors=mirrors,
         config_notes=settings.notes,
+        trusted_sources=trusted,
     )
