@@ -54,7 +54,8 @@ def base_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.upper().endswith("_PROXY") and not k.startswith("ROCMENV_")
+        if not k.upper().endswith("_PROXY")
+        and (not k.startswith("ROCMENV_") or k == "ROCMENV_SITE_CONFIG")
     }
     env.update(
         {
