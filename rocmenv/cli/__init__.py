@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pull": ("pull", "pull the profile's locked image with progress, retries and a disk check"),
     "options": ("options", "render the profile's container options for docker/gha/compose"),
     "gpus": ("gpus", "list the host's AMD GPUs"),
+    "cdi": ("cdi", "generate a CDI spec for the host's GPUs (amd.com/gpu=N)"),
     "shims": ("shims", "list shims, check which apply in an image"),
     "bootstrap": ("bootstrap", "prepare a CI job container (GPU, stale processes, shims)"),
     "inspect": ("inspect", "what is inside an image, read from the registry without pulling"),

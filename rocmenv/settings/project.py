@@ -31,6 +31,7 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     gpus = "all"                      # all | none | 0,1 | 0-3 | <uuid>[,<uuid>]
     gpu-isolation = "devices"         # devices: only the selected nodes; env: all nodes + variables
     gpu-env = ["HIP_VISIBLE_DEVICES"] # variables set to the selected GPUs
+    gpu-devices = "nodes"             # nodes: /dev/kfd + the GPUs' nodes; cdi: amd.com/gpu=N
     devices = ["/dev/infiniband"]     # extra device nodes
     group-add = ["video", "render"]
     cap-add = ["SYS_PTRACE"]

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from rocmenv.settings.choices import ENGINE_NAMES, PULL_POLICIES
+from rocmenv.settings.choices import ENGINE_NAMES, GPU_DEVICE_NAMINGS, PULL_POLICIES
 from rocmenv.settings.host import HOST_KEYS
 from rocmenv.settings.policy import POLICY_KEYS
 from rocmenv.settings.profile_set import PROFILE_NAME_RE
@@ -84,7 +84,7 @@ VALUE_SCHEMAS: Final[Mapping[str, Mapping[str, Schema]]] = {
         "family": enum(FAMILIES),
         "before": {"type": "string", "pattern": "^20[0-9]{6}$"},
         "gpu-isolation": enum(("devices", "env")),
-        "gpu-devices": enum(("nodes", "cdi")),
+        "gpu-devices": enum(GPU_DEVICE_NAMINGS),
         "ulimits": {"type": "object", "additionalProperties": {"type": ["integer", "string"]}},
         "mounts": {"type": "array", "items": MOUNT},
         "env": STR_TABLE,

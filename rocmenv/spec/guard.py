@@ -118,7 +118,7 @@ class Guard:
             changes.append(f"security-opt {','.join(opts)} dropped")
         env, env_changes, secrets_note = self._env(draft, profile)
         changes += env_changes
-        devices, gpu_env, gpu_notes = self._gpus(draft, host)
+        devices, gpu_env, gpu_notes = self._gpus(draft, host, profile.gpu_devices)
         env = with_gpu_env(
             [e for e in env if e.source != "gpu"], gpu_env,
             renumbered=draft.gpu_selection.kind == "subset", selection=draft.gpu_selection,
@@ -164,13 +164,14 @@ class Guard:
         return env, changes, secrets
 
     def _gpus(
-        self, draft: RunSpec, host: HostFacts
+        self, draft: RunSpec, host: HostFacts, naming: str = "nodes"
     ) -> tuple[tuple[Device, ...], list[EnvVar], list[str]]:
         """Isolation by the selected GPUs' own nodes (also for ``all`` on this host), the
-        visible-device variables numbered as the container sees them."""
+        visible-device variables numbered as the container sees them; with ``gpu-devices =
+        "cdi"`` the selected GPUs' CDI names are those allowed devices."""
         gpu_devs, gpu_env, notes = gpu_devices(
             draft.gpu_selection, host, isolation="devices", env_names=VISIBLE_DEVICE_VARS,
-            nodes_for_all=host.check_host,
+            nodes_for_all=host.check_host, naming=naming,
         )  # fmt: skip
         extra = [d for d in draft.devices if not d.gpu]
         return tuple(dedupe([*gpu_devs, *extra])), gpu_env, notes
