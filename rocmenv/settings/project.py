@@ -1,5 +1,6 @@
-"""The project file (``rocmenv.toml`` or ``[tool.rocmenv]``) as read: every table validated,
-nothing from the environment or the command line applied yet — that is
+"""The project file (``rocmenv.toml`` or ``[tool.rocmenv]``) as read, with the site and user
+files under it (:mod:`rocmenv.settings.site`; their profiles are the bases the file's extend):
+every table validated, nothing from the environment or the command line applied yet — that is
 :mod:`rocmenv.settings.resolve`'s one cascade.
 
 Schema (every key optional; unknown keys are errors with a "did you mean")::
