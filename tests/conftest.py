@@ -79,6 +79,23 @@ def pytest_configure(config: pytest.Config) -> None:
         testenv.require_engine()
     except testenv.RequireFlagError as exc:
         raise pytest.UsageError(str(exc)) from None
+    isolate_site_config()
+
+
+#: Where the tests' rocmenv looks for "/etc/rocmenv/config.toml": a path that never exists.
+NO_SITE_CONFIG = Path("/nonexistent/rocmenv-tests/etc/rocmenv/config.toml")
+
+
+def isolate_site_config() -> None:
+    """No test reads the machine's real site configuration by accident: an empty
+    ``ROCMENV_SITE_CONFIG`` (no site file) for every process that inherits the environment
+    (the CLI run as a subprocess, ``Context()``), and for contexts built with an environment
+    of their own, the default location moved to a path that does not exist. A test that
+    wants a site file names one with ``ROCMENV_SITE_CONFIG``."""
+    import rocmenv.settings.site as site
+
+    os.environ["ROCMENV_SITE_CONFIG"] = ""
+    site.SYSTEM_SITE_CONFIG = NO_SITE_CONFIG  # type: ignore[misc]
 
 
 def _skip_as_failure(report: pytest.TestReport | pytest.CollectReport) -> None:

@@ -46,8 +46,8 @@ class InitResult:
 
 
 def init_project(ctx: Context, request: InitRequest) -> InitResult:
+    from rocmenv.settings.profile_set import PROFILE_NAME_RE
     from rocmenv.settings.profiles import BUILTIN_PROFILES
-    from rocmenv.settings.project import PROFILE_NAME_RE
 
     target = request.root / PROJECT_FILE
     if not PROFILE_NAME_RE.fullmatch(request.profile):

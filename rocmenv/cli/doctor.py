@@ -100,7 +100,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         eng = open_engine(ctx, name)
         info = eng.ping()
         detail = f"{info.kind}: {info.name or 'engine'} {info.version} (API {info.api_version}, {info.os})"
-        return [Finding(check="engine", status="ok", detail=redact(detail))]
+        return [Finding(check="engine", status="ok", detail=redact(detail)), _cdi(info, cfg)]
 
     def registries() -> list[Finding]:
         from rocmenv.grammar.reference import parse
@@ -226,6 +226,21 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             if f.hint and f.status != "ok":
                 emit(ctx, f"    hint: {f.hint}")
     return 1 if failed else 0
+
+
+def _cdi(info: Any, cfg: Any) -> Finding:
+    """Whether the engine takes CDI device names (``gpu-devices = "cdi"``): a warning only
+    when the selected profile uses them."""
+    from rocmenv.spec.cdi import cdi_support
+
+    ok, why = cdi_support(info.kind, info.version)
+    wanted = cfg is not None and cfg.profile.gpu_devices == "cdi"
+    return Finding(
+        check="cdi",
+        status="ok" if ok or not wanted else "warn",
+        detail=("supported: " if ok else "not supported: ") + why,
+        hint=None if ok else 'use gpu-devices = "nodes" (the default) with this engine',
+    )
 
 
 def _pull_limits(client: Any, lock: Any, cfg: Any) -> list[Finding]:

@@ -107,3 +107,36 @@ def test_an_argparse_error_masks_a_secret_value_and_announces_it_first(
                          "::add-mask::line%25two-0002"]  # fmt: skip
     assert "invalid" in lines[-2] and "'***'" in lines[-2]
     assert not any(value in ln for ln in lines[3:])
+
+
+@pytest.mark.parametrize(
+    ("argv", "error", "suggestion"),
+    [
+        (["run", "--untr", "--", "true"], "unrecognized arguments: --untr", "'--untrusted'"),
+        (["run", "--gpu", "0", "--", "true"], "unrecognized arguments: --gpu", "'--gpus'"),
+        (["tags", "list", "r", "--gpus", "mi30x"], "unrecognized arguments: --gpus", "'--gpu'"),
+        (["shims", "check", "--ima", "x"], "unrecognized arguments: --ima", "'--image'"),
+        (["config", "show", "--orig"], "unrecognized arguments: --orig", "'--origin'"),
+        (["rn"], "invalid choice: 'rn'", "'run'"),
+        (["shims", "chek"], "invalid choice: 'chek'", "'check'"),
+        (["run", "--engine", "podmn", "--", "true"], "invalid choice: 'podmn'", "'podman'"),
+    ],
+)
+def test_no_prefix_abbreviations_and_a_did_you_mean(
+    argv: list[str], error: str, suggestion: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As docker, gh and crane: a prefix of a flag is not the flag (``--untr`` is not
+    ``--untrusted``, sub-parsers included), and the error names the closest one."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert error in err
+    assert f"did you mean {suggestion}?" in err
+
+
+def test_gpu_help_shows_the_family_aliases(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["resolve", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "mi30x (mi300x, mi300a, mi325x, gfx942), mi35x (mi350x, mi355x, gfx950)" in out

@@ -7,10 +7,10 @@ from __future__ import annotations
 import inspect
 
 import pytest
+from rocmenv.engine.whales import WhalesEngine
 
 from rocmenv.engine.docker_api import DockerApiEngine
 from rocmenv.engine.protocol import Engine
-from rocmenv.engine.whales import WhalesEngine
 from tests.support.fake_engine import FakeEngine
 
 METHODS = sorted(
