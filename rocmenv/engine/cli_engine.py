@@ -54,15 +54,15 @@ from rocmenv.engine.protocol import (
     explain_start_failure,
 )
 from rocmenv.engine.select import START_HINT, EngineOptions
-from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable, StartFailure
+from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
 from rocmenv.settings.choices import EngineKind
 from rocmenv.spec.render import render_docker
 from rocmenv.spec.runspec import RunSpec
 
 
-def make(kind: EngineKind, options: EngineOptions) -> WhalesEngine:
-    return WhalesEngine(kind, options)
+def make(kind: EngineKind, options: EngineOptions) -> CliEngine:
+    return CliEngine(kind, options)
 
 
 def _full_id(image_id: str) -> str:
@@ -91,7 +91,7 @@ _GONE = ("No such container", "no container with", "no such container")
 _NOT_RUNNING = ("is not running", "can only kill running containers")  # docker, podman
 
 
-class WhalesEngine:
+class CliEngine:
     def __init__(self, kind: EngineKind, options: EngineOptions) -> None:
         self.kind: EngineKind = kind
         binary = "podman" if kind == "podman" else "docker"
@@ -401,4 +401,4 @@ class WhalesEngine:
         return dict(docs[0])
 
 
-__all__ = ["StartFailure", "WhalesEngine", "make"]
+__all__ = ["CliEngine", "make"]

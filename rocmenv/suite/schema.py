@@ -19,12 +19,23 @@ GPUS: Final[Schema] = {"type": "integer", "minimum": 0, "maximum": MAX_GPUS}
 SECONDS: Final[Schema] = {"type": "number", "exclusiveMinimum": 0}
 COMMAND: Final[Schema] = {"anyOf": [STR, {**STR_LIST, "minItems": 1}]}
 
+COUNT: Final[Schema] = {"type": "integer", "minimum": 0}
+# the run policy of a suite, a test or a [suites.NAME.per-test."PATH"] table (suite/policy.py)
+POLICY_VALUES: Final[Mapping[str, Schema]] = {
+    "timeout": SECONDS, "timeout-factor": SECONDS, "min-timeout": SECONDS, "retries": COUNT,
+    "retry-wait": {"type": "number", "minimum": 0}, "retry-on": STR,
+}  # fmt: skip
 SUITE_VALUES: Final[Mapping[str, Mapping[str, Schema]]] = {
     "test": {"path": STR, "name": STR, "gpus": GPUS, "est-time": SECONDS, "cmd": COMMAND,
-             "labels": STR_LIST},
-    "discover": {"glob": STR, "call": STR, "suite": STR},
+             "labels": STR_LIST, "nightly": {"type": "boolean"},
+             "disabled": {"anyOf": [STR, {"type": "boolean"}]}, **POLICY_VALUES},
+    "discover": {"glob": STR, "call": {"anyOf": [STR, STR_LIST]}, "suite": STR,
+                 "signature": STR, "select": {"type": "object"}, "gpus-from": {"anyOf": [
+                     STR, {"type": "object", "properties": {"key": STR, "pattern": STR},
+                           "additionalProperties": False}]}},
     "suite": {"profile": STR, "gpus": GPUS, "est-time": SECONDS, "cmd": COMMAND,
-              "labels": STR_LIST, "exclude-labels": STR_LIST},
+              "labels": STR_LIST, "exclude-labels": STR_LIST, "include-labels": STR_LIST,
+              "per-test": {"type": "object"}, **POLICY_VALUES},
 }  # fmt: skip
 
 

@@ -25,7 +25,8 @@ from rocmenv.settings.project import TOP_KEYS
 from rocmenv.settings.registry import REGISTRY_KEYS, RESPONSE_LIMITS
 from rocmenv.settings.site import SITE_KEYS
 from rocmenv.settings.slurm import SLURM_KEYS
-from rocmenv.suite.model import DISCOVER_KEYS, SUITE_KEYS, TEST_KEYS
+from rocmenv.suite.model import SUITE_KEYS, TEST_KEYS
+from rocmenv.suite.registered import DISCOVER_KEYS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -127,7 +128,7 @@ UNKNOWN = [
     ("host", "project", '[host]\nsysfs = "/sys"\n', "sysfs"),
     ("slurm", "project", '[slurm]\npartitions = "gpu"\n', "partitions"),
     ("suite", "project", '[suites.s]\ngpu = 1\ntests = [{ path = "t.py" }]\n', "gpu"),
-    ("test", "project", '[suites.s]\ntests = [{ path = "t.py", timeout = 5 }]\n', "timeout"),
+    ("test", "project", '[suites.s]\ntests = [{ path = "t.py", timout = 5 }]\n', "timout"),
     ("discover", "project", '[suites.s]\ndiscover = { glob = "*.py", call = "f", suit = "x" }\n', "suit"),
     ("suite-slurm", "project", '[suites.s]\ntests = [{ path = "t.py" }]\n[suites.s.slurm]\nacount = "x"\n', "acount"),
     ("site-top", "site", 'mirrors = ["m:5000"]\n', "mirrors"),
