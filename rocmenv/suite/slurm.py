@@ -108,12 +108,12 @@ class SlurmBackend:
         ]  # fmt: skip
 
     def launch(self, job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
-        from rocmenv.suite.local import log_name
+        from rocmenv.suite.local import log_name, open_log
 
         name = f"rocmenv-{self.session}-{log_name(job.name)[: -len('.log')]}"
         log_path = self.log_dir / log_name(job.name)
         env = dict(self.ctx.env)
-        with log_path.open("w", encoding="utf-8") as log:
+        with open_log(log_path, self.ctx) as log:
             if cancel.requested:
                 return Outcome(status="cancelled", log=str(log_path))
             proc = subprocess.Popen(
@@ -191,7 +191,9 @@ def gpu_count(ctx: Context, selection: str) -> int:
 
 
 def _node_command(ctx: Context, node_args: Sequence[str]) -> list[str]:
-    argv = [sys.executable, "-m", "rocmenv"]
+    # -I: `python -m` would put the working directory (the checkout) first on sys.path, so a
+    # fork's committed argparse.py would run on the node before rocmenv does
+    argv = [sys.executable, "-I", "-m", "rocmenv"]
     if ctx.config_path is not None:
         argv += ["--config", str(ctx.config_path.resolve())]
     return [*argv, *node_args]

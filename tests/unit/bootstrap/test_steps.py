@@ -146,7 +146,7 @@ def test_a_failed_gpu_wait_skips_the_steps_after_it_but_still_reports(tmp_path: 
 def test_the_report_file_is_json_with_every_step(tmp_path: Path) -> None:
     ctx = ctx_for(tmp_path)
     result = run_bootstrap(ctx, options(tmp_path, gpu_wait=False, reap=False), BootstrapDeps())
-    write_report(tmp_path / "out" / "report.json", result)
+    write_report(tmp_path / "out" / "report.json", result, within=tmp_path)
     data = json.loads((tmp_path / "out" / "report.json").read_text())
     assert data["report_version"] == 1 and data["ok"] is True
     assert [s["name"] for s in data["steps"]] == [

@@ -45,7 +45,7 @@ def entry(digest: str = D1, tag: str = "t") -> LockEntry:
 def test_round_trip_is_sorted_and_versioned(tmp_path: Path) -> None:
     path = tmp_path / "rocmenv.lock"
     lock = Lock().with_profile("ci", entry()).with_reference("docker.io/x/y:z", entry(D2))
-    write_lock(path, lock)
+    write_lock(path, lock, within=tmp_path)
     text = path.read_text()
     data = json.loads(text)
     assert data["lock_version"] == LOCK_VERSION
@@ -107,7 +107,7 @@ WRITER = textwrap.dedent(
     lock_race.install(path.parent / "rendezvous", name, other, timeout=60)
     e = LockEntry(repository="docker.io/a/b", tag=name, digest=digest, media_type="m",
                   platform="linux/amd64", platform_digest=digest, resolved_at="now")
-    update_lock(path, lambda lock: lock.with_profile(name, e))
+    update_lock(path, lambda lock: lock.with_profile(name, e), within=path.parent)
     """
 )
 
@@ -148,19 +148,19 @@ KILLED_WRITER = textwrap.dedent(
     for i in range(20000):
         big = big.with_reference(f"docker.io/a/b:t{i}", e)
     real_replace = os.replace
-    def slow_replace(src, dst):          # the temp file is complete: die before the rename
+    def slow_replace(src, dst, **kw):    # the temp file is complete: die before the rename
         print("ready", flush=True)
         import time; time.sleep(60)
-        real_replace(src, dst)
+        real_replace(src, dst, **kw)
     os.replace = slow_replace
-    L.update_lock(path, lambda lock: big)
+    L.update_lock(path, lambda lock: big, within=path.parent)
     """
 )
 
 
 def test_kill_minus_9_mid_write_leaves_the_old_lock(tmp_path: Path) -> None:
     path = tmp_path / "rocmenv.lock"
-    write_lock(path, Lock().with_profile("ci", entry()))
+    write_lock(path, Lock().with_profile("ci", entry()), within=tmp_path)
     before = path.read_text()
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED_WRITER, str(path)], stdout=subprocess.PIPE, text=True
@@ -173,7 +173,7 @@ def test_kill_minus_9_mid_write_leaves_the_old_lock(tmp_path: Path) -> None:
     assert read_lock(path).profiles["ci"] == entry()
     leftovers = list(tmp_path.glob(".rocmenv.lock.*.tmp"))
     assert leftovers, "the killed writer's temp file should still be there before cleanup"
-    update_lock(path, lambda lock: lock.with_profile("other", entry(D2)))  # next write cleans up
+    update_lock(path, lambda lock: lock.with_profile("other", entry(D2)), within=tmp_path)
     assert not list(tmp_path.glob(".rocmenv.lock.*.tmp"))
     assert set(read_lock(path).profiles) == {"ci", "other"}
 
@@ -192,7 +192,7 @@ HALF_WRITER = textwrap.dedent(
     for i in range(200):
         big = big.with_reference(f"docker.io/a/b:t{i}", e)
     lock_race.kill_mid_write(threshold=4096)
-    L.update_lock(path, lambda lock: big)
+    L.update_lock(path, lambda lock: big, within=path.parent)
     """
 )
 
@@ -201,7 +201,7 @@ def test_kill_minus_9_with_half_the_bytes_written_leaves_the_old_lock(tmp_path: 
     """The writer is killed when half of the new file's bytes are on disk (a hook inside the
     write, not a random delay): an in-place writer would leave half a JSON document."""
     path = tmp_path / "rocmenv.lock"
-    write_lock(path, Lock().with_profile("ci", entry()))
+    write_lock(path, Lock().with_profile("ci", entry()), within=tmp_path)
     before = path.read_text()
     proc = subprocess.Popen(
         [sys.executable, "-c", HALF_WRITER, str(path)],
