@@ -27,6 +27,7 @@ from rocmenv.context import Context
 from rocmenv.errors import EngineUnavailable, UsageError
 from rocmenv.settings.resolve import Flags
 from rocmenv.settings.slurm import SlurmSettings
+from rocmenv.spec.render import refuse_control
 from rocmenv.suite.allocation import MARKER
 from rocmenv.suite.packer import Cancel, Job, Outcome, Status
 
@@ -207,7 +208,9 @@ def job_args(settings: SlurmSettings, count: int, *, time_seconds: float | None)
         out.append(f"--partition={settings.partition}")
     if settings.account:
         out.append(f"--account={settings.account}")
-    return out + list(settings.extra_args)
+    out += settings.extra_args
+    refuse_control(out, "the Slurm job's arguments")  # [slurm] is checked; site config too
+    return out
 
 
 def run_as_job(
@@ -270,6 +273,7 @@ def render_sbatch(
     import shlex
 
     config = ["--config", str(ctx.config_path.resolve())] if ctx.config_path is not None else []
+    refuse_control([str(ctx.cwd), *config, *node_args], "options --format sbatch")
     lines = [
         "#!/bin/bash",
         f"# rocmenv: profile {profile} with {count} GPU(s); submit with: sbatch THIS_FILE CMD…",
