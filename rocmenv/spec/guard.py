@@ -43,14 +43,15 @@ be the attacker's).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
 from rocmenv.errors import PolicyViolation, UsageError
+from rocmenv.hostfs import is_under
 from rocmenv.settings.policy import DEFAULT_POLICY, Policy, repository_name
-from rocmenv.settings.profiles import PROXY_VARS, Profile
+from rocmenv.settings.profiles import BUILTIN_PROFILES, PROXY_VARS, Profile
 from rocmenv.settings.resolve import Settings
 from rocmenv.spec.builder import dedupe, gpu_devices, with_gpu_env
 from rocmenv.spec.gpu import VISIBLE_DEVICE_VARS
@@ -84,6 +85,9 @@ class Guard:
     images: tuple[str, ...] = (BUILTIN_REPOSITORY,)  # allowed repositories (domain/path)
     mirrors: tuple[tuple[str, str], ...] = ()  # trusted (registry, mirror host) pairs
     config_notes: tuple[str, ...] = ()  # what loading ignored from the checkout's config
+    # the allowlist: data mounts of a profile only under these (the policy's mount-sources,
+    # else the trusted config's profile mounts: guard_for)
+    mount_sources: tuple[str, ...] = field(default_factory=lambda: builtin_mount_sources())
 
     def trusts(self, profile: Profile) -> bool:
         return profile.source == "built-in" or self.config_trusted
@@ -205,11 +209,10 @@ class Guard:
                 if problem:
                     refuse("the checkout (the working directory's git top level)",
                            mount.source, problem)  # fmt: skip
-            else:
+            elif mount.origin != "guard":
                 problem = mount_problem(
-                    mount.source, spec.checkout, host.env, host.realpath, host.find_socket,
-                    self.policy.mount_sources,
-                )  # fmt: skip
+                    mount.source, spec.checkout, host.env, host.realpath, host.find_socket
+                ) or self._undeclared(mount, host)  # fmt: skip
                 if problem:
                     refuse("mounts", f"{mount.source}:{mount.target}", problem)
         problem = self._image_problem(spec.image)
@@ -221,6 +224,22 @@ class Guard:
                 f"{profile.name!r} ({profile.source}): " + "; ".join(bad),
                 hint=RULE_HINT,
             )
+
+    def _undeclared(self, mount: BindMount, host: HostFacts) -> str | None:
+        """The allowlist (the denylist of :mod:`rocmenv.spec.hostpaths` is the second line): a
+        profile's data mount only under a source the trusted side declared, judged where its
+        links lead. ``-v`` is the workflow's own command line (trusted input)."""
+        if mount.origin == "cli":
+            return None
+        real = host.realpath(mount.source)
+        if any(is_under(real, host.realpath(root)) for root in self.mount_sources):
+            return None
+        declared = ", ".join(self.mount_sources) or "none"
+        return (
+            f"data mounts only under the sources the trusted side declared ({declared}: the "
+            "policy's mount-sources, else the trusted config's profile mounts); the checkout "
+            "itself is mounted at its own path already"
+        )
 
     def _group_problems(
         self, groups: Sequence[str], group_gid: Callable[[str], int | None]
@@ -288,7 +307,13 @@ def _read_only(draft: RunSpec, host: HostFacts) -> tuple[tuple[BindMount, ...], 
                         f"two mounts target {git_dir}: the checkout's .git and {other.source}",
                         hint="give one of them another target",
                     )
-            out.append(BindMount(source=git_dir, target=git_dir, readonly=True))
+            if host.realpath(git_dir) != host.realpath(draft.checkout) + "/.git":
+                raise PolicyViolation(  # a link (a run left one) would mount its target
+                    f"untrusted mode: the checkout's .git ({git_dir}) leads to "
+                    f"{host.realpath(git_dir)}: refused",
+                    hint="check out the repository afresh (.git must be the checkout's own)",
+                )
+            out.append(BindMount(source=git_dir, target=git_dir, readonly=True, origin="guard"))
             git_ro = True
     data = sum(1 for m in out if m.target != draft.checkout and m.readonly) - int(git_ro)
     return tuple(out), f"{data} data mount(s)" + (" and .git" if git_ro else "") + " read-only"
@@ -314,10 +339,25 @@ def guard_for(settings: Settings, checkout: Path | None) -> Guard:
             )
         )
     mirrors = tuple((reg, host) for reg, hosts in settings.registry.mirrors for host in hosts)
+    mount_sources = policy.mount_sources or builtin_mount_sources(
+        p for _name, p in settings.project.profiles if settings.project.trusted
+    )
     return Guard(
         policy=policy,
         config_trusted=settings.project.trusted,
         images=images or (BUILTIN_REPOSITORY,),
         mirrors=mirrors,
         config_notes=settings.notes,
+        mount_sources=mount_sources,
     )
+
+
+def builtin_mount_sources(trusted: Iterable[Profile] = ()) -> tuple[str, ...]:
+    """The sources the trusted side declared: the built-in profiles' mounts and those of the
+    ``trusted`` profiles (a config outside the checkout), reduced to their roots."""
+    sources = [m.source for p in (*BUILTIN_PROFILES.values(), *trusted) for m in p.mounts]
+    roots: list[str] = []
+    for source in sorted(dict.fromkeys(sources), key=len):
+        if not any(is_under(source, root) for root in roots):
+            roots.append(source)
+    return tuple(sorted(roots))
