@@ -62,6 +62,13 @@ BUILTIN_REPOSITORY: Final = "docker.io/rocm/sgl-dev"
 # What the built-in rocm profile (the reference CI) adds that the default policy drops.
 REFERENCE_CAPS: Final = ("SYS_PTRACE",)
 REFERENCE_SECURITY_OPTS: Final = ("seccomp=unconfined",)
+# Docker's default capabilities ROCm does not need and a planted file would use: device nodes
+# (MKNOD), file capabilities (SETFCAP), set-id bits kept on write (FSETID); raw sockets
+# (NET_RAW), the audit log (AUDIT_WRITE), bounding-set changes (SETPCAP), chroot (SYS_CHROOT).
+# Dropped unless the policy's cap-add allows one (rocmenv.run.planted sweeps what is left).
+UNTRUSTED_CAP_DROP: Final = (
+    "MKNOD", "SETFCAP", "FSETID", "NET_RAW", "AUDIT_WRITE", "SETPCAP", "SYS_CHROOT",
+)  # fmt: skip
 SAFE_SECURITY_OPTS: Final = (
     "no-new-privileges",
     "no-new-privileges:true",
@@ -115,6 +122,10 @@ class Guard:
                 if _norm_cap(c) in REFERENCE_CAPS and not self._cap_allowed(c)]  # fmt: skip
         if caps:
             changes.append(f"cap-add {','.join(caps)} dropped")
+        drop = [c for c in UNTRUSTED_CAP_DROP if not self._cap_allowed(c)]
+        have = {_norm_cap(c) for c in draft.cap_drop}
+        cap_drop = (*draft.cap_drop, *(c for c in drop if c not in have))
+        changes.append(f"cap-drop {','.join(drop)}")
         opts = [o for o in draft.security_opt
                 if o in REFERENCE_SECURITY_OPTS and o not in self.policy.security_opt]  # fmt: skip
         if opts:
@@ -131,6 +142,7 @@ class Guard:
         mounts, mounts_note = _read_only(draft, host)
         spec = replace(
             draft, devices=devices, cap_add=tuple(c for c in draft.cap_add if c not in caps),
+            cap_drop=cap_drop,
             security_opt=tuple(o for o in draft.security_opt if o not in opts), ipc=ipc,
             env=tuple(env), mounts=mounts, untrusted=True,
         )  # fmt: skip
