@@ -37,11 +37,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Generator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from tests.support import tagset as _tagset
 from tests.support import testenv
@@ -56,6 +58,15 @@ def environment_problem() -> str | None:
     if not _problem_cache:
         _problem_cache.append(testenv.environment_problem())
     return _problem_cache[0]
+
+
+# Property tests: the same examples on every run (derandomised, no example database to carry
+# state between runs), so a clean CI run is reproducible; `make explore` (ROCMENV_HYPOTHESIS=
+# explore) runs them ten times longer with fresh randomness to look for new failures.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None)
+hypothesis_settings.register_profile("explore", derandomize=False, database=None,
+                                     max_examples=5000)  # fmt: skip
+hypothesis_settings.load_profile(os.environ.get("ROCMENV_HYPOTHESIS", "ci"))
 
 
 def pytest_configure(config: pytest.Config) -> None:

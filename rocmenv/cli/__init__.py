@@ -2,14 +2,19 @@
 
 Start-up is kept cheap: only the module of the command being run is imported (the others
 are registered by name and help text), and heavy libraries are imported inside commands.
+
+Output starts here, so this is where the values of secret-looking environment variables
+(:func:`looks_secret`) are registered for redaction, before anything is printed — and
+nothing more is imported when there are none.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from rocmenv import __version__
@@ -18,7 +23,7 @@ from rocmenv.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
 if TYPE_CHECKING:
     from rocmenv.context import Context
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "looks_secret", "main", "secret_env_values"]
 
 # name -> (module under rocmenv.cli, one-line help). Order is the order of `--help`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -41,6 +46,31 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("doctor", "check the engine, registry access and configuration"),
     "suite": ("suite", "list, plan and run test suites across GPU slots (local or Slurm)"),
 }
+
+
+#: A variable is secret-looking when its name, upper-cased, contains one of these...
+SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "_KEY",
+                     "APIKEY")  # fmt: skip
+#: ...or has one of these as a whole ``_``-separated word (GH_PAT; not PATH, PYTHONPATH, PATCH)
+SECRET_NAME_WORDS = ("PAT",)
+#: ...unless its last word is one of these: it names where a secret is (HF_TOKEN_PATH)
+LOCATION_WORDS = ("PATH", "FILE", "DIR")
+
+
+def looks_secret(name: str) -> bool:
+    """Whether an environment variable's value is a secret, judged by its name (README
+    "Secrets masked by value")."""
+    upper = name.upper()
+    words = upper.replace("-", "_").replace(".", "_").split("_")
+    if words[-1] in LOCATION_WORDS:
+        return False
+    return any(w in SECRET_NAME_WORDS for w in words) or any(p in upper for p in SECRET_NAME_PARTS)
+
+
+def secret_env_values(env: Mapping[str, str]) -> list[str]:
+    """The values of the secret-looking variables of ``env`` (which of them can be a secret
+    at all is :func:`rocmenv.redact.can_be_secret`'s call)."""
+    return [value for name, value in env.items() if value and looks_secret(name)]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,7 +127,20 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, *, ctx: Context | None = None) -> int:
     """Run one command; ``ctx`` (tests, embedding) replaces the process's environment,
-    working directory and streams (``--debug``/``--config`` still come from ``argv``)."""
+    working directory and streams (``--debug``/``--config`` still come from ``argv``).
+    The values of secret-looking variables in it are masked in everything the command
+    prints or writes (in GitHub Actions, ``::add-mask::`` lines come first)."""
+    env = ctx.env if ctx is not None else os.environ
+    secrets = secret_env_values(env)
+    if not secrets:  # nothing more to import
+        return _run_command(argv, ctx)
+    from rocmenv.cli._common import secrets_masked
+
+    with secrets_masked(env, ctx.stderr if ctx is not None else sys.stderr, secrets):
+        return _run_command(argv, ctx)
+
+
+def _run_command(argv: Sequence[str] | None, ctx: Context | None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     command = _command_in(args_in)
     parser = build_parser(command)
@@ -131,7 +174,6 @@ def main(argv: Sequence[str] | None = None, *, ctx: Context | None = None) -> in
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader closed stdout (`| head`): it has what it wanted
         import contextlib
-        import os
 
         with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rocmenv.context import Context
 from rocmenv.errors import RocmenvError
@@ -32,6 +34,23 @@ def warn(ctx: Context, message: str) -> None:
         ctx.stderr.write(f"::warning::{_annotation(message)}\n")
     else:
         ctx.stderr.write(f"rocmenv: warning: {message}\n")
+
+
+@contextmanager
+def secrets_masked(env: Mapping[str, str], stderr: TextIO, values: Sequence[str]) -> Iterator[None]:
+    """Mask ``values`` (secret environment values) in every redacted message until the command
+    ends. In GitHub Actions first tell the runner to hide each line of each of them in the
+    log, before anything else is printed: ``::add-mask::`` on stderr (stdout may be eval'd
+    or be one JSON document; the runner reads both)."""
+    from rocmenv.context import in_github_actions
+    from rocmenv.redact import masking, secret_lines
+
+    with masking(values):
+        if in_github_actions(env):
+            lines = dict.fromkeys(line for value in values for line in secret_lines(value))
+            stderr.write("".join(f"::add-mask::{_annotation(line)}\n" for line in lines))
+            stderr.flush()
+        yield
 
 
 def _annotation(message: str) -> str:

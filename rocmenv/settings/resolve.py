@@ -209,8 +209,10 @@ def _env_engine(env: Mapping[str, str]) -> EngineName | None:
 
 
 def _ignored(project: Project) -> tuple[str, ...]:
-    """The note that says what untrusted mode did not read from the checkout's file."""
-    name = project.path.name if project.path else "config"
+    """The note that says what untrusted mode did not read from the checkout's file (only a
+    file is ever distrusted: the built-ins are trusted)."""
+    assert project.path is not None
+    name = project.path.name
     notes = []
     ignored = [f"[{key}]" for key, raw in (("registry", project.registry), ("host", project.host))
                if raw is not None]  # fmt: skip
@@ -237,11 +239,9 @@ def _lockfile(
         ("project", _path(project.lockfile)), ("default", Path(DEFAULT_LOCKFILE)),
     )  # fmt: skip
     path: Path = given
-    if path.is_absolute():
-        return path, origin
-    if origin in ("flag", "env"):
+    if origin in ("flag", "env"):  # trusted input, relative to the working directory
         return ctx.cwd / path, origin
-    path = project.root / path
+    path = project.root / path  # an absolute one stays as it is
     if distrusted and not is_under(os.path.realpath(path), os.path.realpath(project.root)):
         raise ConfigError(
             f"lockfile in {project.where} points outside the project ({path}): refused in "

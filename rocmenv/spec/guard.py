@@ -44,7 +44,7 @@ be the attacker's).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -92,9 +92,15 @@ class Guard:
     images: tuple[str, ...] = (BUILTIN_REPOSITORY,)  # allowed repositories (domain/path)
     mirrors: tuple[tuple[str, str], ...] = ()  # trusted (registry, mirror host) pairs
     config_notes: tuple[str, ...] = ()  # what loading ignored from the checkout's config
-    # the allowlist: data mounts of a profile only under these (the policy's mount-sources,
-    # else the trusted config's profile mounts: guard_for)
-    mount_sources: tuple[str, ...] = field(default_factory=lambda: builtin_mount_sources())
+    # the allowlist: data mounts of a profile only under these (None: the policy's
+    # mount-sources, else the built-in profiles'; guard_for adds the trusted config's)
+    mount_sources: tuple[str, ...] | None = None
+
+    @property
+    def declared_sources(self) -> tuple[str, ...]:
+        if self.mount_sources is not None:
+            return self.mount_sources
+        return self.policy.mount_sources or builtin_mount_sources()
 
     def trusts(self, profile: Profile) -> bool:
         return profile.source == "built-in" or self.config_trusted
@@ -244,9 +250,9 @@ class Guard:
         if mount.origin == "cli":
             return None
         real = host.realpath(mount.source)
-        if any(is_under(real, host.realpath(root)) for root in self.mount_sources):
+        if any(is_under(real, host.realpath(root)) for root in self.declared_sources):
             return None
-        declared = ", ".join(self.mount_sources) or "none"
+        declared = ", ".join(self.declared_sources) or "none"
         return (
             f"data mounts only under the sources the trusted side declared ({declared}: the "
             "policy's mount-sources, else the trusted config's profile mounts); the checkout "

@@ -1,8 +1,12 @@
-"""The Engine protocol against the real engine, for both adapters: what other modules use
-(``capture``, ``image_env``, ``image_exists``, ``pull``, ``ping``) and what run/gc use."""
+"""The Engine protocol: what other modules use (``capture``, ``image_env``, ``image_exists``,
+``pull``, ``ping``) and what run/gc use, against every real engine adapter — and against the
+in-memory engine the run pipeline's unit tests use (``tests/support/fake_engine.py``), so it
+cannot drift from them. Tests that need a real process, mounts or a real pull take
+``real_engine``."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -11,28 +15,53 @@ import pytest
 
 from rocmenv.context import Context
 from rocmenv.engine.container import capture
-from rocmenv.engine.protocol import Engine
+from rocmenv.engine.protocol import Engine, ImageInfo
 from rocmenv.engine.select import make_engine
 from rocmenv.errors import EngineError, EngineStartError
 from rocmenv.spec.runspec import BindMount, RunSpec
 from tests.support import hostfacts, testenv
+from tests.support.fake_engine import FakeEngine
 
 # docker-api twice: over its standard-library transport and over docker-py's
-ENGINES = ("docker-api", "docker-api+docker-py", "docker-cli", "podman")
+REAL_ENGINES = ("docker-api", "docker-api+docker-py", "docker-cli", "podman")
+ENGINES = (*REAL_ENGINES, "fake")
 
 
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> Engine:
-    kind, _, transport = str(request.param).partition("+")
+def fake_engine(family: testenv.Family) -> Engine:
+    """The in-memory engine, holding the test family's images as the real store does."""
+    images = {
+        image.ref: ImageInfo(
+            id="sha256:" + hashlib.sha256(image.ref.encode()).hexdigest(),
+            env=tuple(image.env.items()),
+        )
+        for image in family
+    }
+    return FakeEngine(images=images)  # type: ignore[return-value]
+
+
+def made(param: str, family: testenv.Family) -> Engine:
+    if param == "fake":
+        return fake_engine(family)
+    kind, _, transport = param.partition("+")
     if kind == "podman":
         testenv.need("podman")
     env = dict(os.environ)
     if transport:
         env["ROCMENV_DOCKER_API_TRANSPORT"] = transport
-    made = make_engine(kind, Context(env=env))  # type: ignore[arg-type]
+    engine = make_engine(kind, Context(env=env))  # type: ignore[arg-type]
     if kind == "docker-api":
-        assert made.transport == (transport or "stdlib")  # type: ignore[attr-defined]
-    return made
+        assert engine.transport == (transport or "stdlib")  # type: ignore[attr-defined]
+    return engine
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, family: testenv.Family) -> Engine:
+    return made(str(request.param), family)
+
+
+@pytest.fixture(params=REAL_ENGINES)
+def real_engine(request: pytest.FixtureRequest, family: testenv.Family) -> Engine:
+    return made(str(request.param), family)
 
 
 def _mine(engine: Engine) -> list[str]:
@@ -58,9 +87,19 @@ def test_image_queries(engine: Engine, family: testenv.Family) -> None:
         engine.image_env("127.0.0.1:5000/rocmenv-test/absent:nope")
 
 
+def test_capture_keeps_the_streams_apart_and_the_exit_code(
+    engine: Engine, family: testenv.Family
+) -> None:
+    result = capture(engine, family["demo"].ref, ["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n")
+    assert not result.timed_out
+    assert _mine(engine) == []
+
+
 def test_run_capture_separates_streams_and_removes_the_container(
-    engine: Engine, family: testenv.Family, tmp_path
+    real_engine: Engine, family: testenv.Family, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
+    engine = real_engine
     (tmp_path / "f.txt").write_text("mounted\n")
     result = capture(
         engine,
@@ -152,6 +191,8 @@ def test_pull_fetches_from_the_registry(
     repo = registry.unique_repo(f"pull-{engine.kind}")
     registry.push_manifest_copy(family["demo"].ref, repo, "t1")
     ref = registry.ref(repo, "t1")
+    if isinstance(engine, FakeEngine):  # its registry is a dict: publish the same reference
+        engine.registry[ref] = engine.images[family["demo"].ref]
     events = []
     try:
         assert not engine.image_exists(ref)

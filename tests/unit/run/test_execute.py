@@ -5,107 +5,22 @@ Docker engine are in tests/integration/test_run*.py; this file checks the decisi
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rocmenv.context import Context
-from rocmenv.engine.protocol import ContainerInfo, ImageInfo, PullEvent
+from rocmenv.engine.protocol import ImageInfo
 from rocmenv.errors import EngineError, EngineStartError, RunNotStarted, StartFailure
 from rocmenv.run.execute import RunRequest, execute
-from rocmenv.settings.choices import EngineKind
 from rocmenv.settings.resolve import Flags
 from rocmenv.spec.labels import LABEL_IMAGE_DIGEST, LABEL_OWNER_PID, LABEL_SESSION
-from rocmenv.spec.runspec import Overrides, RunSpec
+from rocmenv.spec.runspec import Overrides
+from tests.support.fake_engine import FakeEngine
 
 DIGEST = "sha256:" + "d" * 64
-
-
-class FakeAttachment:
-    def __init__(self, code: int | None, error: BaseException | None = None) -> None:
-        self.code, self.error, self.closed = code, error, False
-
-    def join(self, timeout: float | None = None) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
-
-    def exit_code(self) -> int | None:
-        if self.error is not None:
-            raise self.error
-        return self.code
-
-
-class FakeEngine:
-    kind: EngineKind = "docker-api"
-
-    def __init__(self) -> None:
-        self.created: dict[str, RunSpec] = {}
-        self.names: dict[str, str | None] = {}
-        self.removed: list[str] = []
-        self.pulled: list[str] = []
-        self.present = True
-        self.create_error: EngineError | None = None
-        self.leave_behind = False  # a failed create that still made a container
-        self.exit_code: int | None = 0
-        self.start_error: BaseException | None = None
-
-    def image_info(self, image: str) -> ImageInfo | None:
-        if not self.present:
-            return None
-        return ImageInfo(
-            id="sha256:" + "1" * 64,
-            repo_digests=(f"rocm/sgl-dev@{DIGEST}",),
-            env=(("PYTHONPATH", "/image/lib"),),
-        )
-
-    def pull(self, image: str, *, progress: Callable[[PullEvent], None] | None = None) -> None:
-        self.pulled.append(image)
-        self.present = True
-
-    def create(self, spec: RunSpec, *, tty: bool = False, stdin_open: bool = False,
-               name: str | None = None) -> str:  # fmt: skip
-        cid = f"c{len(self.created)}" + "0" * 20
-        if self.create_error is not None:
-            if self.leave_behind:
-                self.created[cid] = spec
-            raise self.create_error
-        self.created[cid], self.names[cid] = spec, name
-        return cid
-
-    def start_attached(self, container_id: str, **_kw: Any) -> FakeAttachment:
-        if (
-            isinstance(self.start_error, EngineStartError)
-            and self.start_error.failure.exit_code == 125
-        ):
-            raise self.start_error
-        return FakeAttachment(self.exit_code, self.start_error)
-
-    def wait(self, container_id: str, timeout: float | None = None) -> int:
-        return self.exit_code or 0
-
-    def kill(self, container_id: str, signal: str = "SIGKILL") -> None:
-        pass
-
-    def remove(self, container_id: str, *, force: bool = True) -> None:
-        self.removed.append(container_id)
-
-    def list_containers(self, *, labels: Mapping[str, str | None]) -> list[ContainerInfo]:
-        return [
-            ContainerInfo(id=cid, name="", state="created", labels=spec.labels)
-            for cid, spec in self.created.items()
-            if all(spec.label_map.get(k) == v for k, v in labels.items())
-        ]
-
-    def inspect_container(self, container_id: str) -> dict[str, Any]:
-        raise EngineError("no such container")
-
-    @property
-    def alive(self) -> set[str]:
-        return set(self.created) - set(self.removed)
+IMAGE = "rocm/sgl-dev:v0.5.8-rocm700-mi30x-20260215"
 
 
 class Notes:
@@ -136,7 +51,15 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
-    fake = FakeEngine()
+    fake = FakeEngine(
+        images={
+            IMAGE: ImageInfo(
+                id="sha256:" + "1" * 64,
+                repo_digests=(f"rocm/sgl-dev@{DIGEST}",),
+                env=(("PYTHONPATH", "/image/lib"),),
+            )
+        }
+    )
     kinds: list[str] = []
 
     def make(kind: str, _ctx: Context) -> FakeEngine:

@@ -311,3 +311,144 @@ def test_a_control_character_in_a_slurm_setting_is_refused_in_every_mode(
     with pytest.raises(ConfigError, match="control character") as info:
         resolved(bare)
     assert key in str(info.value)
+
+
+# -- what each decision says (origins, notes, errors): what `config show --origin` relies on --
+
+
+def test_the_origin_of_slurm_policy_registry_and_host(project: Path, bare: Path) -> None:
+    assert resolved(project).origins["slurm"] == "project"
+    assert resolved(bare).origins["slurm"] == "default"
+    assert resolved(project, Flags(untrusted=True)).origins["slurm"] == "default"
+    assert resolved(bare).origins["policy"] == "default"
+    assert resolved(bare, Flags(untrusted=True)).origins["policy"] == "default"
+    policy = bare.parent / "policy.toml"
+    policy.write_text('cap-add = ["SYS_PTRACE"]\n')
+    env = {"ROCMENV_POLICY": str(policy)}
+    assert resolved(bare, Flags(untrusted=True), **env).origins["policy"] == "env"
+    assert resolved(bare, **env).origins["policy"] == "default"  # read only when untrusted
+    for variable in ("ROCMENV_MIRRORS", "ROCMENV_INSECURE_REGISTRIES", "ROCMENV_REGISTRY_TIMEOUT",
+                     "ROCMENV_REGISTRY_RETRIES", "ROCMENV_REGISTRY_DEADLINE"):  # fmt: skip
+        assert resolved(bare, **{variable: ENV[variable]}).origins["registry"] == "env"
+    assert resolved(project).origins["registry"] == "project"
+    assert resolved(bare).origins["registry"] == "default"
+    assert resolved(bare).origins["host"] == "default"
+
+
+def test_one_host_root_from_the_environment_keeps_the_other(project: Path) -> None:
+    sysfs_only = resolved(project, ROCMENV_SYSFS_ROOT="/env-sys").host
+    assert (sysfs_only.sysfs_root, sysfs_only.dev_root) == (Path("/env-sys"), project / "file-dev")
+    dev_only = resolved(project, ROCMENV_DEV_ROOT="/env-dev").host
+    assert (dev_only.sysfs_root, dev_only.dev_root) == (project / "file-sys", Path("/env-dev"))
+
+
+def test_the_notes_say_exactly_what_was_ignored(project: Path, bare: Path) -> None:
+    assert resolved(project).notes == ()
+    assert resolved(bare, Flags(untrusted=True)).notes == ()  # nothing of a checkout was read
+    assert resolved(project, Flags(untrusted=True)).notes == (
+        "ignored from the checkout's rocmenv.toml: [registry] and [host] (mirrors, insecure "
+        "registries and host roots come only from trusted input)",
+        "ignored from the checkout's rocmenv.toml: [slurm], [suites.s.slurm] (partition, account "
+        "and srun/sbatch arguments come only from trusted input)",
+    )
+
+
+def test_a_suite_that_is_not_a_table_has_the_top_level_slurm_settings(bare: Path) -> None:
+    from rocmenv.settings.project import Project
+
+    project = Project(path=None, root=bare, suites={"s": "slurm", "t": {"tests": []}},
+                      slurm={"partition": "p"})  # fmt: skip
+    settings = settings_for(Context(env={}, cwd=bare), project=project)
+    assert settings.slurm_for("s") == settings.slurm_for("t") == settings.slurm
+    assert settings.slurm.partition == "p"
+
+
+def test_a_bad_default_profile_is_named_even_when_a_flag_or_variable_picks_another(
+    project: Path,
+) -> None:
+    from rocmenv.errors import UsageError
+
+    text = (
+        (project / "rocmenv.toml")
+        .read_text()
+        .replace('default-profile = "p"', 'default-profile = "pp"')
+    )
+    (project / "rocmenv.toml").write_text(text)
+    with pytest.raises(UsageError, match=r"unknown profile 'pp'.*did you mean 'p'"):
+        resolved(project, Flags(profile="q"))
+    assert resolved(project, ROCMENV_PROFILE="q").profile.name == "q"  # the variable replaces it
+    with pytest.raises(UsageError, match="unknown profile 'qq'"):
+        resolved(project, Flags(profile="q"), ROCMENV_PROFILE="qq")
+
+
+def test_errors_say_what_to_do(project: Path) -> None:
+    from rocmenv.errors import UsageError
+
+    with pytest.raises(UsageError) as info:
+        resolved(project, ROCMENV_ENGINE="dockr")
+    assert info.value.hint == "use one of: auto, docker-api, docker-cli, podman"
+    text = (project / "rocmenv.toml").read_text()
+    (project / "rocmenv.toml").write_text(text.replace('"from-file.lock"', '"/elsewhere.lock"'))
+    with pytest.raises(ConfigError) as refused:
+        resolved(project, Flags(untrusted=True))
+    assert str(refused.value) == (
+        f"lockfile in {project / 'rocmenv.toml'} points outside the project (/elsewhere.lock): "
+        "refused in untrusted mode\nhint: keep rocmenv.lock inside the project, or name a "
+        "lockfile from trusted input (ROCMENV_LOCKFILE)"
+    )
+
+
+def test_a_policy_file_inside_the_checkout_is_refused(project: Path) -> None:
+    (project / "policy.toml").write_text('cap-add = ["ALL"]\n')
+    env = {"ROCMENV_POLICY": str(project / "policy.toml")}
+    with pytest.raises(ConfigError, match="inside the checkout"):
+        resolved(project, Flags(untrusted=True), **env)
+    with pytest.raises(ConfigError, match="inside the checkout"):
+        resolved(project / "sub" if (project / "sub").mkdir() is None else project,
+                 Flags(untrusted=True), **env)  # fmt: skip
+
+
+def test_a_relative_lockfile_from_the_flag_or_the_variable_is_the_working_directorys(
+    project: Path,
+) -> None:
+    sub = project / "sub"
+    sub.mkdir()
+    ctx = Context(env={"HOME": str(project)}, cwd=sub)
+    assert settings_for(ctx, Flags(lockfile=Path("x.lock"))).lockfile == sub / "x.lock"
+    ctx = Context(env={"HOME": str(project), "ROCMENV_LOCKFILE": "y.lock"}, cwd=sub)
+    assert settings_for(ctx).lockfile == sub / "y.lock"
+    assert settings_for(Context(env={}, cwd=sub)).lockfile == project / "from-file.lock"
+
+
+def test_trusted_mode_says_so_in_the_origins(bare: Path) -> None:
+    assert resolved(bare).origins["untrusted"] == "default"
+
+
+def test_a_distrusted_file_with_only_a_registry_table_gets_one_note(bare: Path) -> None:
+    (bare / "rocmenv.toml").write_text(
+        '[registry]\nmirrors = { "docker.io" = ["m.example:1"] }\n[suites.s]\ntests = []\n'
+    )
+    notes = resolved(bare, Flags(untrusted=True)).notes
+    assert len(notes) == 1 and "[registry]" in notes[0] and "[host]" not in notes[0]
+
+
+@pytest.mark.parametrize(
+    ("table", "where"),
+    [
+        ('[slurm]\ngpu-request = "gress"\n', "[slurm] in "),
+        ('[suites.s]\ntests = []\n[suites.s.slurm]\ngpu-request = "gress"\n',
+         "[suites.s.slurm] in "),
+        ("[host]\nsysfs = 1\n", "[host] in "),
+    ],
+)  # fmt: skip
+def test_a_bad_table_is_named_with_its_file(bare: Path, table: str, where: str) -> None:
+    (bare / "rocmenv.toml").write_text(table)
+    with pytest.raises(ConfigError) as info:
+        resolved(bare).slurm_for("s")
+    assert f"{where}{bare / 'rocmenv.toml'}" in str(info.value)
+
+
+def test_only_suite_tables_with_a_slurm_table_are_named_as_ignored(bare: Path) -> None:
+    (bare / "rocmenv.toml").write_text('[suites]\ns = "slurm"\n[suites.t.slurm]\naccount = "x"\n')
+    (note,) = resolved(bare, Flags(untrusted=True)).notes
+    assert "[suites.t.slurm]" in note and "[suites.s.slurm]" not in note and "[slurm]," not in note
