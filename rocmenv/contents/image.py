@@ -1,7 +1,9 @@
 """An image's contents from its layers' indexes, without pulling it.
 
-:func:`read_image` resolves the ``linux/amd64`` manifest, indexes every layer not yet in the
-:class:`LayerStore` (streaming it once from the registry), and
+:func:`read_image` resolves the ``linux/amd64`` manifest, checks every layer descriptor (a
+valid digest before it names anything, a media type, a size), indexes every layer not yet in
+the :class:`LayerStore` (streaming it once from the registry, within one
+:class:`~rocmenv.contents.budget.Budget` for the whole image), and
 :func:`~rocmenv.contents.merge.merge` stacks the indexes as the OCI image spec says.
 
 From the merged view: the interpreter ``python3`` on the image's ``PATH`` (symlinks
@@ -17,19 +19,15 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from rocmenv.contents.layer import LayerIndexJson, index_layer
+from rocmenv.contents.fetch import index_layers, layer_refs
 from rocmenv.contents.merge import Merged, merge, resolve
 from rocmenv.contents.store import LayerStore
 from rocmenv.grammar.reference import Reference
-from rocmenv.registry.blobs import open_blob
 from rocmenv.registry.client import RegistryClient
 from rocmenv.shims.catalogue import ShimInfo
-
-LAYER_JOBS = 3
 
 
 def read_config(client: RegistryClient, ref: Reference, platform: Any) -> dict[str, Any]:
@@ -339,22 +337,8 @@ def read_image(
     )
     config = read_config(client, ref, platform)
     targets = sorted({s.target for s in shims})
-    entries = [e for e in manifest.data.get("layers") or [] if isinstance(e, dict)]
-
-    def one(entry: Mapping[str, Any]) -> tuple[LayerIndexJson, bool]:
-        digest, media_type = str(entry.get("digest")), str(entry.get("mediaType", ""))
-        return store.index(
-            digest,
-            targets,
-            lambda: index_layer(
-                digest, media_type, open_blob(client, ref, platform.registry, digest), targets
-            ),
-        )
-
-    # Several layers at once, as the engine pulls (its default is 3 concurrent downloads):
-    # decompression and hashing release the GIL, and a remote registry's latency overlaps.
-    with ThreadPoolExecutor(max_workers=max(1, min(LAYER_JOBS, len(entries)))) as pool:
-        results = list(pool.map(one, entries))
+    layers = layer_refs(manifest.data, ref)
+    results = index_layers(client, store, ref, platform.registry, layers, targets)
     indexes = [index for index, _ in results]
     read = sum(1 for _, made in results if made)
     nbytes = sum(index["bytes"] for index, made in results if made)
@@ -370,7 +354,7 @@ def read_image(
         {
             m.group(1)
             for p in merged.files
-            if (m := re.fullmatch(r".*lib/python(\d+\.\d+)/os\.py", p))
+            if p.endswith("/os.py") and (m := _STDLIB_OS.fullmatch(p))
         }
     )
     doc = {
