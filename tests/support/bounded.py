@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -64,8 +65,6 @@ def run_bounded(
 ) -> Bounded:
     """``argv`` (``argv[0]`` a path) with ``RLIMIT_AS = address_space`` bytes, killed after
     ``timeout`` seconds."""
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report"
         done = _run(argv, report, address_space=address_space, timeout=timeout, env=env, cwd=cwd)
