@@ -7,8 +7,7 @@ when the CLI prints them (see :mod:`rocmenv.redact`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 # Documented exit codes (README "Exit codes"; a test keeps the table in sync).
 EXIT_OK = 0
@@ -173,9 +172,10 @@ class PatchConflict(OverrideFailed):
     """A patch neither applies nor is already applied."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class StartFailure:
-    """What went wrong when a container did not start (from the engine's error text)."""
+class StartFailure(NamedTuple):
+    """What went wrong when a container did not start (from the engine's error text). A
+    named tuple rather than a dataclass: this module is on every command's start-up path
+    (``rocmenv --help`` included) and ``dataclasses`` costs ~7 ms to import."""
 
     message: str
     option: str | None = None  # the option the engine refused, e.g. "--ulimit memlock=-1"
