@@ -41,7 +41,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
-from rocmenv.engine.cli_attach import CliAttachment
+from rocmenv.engine.cli_attach import CliAttachment, run_on_terminal
 from rocmenv.engine.podman import podman_args, podman_events
 from rocmenv.engine.protocol import (
     ContainerInfo,
@@ -126,12 +126,24 @@ class WhalesEngine:
             self._client = DockerClient(client_call=[self._binary])
         return self._client
 
-    def _cli(self, *args: str, timeout: float | None = 120) -> str:
+    def _cli(
+        self, *args: str, timeout: float | None = 120, console: tuple[int, int] | None = None
+    ) -> str:
+        """Run the CLI, its output captured. In a session of its own: a terminal's Ctrl-C
+        reaches rocmenv alone, which decides (a `docker create` cut short by it could leave
+        a container nobody knows the id of). ``console``: stdout is a pseudo-terminal of that
+        size (rows, columns) — ``docker create -t`` then sends it as the ``ConsoleSize``."""
         argv = [*self._cmd, *args]
+        if console is not None:
+            code, out, err = run_on_terminal(argv, self._env, console, timeout, kind=self.kind)
+            if code != 0:
+                raise CliError(argv, code, err)
+            return out
         try:
             done = subprocess.run(
-                argv, env=self._env, capture_output=True, timeout=timeout, check=False
-            )
+                argv, env=self._env, capture_output=True, timeout=timeout, check=False,
+                start_new_session=True,
+            )  # fmt: skip
         except subprocess.TimeoutExpired:
             raise CliError(argv, -1, f"timed out after {timeout} s") from None
         except OSError as err:
@@ -281,6 +293,7 @@ class WhalesEngine:
         tty: bool = False,
         stdin_open: bool = False,
         name: str | None = None,
+        console_size: tuple[int, int] | None = None,
     ) -> str:
         # The options renderer's arguments; host-taken variables (--env NAME) are resolved by
         # the CLI from its environment, which is ours: values never appear on a command line.
@@ -297,8 +310,13 @@ class WhalesEngine:
             args.append("--interactive")
         if name:
             args.append(f"--name={name}")
+        # podman has no console size at create: `podman start --attach` sets it before the
+        # command runs. The docker CLI sends its stdout's size: give it a terminal that size.
+        console = console_size if tty and self.kind == "docker-cli" else None
         try:
-            out = self._cli("create", "--pull=never", *args, spec.image, *spec.command)
+            out = self._cli(
+                "create", "--pull=never", *args, spec.image, *spec.command, console=console
+            )
         except CliError as err:
             text = redact(err.stderr)
             if "Cannot connect to the Docker daemon" in text:
@@ -321,7 +339,7 @@ class WhalesEngine:
             failure = explain_start_failure(redact(err.stderr))
             raise EngineStartError(failure.message, failure=failure) from None
 
-    def start_attached(
+    def attach(
         self,
         container_id: str,
         *,
@@ -330,22 +348,15 @@ class WhalesEngine:
         stdin_fd: int | None = None,
         tty: bool = False,
     ) -> CliAttachment:
+        """``docker|podman start --attach`` is both: :meth:`CliAttachment.start` runs it."""
         argv = [*self._cmd, "start", "--attach"]
         if stdin_fd is not None:
             argv.append("--interactive")
         argv.append(container_id)
-        try:
-            proc = subprocess.Popen(
-                argv,
-                env=self._env,
-                stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
-                stdout=stdout_fd,
-                stderr=stderr_fd if tty else subprocess.PIPE,
-                start_new_session=not tty,
-            )
-        except OSError as err:
-            raise EngineUnavailable(f"{self.kind}: cannot run {argv[0]}: {err}") from None
-        return CliAttachment(self, container_id, proc, stderr_fd=stderr_fd)
+        return CliAttachment(
+            self, container_id, argv, env=self._env, stdout_fd=stdout_fd, stderr_fd=stderr_fd,
+            stdin_fd=stdin_fd, tty=tty,
+        )  # fmt: skip
 
     def wait(self, container_id: str, timeout: float | None = None) -> int:
         try:
