@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rocmenv.engine.attach import STDERR, AttachStream, demux
+from rocmenv.engine.hints import unreachable_hint
 from rocmenv.engine.protocol import (
     ContainerInfo,
     EngineInfo,
@@ -29,7 +30,7 @@ from rocmenv.engine.protocol import (
     StoreInfo,
     explain_start_failure,
 )
-from rocmenv.engine.select import START_HINT, EngineOptions
+from rocmenv.engine.select import EngineOptions
 from rocmenv.engine.wire import (
     DockerPyWire,
     Query,
@@ -86,7 +87,7 @@ class DockerApiEngine:
         except WireUnavailable as err:
             raise EngineUnavailable(
                 f"the Docker engine does not answer: {redact(str(err))}",
-                hint=START_HINT,
+                hint=unreachable_hint(str(err), self._env),
             ) from None
 
     @property
@@ -112,7 +113,7 @@ class DockerApiEngine:
         except WireUnavailable as err:
             raise EngineUnavailable(
                 f"the Docker engine does not answer: {redact(str(err))}",
-                hint=START_HINT,
+                hint=unreachable_hint(str(err), self._env),
             ) from None
         except WireTimeout as err:
             raise EngineError(f"docker-api: {action or path}: {err}") from None
@@ -309,7 +310,7 @@ class DockerApiEngine:
         except WireUnavailable as err:
             raise EngineUnavailable(
                 f"the Docker engine does not answer: {redact(str(err))}",
-                hint=START_HINT,
+                hint=unreachable_hint(str(err), self._env),
             ) from None
         except WireStatus as err:
             raise EngineError(f"docker-api: attaching failed: {redact(err.message)}") from None

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from rocmenv.engine.cli_attach import CliAttachment, run_on_terminal
+from rocmenv.engine.hints import cli_unreachable, unreachable_hint
 from rocmenv.engine.podman import podman_args, podman_events
 from rocmenv.engine.protocol import (
     ContainerInfo,
@@ -52,7 +53,7 @@ from rocmenv.engine.protocol import (
     StoreInfo,
     explain_start_failure,
 )
-from rocmenv.engine.select import START_HINT, EngineOptions
+from rocmenv.engine.select import EngineOptions
 from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable, StartFailure
 from rocmenv.redact import redact
 from rocmenv.settings.choices import EngineKind
@@ -154,8 +155,9 @@ class WhalesEngine:
 
     def _fail(self, action: str, err: CliError) -> EngineError:
         text = redact(err.stderr.strip() or str(err))
-        if "Cannot connect to the Docker daemon" in text or "Is the docker daemon running" in text:
-            return EngineUnavailable(f"{self.kind}: {action} failed: {text}", hint=START_HINT)
+        if cli_unreachable(text):
+            hint = unreachable_hint(text, self._env)
+            return EngineUnavailable(f"{self.kind}: {action} failed: {text}", hint=hint)
         return EngineError(f"{self.kind}: {action} failed: {text}")
 
     # -- images --------------------------------------------------------------------------
@@ -163,9 +165,13 @@ class WhalesEngine:
         # One `info` call in JSON (no model parsing): docker and podman shape it differently.
         try:
             info = json.loads(self._cli("info", "--format", "{{json .}}"))
+            errors = "; ".join(str(e) for e in info.get("ServerErrors") or ())
+            if errors:  # the docker CLI may exit 0 with only its own half of `info`
+                raise CliError(["docker", "info"], 0, errors)
         except CliError as err:
             raise EngineUnavailable(
-                f"{self.kind}: the engine does not answer: {redact(err.stderr)}", hint=START_HINT
+                f"{self.kind}: the engine does not answer: {redact(err.stderr)}",
+                hint=unreachable_hint(err.stderr, self._env),
             ) from None
         host = info.get("host") or {}
         version = info.get("version") or {}
