@@ -51,7 +51,7 @@ class Pane:
         if cwd is not None:
             lines.append(f"cd {shlex.quote(str(cwd))}")
         lines.append(shlex.join(argv))
-        lines.append(f'echo $? > {shlex.quote(str(self._dir / "status"))}')
+        lines.append(f"echo $? > {shlex.quote(str(self._dir / 'status'))}")
         lines.append("exec sleep 3600")  # the pane stays, its screen untouched
         script.write_text("\n".join(lines) + "\n")
         script.chmod(0o755)

@@ -52,7 +52,9 @@ def _pull(tmp_path: Path, ref: str, engine: str, **env: str) -> tuple[list[str],
 def _check_live(screen: list[str], width: int) -> None:
     """What must hold at any moment: one total line at most, nothing wider than the pane."""
     assert sum(bool(TOTAL_LINE.search(line)) for line in screen) <= 1, screen
-    assert all(len(line) <= width for line in screen), [line for line in screen if len(line) > width]
+    assert all(len(line) <= width for line in screen), [
+        line for line in screen if len(line) > width
+    ]
 
 
 def _watch(pane: Pane, width: int, resize: tuple[int, int] | None = None) -> int:

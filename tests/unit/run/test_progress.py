@@ -66,15 +66,15 @@ def test_a_redraw_moves_up_by_the_rows_the_frame_takes_now() -> None:
         display.event(PullEvent(layer=f"{n:012x}", status="Downloading", current=1, total=9))
     before = term.getvalue()
     display.event(PullEvent(layer="0" * 12, status="Downloading", current=2, total=9))
-    assert "\r\x1b[3A\x1b[J" in term.getvalue()[len(before):]
+    assert "\r\x1b[3A\x1b[J" in term.getvalue()[len(before) :]
     total = display.drawn[-1]  # the total line's length as drawn at 200 columns
     assert total >= 80
     width[0] = 80  # the terminal shrank: the total line (drawn at 200) is now two rows or more
     rows_now = 3 + -(-total // 80)
     before = term.getvalue()
     display.event(PullEvent(layer="1".zfill(12), status="Downloading", current=3, total=9))
-    assert f"\r\x1b[{rows_now - 1}A\x1b[J" in term.getvalue()[len(before):]
-    assert all(len(line) < 80 for line in _frames(term.getvalue()[len(before):])[-1].split("\n"))
+    assert f"\r\x1b[{rows_now - 1}A\x1b[J" in term.getvalue()[len(before) :]
+    assert all(len(line) < 80 for line in _frames(term.getvalue()[len(before) :])[-1].split("\n"))
 
 
 def test_every_line_written_on_a_terminal_fits_it() -> None:
