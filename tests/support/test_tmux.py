@@ -31,7 +31,7 @@ def test_a_pane_has_the_asked_size_and_its_screen_reads_back(width: int, height:
 
 def test_resize_changes_what_the_program_sees() -> None:
     with Pane(200, 50, ["sh", "-c", "read _; stty size"]) as pane:
-        assert wait_for(lambda: pane.screen()[0] == "", 10)
+        assert wait_for(lambda: pane.screen()[0] == "", 30)
         pane.resize(80, 24)
         pane.keys("Enter")
         assert wait_for(lambda: "24 80" in pane.text(), 30), pane.text()

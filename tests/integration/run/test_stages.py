@@ -24,7 +24,8 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
 
 HANG = 120.0  # a ceiling that only catches a hang
 STAGES = [stage.value for stage in Stage]
-TRAPPING = 'trap "echo got-$1; exit 7" INT TERM; while :; do sleep 0.1; done'
+READY = "trap-ready"  # written in the working directory (the checkout, mounted)
+TRAPPING = f'trap "echo got-$1; exit 7" INT TERM; touch {READY}; while :; do sleep 0.1; done'
 # what exists on the engine while the run is parked at the start of each stage
 NO_CONTAINER, CREATED, RUNNING = "none", "created", "running"
 STATE_AT = {"start-up": NO_CONTAINER, "image": NO_CONTAINER, "create": NO_CONTAINER,
@@ -68,6 +69,8 @@ def test_an_interrupt_at_each_stage_ends_the_run_and_leaves_no_container(
         assert parked.read_text().split()[0] == stage
         if stage in STATE_AT:
             assert _state(project) == STATE_AT[stage]
+        if stage == "running":  # the signal must meet the trap, however slow the start
+            assert wait_for((project.cwd / READY).exists, HANG), "the trap was never installed"
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=HANG)
     finally:
