@@ -1,7 +1,7 @@
 # Targets CI uses too (.ci/run = ROCMENV_REQUIRE_ENGINE=1 scripts/test.sh).
 VENV := .venv/bin
 
-.PHONY: setup test lint format demo ci
+.PHONY: setup test lint format demo ci mutation explore
 
 setup:          ## install packages, start dockerd + registries, build the test images
 	scripts/setup.sh
@@ -23,3 +23,9 @@ demo:           ## the README demo (rocmenv run with the shim in an old-aiter im
 
 ci:             ## what CI runs
 	.ci/run
+
+mutation:       ## mutation scores of the modules that guard users (slow; not in CI): make mutation ARGS='settings lock'
+	$(VENV)/python scripts/mutation.py $(ARGS)
+
+explore:        ## the property tests, longer and with fresh randomness (CI runs them derandomised)
+	ROCMENV_HYPOTHESIS=explore $(VENV)/pytest -q -p no:cacheprovider tests/unit

@@ -2,11 +2,17 @@
 it replaced (adjacent ``\\s*`` runs that backtrack quadratically), on lines of N spaces and of
 N bullet characters; and ``redact()`` (run on every message) on N characters of "a.a.a…" and
 of "authorization:" + spaces, new vs its old URL and Authorization patterns (the engine
-socket reader is covered by tests/unit/engine/test_wire.py).
+socket reader is covered by tests/unit/engine/test_wire.py); and ``redact()`` with 40
+secret values registered (what ``masking`` holds for ~10 secret environment variables) on N
+characters of pip output with one of them in it, and with a registered "abab" on N
+characters of "abab…" (every occurrence overlaps the next: the worst case of the merged
+spans), new (one ``str.find`` pass per value, spans merged) vs the old ``str.replace`` per
+value (linear too, but a secret overlapping another kept its tail).
 
 Usage: .venv/bin/python benchmarks/bench_hostile.py [--sizes 5000,20000,50000]
 Target: the new parser linear (10x the input, ~10x the time) and under 10 ms at 50,000
-characters; the old one is shown for the record (quadratic: 17 s at 50,000 spaces).
+characters; the old one is shown for the record (quadratic: 17 s at 50,000 spaces);
+redact() linear in every row.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import argparse
 import re
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -41,6 +48,45 @@ def _old(pattern: re.Pattern[str], text: str, size: int, args: argparse.Namespac
     start = time.perf_counter()
     pattern.sub("x", text)
     return f"{(time.perf_counter() - start) * 1000:.0f} ms"
+
+
+def _old_replace(values: list[str]) -> object:
+    def old(text: str) -> str:
+        for value in sorted(values, key=len, reverse=True):
+            text = text.replace(value, "***")
+        return text
+
+    return old
+
+
+def _registered_rows(args: argparse.Namespace, redact: object) -> list[list[str]]:
+    import random
+    import string
+
+    from rocmenv.redact import _mask_values, masking
+
+    rng = random.Random(1)
+    alphabet = string.ascii_letters + string.digits
+    values = ["".join(rng.choices(alphabet, k=rng.randint(20, 60))) for _ in range(40)]
+    pip = "Collecting foo==1.2.3\n  Downloading https://files.example/foo-1.2.3.tar.gz (12 kB)\n"
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        text = (pip * (size // len(pip) + 1))[:size]
+        text = text[: size // 2] + values[7] + text[size // 2 :]
+        for shape, registered, sample in (
+            ("40 values, pip output", values, text),
+            ("'abab' in 'abab…'", ["abab"], "ab" * (size // 2)),
+        ):
+            with masking(registered):
+                whole = min(timed(redact, sample) for _ in range(3))
+            new = min(
+                timed(partial(_mask_values, values=tuple(registered)), sample) for _ in range(3)
+            )
+            old = min(timed(_old_replace(registered), sample) for _ in range(3))
+            rows.append([f"{size:,}", f"values: {shape}", f"{new * 1000:.2f} ms",
+                         f"{old * 1000:.2f} ms"])  # fmt: skip
+            rows.append([f"{size:,}", f"redact(): {shape}", f"{whole * 1000:.2f} ms", "-"])
+    return rows
 
 
 def main() -> None:
@@ -70,6 +116,7 @@ def main() -> None:
             rows.append(
                 [f"{size:,}", shape, f"{new * 1000:.2f} ms", _old(old_re, text, size, args)]
             )
+    rows += _registered_rows(args, redact)
     print(table(rows, ["chars", "input", "new", "old"]))
     print(machine_note())
 

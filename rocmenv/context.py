@@ -26,7 +26,7 @@ class Context:
 
     @property
     def in_github_actions(self) -> bool:
-        return self.env.get("GITHUB_ACTIONS") == "true"
+        return in_github_actions(self.env)
 
     @property
     def stdin_is_tty(self) -> bool:
@@ -43,6 +43,11 @@ class Context:
     def flag(self, name: str) -> bool:
         """An environment switch: ``1``/``true``/``yes``/``on`` (any case) is true."""
         return env_flag(self.env, name)
+
+
+def in_github_actions(env: Mapping[str, str]) -> bool:
+    """Whether this runs as a GitHub Actions step (the runner sets ``GITHUB_ACTIONS=true``)."""
+    return env.get("GITHUB_ACTIONS") == "true"
 
 
 def env_flag(env: Mapping[str, str], name: str) -> bool:

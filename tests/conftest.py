@@ -37,11 +37,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Generator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from tests.support import tagset as _tagset
 from tests.support import testenv
@@ -58,6 +60,15 @@ def environment_problem() -> str | None:
     return _problem_cache[0]
 
 
+# Property tests: the same examples on every run (derandomised, no example database to carry
+# state between runs), so a clean CI run is reproducible; `make explore` (ROCMENV_HYPOTHESIS=
+# explore) runs them ten times longer with fresh randomness to look for new failures.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None)
+hypothesis_settings.register_profile("explore", derandomize=False, database=None,
+                                     max_examples=5000)  # fmt: skip
+hypothesis_settings.load_profile(os.environ.get("ROCMENV_HYPOTHESIS", "ci"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -68,6 +79,23 @@ def pytest_configure(config: pytest.Config) -> None:
         testenv.require_engine()
     except testenv.RequireFlagError as exc:
         raise pytest.UsageError(str(exc)) from None
+    isolate_site_config()
+
+
+#: Where the tests' rocmenv looks for "/etc/rocmenv/config.toml": a path that never exists.
+NO_SITE_CONFIG = Path("/nonexistent/rocmenv-tests/etc/rocmenv/config.toml")
+
+
+def isolate_site_config() -> None:
+    """No test reads the machine's real site configuration by accident: an empty
+    ``ROCMENV_SITE_CONFIG`` (no site file) for every process that inherits the environment
+    (the CLI run as a subprocess, ``Context()``), and for contexts built with an environment
+    of their own, the default location moved to a path that does not exist. A test that
+    wants a site file names one with ``ROCMENV_SITE_CONFIG``."""
+    import rocmenv.settings.site as site
+
+    os.environ["ROCMENV_SITE_CONFIG"] = ""
+    site.SYSTEM_SITE_CONFIG = NO_SITE_CONFIG  # type: ignore[misc]
 
 
 def _skip_as_failure(report: pytest.TestReport | pytest.CollectReport) -> None:

@@ -67,8 +67,9 @@ class CommandResult:
             "returncode": self.returncode,
             "timed_out": self.timed_out,
             "duration_s": round(self.duration_s, 3),
-            "stdout_tail": redact(self.stdout[-TAIL_CHARS:]),
-            "stderr_tail": redact((self.stderr + (self.start_error or ""))[-TAIL_CHARS:]),
+            # redacted, then cut: a cut first could start inside a secret and leave its tail
+            "stdout_tail": redact(self.stdout)[-TAIL_CHARS:],
+            "stderr_tail": redact(self.stderr + (self.start_error or ""))[-TAIL_CHARS:],
         }
 
 

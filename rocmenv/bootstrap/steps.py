@@ -11,7 +11,7 @@ each reported in one line and in the JSON report:
 5. ``environment`` — :mod:`rocmenv.bootstrap.envreport`, always
 
 A failing step (exit 1) stops the steps after it, except the environment report, which always
-runs: the report of a failed bootstrap is the diagnosis. Bad input (a ref git must not see,
+runs: the report of a failed bootstrap is the diagnosis (:mod:`rocmenv.bootstrap.progress`). Bad input (a ref git must not see,
 a missing patch file) is refused before any step runs (exit 2).
 
 **Exporting PYTHONPATH** (``--export``): ``github-env`` appends ``PYTHONPATH=<value>`` to the
@@ -34,27 +34,23 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from rocmenv.bootstrap.commands import Runner, run_command
-from rocmenv.bootstrap.gpuwait import GpuWaitDeps, GpuWaitOptions
+from rocmenv.bootstrap.gpuwait import GpuWaitDeps, GpuWaitOptions, GpuWaitResult, wait_for_gpus
+from rocmenv.bootstrap.progress import Progress, Step, StepJSON, StepStatus, off
 from rocmenv.bootstrap.refs import OverridePlan
 from rocmenv.context import Context
-from rocmenv.errors import ConfigError, RocmenvError, StepFailed
+from rocmenv.errors import ConfigError, RocmenvError
 from rocmenv.hostfs import write_atomic
+
+if TYPE_CHECKING:
+    from rocmenv.bootstrap.overrides import OverrideResult
+    from rocmenv.bootstrap.procs import ReapResult
 
 REPORT_VERSION = 1
 ExportMethod = Literal["auto", "github-env", "shell", "none"]
-StepStatus = Literal["ok", "failed", "skipped", "disabled"]
 STEP_NAMES = ("gpu-wait", "reap", "shims", "overrides", "environment")
-
-
-class StepJSON(TypedDict):
-    name: str
-    status: StepStatus
-    summary: str
-    duration_s: float
-    details: dict[str, Any]
 
 
 class BootstrapReportJSON(TypedDict):
@@ -85,29 +81,6 @@ class BootstrapOptions:
     overrides: OverridePlan = field(default_factory=lambda: OverridePlan(targets=()))
     python: str = field(default_factory=lambda: sys.executable)
     sysfs_root: Path = Path("/sys")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Step:
-    name: str
-    status: StepStatus
-    summary: str
-    duration_s: float = 0.0
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> StepJSON:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "summary": self.summary,
-            "duration_s": round(self.duration_s, 3),
-            "details": dict(self.details),
-        }
-
-    def line(self) -> str:
-        from rocmenv.redact import redact
-
-        return redact(f"{self.name:<11} {self.status:<8} {self.summary}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,38 +182,6 @@ def do_export(
 # ------------------------------------------------------------------ steps
 
 
-def _install_shims(ctx: Context, options: BootstrapOptions) -> tuple[Step, dict[str, str]]:
-    from rocmenv.shims.bundle import install_launcher, merge_pythonpath, prepare_launcher
-
-    start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="rocmenv-bundle-") as tmp:
-        try:
-            bundle = prepare_launcher(ctx, cache_dir=Path(tmp))
-        except ModuleNotFoundError as err:
-            raise ConfigError(
-                f"cannot read the shim catalogue: {err}",
-                hint="install rocmenv with its dependency `packaging` next to it, e.g. "
-                "pip install --no-deps --target DIR rocmenv packaging",
-            ) from None
-        target = install_launcher(ctx, options.launcher_dir, bundle=bundle)
-    pythonpath = merge_pythonpath(str(target), ctx.env.get("PYTHONPATH"))
-    names = [s.name for s in bundle.shims]
-    step = Step(
-        name="shims",
-        status="ok",
-        summary=f"launcher in {target} ({len(names)} shim{'s' if len(names) != 1 else ''}: "
-        f"{', '.join(names) or 'none'})",
-        duration_s=time.monotonic() - start,
-        details={
-            "launcher_dir": str(target),
-            "digest": bundle.digest,
-            "shims": names,
-            "pythonpath": pythonpath,
-        },
-    )
-    return step, {"PYTHONPATH": pythonpath}
-
-
 @dataclass(frozen=True, kw_only=True)
 class BootstrapDeps:
     """Seams for tests: the subprocess runner, the GPU wait's clock/sleep."""
@@ -258,146 +199,113 @@ def run_bootstrap(
     deps = deps or BootstrapDeps()
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = deps.clock()
-    steps: list[Step] = []
-    error: RocmenvError | None = None
-    exports: dict[str, str] = {}
-    gfx_from_wait: tuple[str, ...] = ()
-
-    def skipped(name: str) -> Step:
-        return Step(name=name, status="skipped", summary="skipped: an earlier step failed")
-
-    def failed(name: str, err: RocmenvError, start: float) -> Step:
-        details = dict(err.details) if isinstance(err, StepFailed) else {}
-        return Step(
-            name=name,
-            status="failed",
-            summary=err.what.splitlines()[0],
-            duration_s=deps.clock() - start,
-            details=details,
-        )
-
-    # 1. GPU wait
-    start = deps.clock()
-    if not options.gpu_wait:
-        steps.append(Step(name="gpu-wait", status="disabled", summary="--no-gpu-wait"))
-    else:
-        from rocmenv.bootstrap.gpuwait import wait_for_gpus
-
-        gpu_deps = deps.gpu or GpuWaitDeps(run=deps.run)
-        try:
-            waited = wait_for_gpus(options.gpu, ctx.env, gpu_deps)
-        except RocmenvError as err:
-            error = err
-            steps.append(failed("gpu-wait", err, start))
-        else:
-            gfx_from_wait = waited.gfx_targets
-            steps.append(
-                Step(
-                    name="gpu-wait",
-                    status="ok",
-                    summary=waited.summary(),
-                    duration_s=deps.clock() - start,
-                    details=waited.to_json(),
-                )
-            )
-
-    # 2. stale processes
-    start = deps.clock()
-    if error is not None:
-        steps.append(skipped("reap"))
-    elif not options.reap:
-        steps.append(Step(name="reap", status="disabled", summary="--no-reap"))
-    else:
-        from rocmenv.bootstrap.procs import reap_stale
-
-        try:
-            reaped = reap_stale(
-                proc_root=options.proc_root, self_pid=deps.self_pid, grace=options.reap_grace
-            )
-        except RocmenvError as err:
-            error = err
-            steps.append(failed("reap", err, start))
-        else:
-            steps.append(
-                Step(
-                    name="reap",
-                    status="ok",
-                    summary=reaped.summary(),
-                    duration_s=deps.clock() - start,
-                    details=reaped.to_json(),
-                )
-            )
-
-    # 3. shims
-    start = deps.clock()
-    if error is not None:
-        steps.append(skipped("shims"))
-    elif not options.shims:
-        steps.append(Step(name="shims", status="disabled", summary="--no-shims"))
-    else:
-        try:
-            step, exports = _install_shims(ctx, options)
-        except RocmenvError as err:
-            error = err
-            steps.append(failed("shims", err, start))
-        else:
-            steps.append(step)
-
-    # 4. overrides
-    start = deps.clock()
-    if error is not None:
-        steps.append(skipped("overrides"))
-    elif options.overrides.empty:
-        steps.append(Step(name="overrides", status="disabled", summary="no overrides requested"))
-    else:
-        from rocmenv.bootstrap.overrides import run_overrides
-
-        plan = options.overrides
-        if not plan.python:
-            plan = dataclasses.replace(plan, python=options.python)
-        try:
-            overridden = run_overrides(plan, ctx.env, run=deps.run)
-        except RocmenvError as err:
-            error = err
-            steps.append(failed("overrides", err, start))
-        else:
-            steps.append(
-                Step(
-                    name="overrides",
-                    status="ok",
-                    summary=overridden.summary(),
-                    duration_s=deps.clock() - start,
-                    details=overridden.to_json(),
-                )
-            )
-
-    # 5. environment report (always)
-    start = deps.clock()
-    environment, env_step = _environment(ctx, options, deps, gfx_from_wait, exports)
-    steps.append(
-        Step(
-            name="environment",
-            status=env_step[0],
-            summary=env_step[1],
-            duration_s=deps.clock() - start,
-            details=env_step[2],
-        )
+    progress = Progress(clock=deps.clock)
+    waited = progress.run(
+        "gpu-wait", off(options.gpu_wait, "--no-gpu-wait"), lambda: _wait(ctx, options, deps)
     )
-
-    export = Export(method="none", values=exports)
-    if exports and error is None:
-        try:
-            export = do_export(ctx, exports, options.export, json_output=options.json_output)
-        except RocmenvError as err:
-            error = err
+    progress.run("reap", off(options.reap, "--no-reap"), lambda: _reap(options, deps))
+    shims = progress.run(
+        "shims", off(options.shims, "--no-shims"), lambda: _install_shims(ctx, options)
+    )
+    progress.run(
+        "overrides",
+        off(not options.overrides.empty, "no overrides requested"),
+        lambda: _overrides(ctx, options, deps),
+    )
+    exports = dict(shims.exports) if shims is not None else {}
+    gfx_from_wait = waited.gfx_targets if waited is not None else ()
+    environment = progress.always(
+        "environment", lambda: _environment(ctx, options, deps, gfx_from_wait, exports)
+    )
+    export = _export(progress, ctx, options, exports)
     return BootstrapResult(
-        steps=tuple(steps),
+        steps=tuple(progress.steps),
         export=export,
         environment=environment,
-        error=error,
+        error=progress.error,
         started_at=started_at,
         duration_s=deps.clock() - t0,
     )
+
+
+def _wait(ctx: Context, options: BootstrapOptions, deps: BootstrapDeps) -> GpuWaitResult:
+    return wait_for_gpus(options.gpu, ctx.env, deps.gpu or GpuWaitDeps(run=deps.run))
+
+
+def _reap(options: BootstrapOptions, deps: BootstrapDeps) -> ReapResult:
+    from rocmenv.bootstrap.procs import reap_stale
+
+    return reap_stale(proc_root=options.proc_root, self_pid=deps.self_pid, grace=options.reap_grace)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _ShimsInstalled:
+    target: Path
+    digest: str
+    names: tuple[str, ...]
+    pythonpath: str
+
+    @property
+    def exports(self) -> dict[str, str]:
+        return {"PYTHONPATH": self.pythonpath}
+
+    def summary(self) -> str:
+        names = self.names
+        return (
+            f"launcher in {self.target} ({len(names)} shim{'s' if len(names) != 1 else ''}: "
+            f"{', '.join(names) or 'none'})"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "launcher_dir": str(self.target),
+            "digest": self.digest,
+            "shims": list(self.names),
+            "pythonpath": self.pythonpath,
+        }
+
+
+def _install_shims(ctx: Context, options: BootstrapOptions) -> _ShimsInstalled:
+    from rocmenv.shims.bundle import install_launcher, merge_pythonpath, prepare_launcher
+
+    with tempfile.TemporaryDirectory(prefix="rocmenv-bundle-") as tmp:
+        try:
+            bundle = prepare_launcher(ctx, cache_dir=Path(tmp))
+        except ModuleNotFoundError as err:
+            raise ConfigError(
+                f"cannot read the shim catalogue: {err}",
+                hint="install rocmenv with its dependency `packaging` next to it, e.g. "
+                "pip install --no-deps --target DIR rocmenv packaging",
+            ) from None
+        target = install_launcher(ctx, options.launcher_dir, bundle=bundle)
+    return _ShimsInstalled(
+        target=target,
+        digest=bundle.digest,
+        names=tuple(s.name for s in bundle.shims),
+        pythonpath=merge_pythonpath(str(target), ctx.env.get("PYTHONPATH")),
+    )
+
+
+def _overrides(ctx: Context, options: BootstrapOptions, deps: BootstrapDeps) -> OverrideResult:
+    from rocmenv.bootstrap.overrides import run_overrides
+
+    plan = options.overrides
+    if not plan.python:
+        plan = dataclasses.replace(plan, python=options.python)
+    return run_overrides(plan, ctx.env, run=deps.run)
+
+
+def _export(
+    progress: Progress, ctx: Context, options: BootstrapOptions, exports: Mapping[str, str]
+) -> Export:
+    """Export what the steps made (PYTHONPATH) unless one failed; failing to export is the
+    bootstrap's error."""
+    if exports and progress.error is None:
+        try:
+            return do_export(ctx, exports, options.export, json_output=options.json_output)
+        except RocmenvError as err:
+            progress.error = err
+    return Export(method="none", values=exports)
 
 
 def _environment(
@@ -406,7 +314,9 @@ def _environment(
     deps: BootstrapDeps,
     gfx_from_wait: tuple[str, ...],
     exports: Mapping[str, str],
-) -> tuple[Any, tuple[StepStatus, str, dict[str, Any]]]:
+) -> tuple[Any, StepStatus, str, dict[str, Any]]:
+    """The environment report: its data (None when it could not be made), status, summary
+    and details."""
     import shutil
 
     from rocmenv.bootstrap.envreport import collect
@@ -433,10 +343,10 @@ def _environment(
             )
     except (RocmenvError, ModuleNotFoundError, OSError) as err:
         text = err.what if isinstance(err, RocmenvError) else str(err)
-        return None, ("failed", f"no environment report: {text}", {})
+        return None, "failed", f"no environment report: {text}", {}
     details = {"probe": report.probe.to_json()} if report.probe is not None else {}
     status: StepStatus = "failed" if report.data["probe_error"] else "ok"
-    return report.data, (status, report.summary(), details)
+    return report.data, status, report.summary(), details
 
 
 # ------------------------------------------------------------------ writing the report

@@ -2,15 +2,20 @@
 
 Start-up is kept cheap: only the module of the command being run is imported (the others
 are registered by name and help text), and heavy libraries are imported inside commands.
+
+Output starts here, so this is where the values of secret-looking environment variables
+(:func:`looks_secret`) are registered for redaction, before anything is printed — and
+nothing more is imported when there are none.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rocmenv import __version__
 from rocmenv.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, RocmenvError
@@ -18,7 +23,7 @@ from rocmenv.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
 if TYPE_CHECKING:
     from rocmenv.context import Context
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "looks_secret", "main", "secret_env_values"]
 
 # name -> (module under rocmenv.cli, one-line help). Order is the order of `--help`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -32,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pull": ("pull", "pull the profile's locked image with progress, retries and a disk check"),
     "options": ("options", "render the profile's container options for docker/gha/compose"),
     "gpus": ("gpus", "list the host's AMD GPUs"),
+    "cdi": ("cdi", "generate a CDI spec for the host's GPUs (amd.com/gpu=N)"),
     "shims": ("shims", "list shims, check which apply in an image"),
     "bootstrap": ("bootstrap", "prepare a CI job container (GPU, stale processes, shims)"),
     "inspect": ("inspect", "what is inside an image, read from the registry without pulling"),
@@ -39,17 +45,98 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "drift": ("drift", "report what moved behind pinned tags"),
     "gc": ("gc", "remove containers whose rocmenv owner is gone, and unused pulled images"),
     "doctor": ("doctor", "check the engine, registry access and configuration"),
+    "config": ("config", "show every effective setting and its origin; the config's JSON Schema"),
+    "completion": ("completion", "print the shell completion script (bash, zsh, fish)"),
     "suite": ("suite", "list, plan and run test suites across GPU slots (local or Slurm)"),
+    "init": (
+        "init",
+        "write rocmenv.toml from a workflow's job container and the tests' registrations",
+    ),
 }
 
 
+#: A variable is secret-looking when its name, upper-cased, contains one of these...
+SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "_KEY",
+                     "APIKEY")  # fmt: skip
+#: ...or has one of these as a whole ``_``-separated word (GH_PAT; not PATH, PYTHONPATH, PATCH)
+SECRET_NAME_WORDS = ("PAT",)
+#: ...unless its last word is one of these: it names where a secret is (HF_TOKEN_PATH)
+LOCATION_WORDS = ("PATH", "FILE", "DIR")
+
+
+def looks_secret(name: str) -> bool:
+    """Whether an environment variable's value is a secret, judged by its name (README
+    "Secrets masked by value")."""
+    upper = name.upper()
+    words = upper.replace("-", "_").replace(".", "_").split("_")
+    if words[-1] in LOCATION_WORDS:
+        return False
+    return any(w in SECRET_NAME_WORDS for w in words) or any(p in upper for p in SECRET_NAME_PARTS)
+
+
+def secret_env_values(env: Mapping[str, str]) -> list[str]:
+    """The values of the secret-looking variables of ``env`` (which of them can be a secret
+    at all is :func:`rocmenv.redact.can_be_secret`'s call)."""
+    return [value for name, value in env.items() if value and looks_secret(name)]
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    """No prefix abbreviations (``--untr`` is not ``--untrusted``, ``--gpu`` not ``--gpus``),
+    sub-parsers included; a usage error names the closest command or flag."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
         from rocmenv.redact import redact
 
         self.print_usage(sys.stderr)
-        sys.stderr.write(f"rocmenv: error: {redact(message)}\nhint: see `{self.prog} --help`\n")
+        sys.stderr.write(
+            f"rocmenv: error: {redact(message)}{self._suggestion(message)}\n"
+            f"hint: see `{self.prog} --help`\n"
+        )
         raise SystemExit(EXIT_USAGE)
+
+    def _suggestion(self, message: str) -> str:
+        """ " (did you mean …?)" for an invalid choice or an unknown flag."""
+        import difflib
+        import re
+
+        choice = re.search(r"invalid choice: '?([^'(]*?)'? \(choose from (.*)\)$", message)
+        if choice:
+            options = [c.strip().strip("'") for c in choice.group(2).split(",")]
+            close = difflib.get_close_matches(choice.group(1), options, n=1, cutoff=0.6)
+            return f" (did you mean {close[0]!r}?)" if close else ""
+        unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        if unknown:
+            flags = _flags_of(self)
+            hints = []
+            for arg in unknown.group(1).split():
+                name = arg.split("=", 1)[0]
+                close = difflib.get_close_matches(name, flags, n=1, cutoff=0.6)
+                if name.startswith("-") and close:
+                    hints.append(f"{name!r}: did you mean {close[0]!r}?")
+            return f" ({'; '.join(hints)})" if hints else ""
+        return ""
+
+
+def _flags_of(parser: argparse.ArgumentParser) -> list[str]:
+    """The option strings of ``parser`` and its sub-parsers (only the command being run is
+    built, so these are its flags and the global ones)."""
+    flags = [o for action in parser._actions for o in action.option_strings]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                flags += _flags_of(child)
+    return flags
+
+
+def completion_requested() -> bool:
+    """The shell asks for completions (``rocmenv completion``'s script sets this)."""
+    import os
+
+    return "_ARGCOMPLETE" in os.environ
 
 
 def _command_in(argv: Sequence[str]) -> str | None:
@@ -67,7 +154,9 @@ def _command_in(argv: Sequence[str]) -> str | None:
     return None
 
 
-def build_parser(command: str | None) -> argparse.ArgumentParser:
+def build_parser(command: str | None, *, full: bool = False) -> argparse.ArgumentParser:
+    """The parser for ``command`` (the others are named but not built); ``full``: every
+    command's parser, for shell completion."""
     parser = _Parser(
         prog="rocmenv",
         description="Reproducible ROCm container environments for CI and developers.",
@@ -79,9 +168,9 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="FILE", help="rocmenv.toml or pyproject.toml to use")
     sub = parser.add_subparsers(dest="rocmenv_command", metavar="COMMAND", parser_class=_Parser)
     for name, (module_name, help_text) in COMMANDS.items():
-        if command is not None and name != command:
+        if command is not None and name != command and not full:
             continue  # each sub-parser costs ~1-2 ms to build: only the one being run
-        if name == command:
+        if name == command or full:
             try:
                 module = importlib.import_module(f"rocmenv.cli.{module_name}")
             except ModuleNotFoundError as err:
@@ -97,7 +186,24 @@ def build_parser(command: str | None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, *, ctx: Context | None = None) -> int:
     """Run one command; ``ctx`` (tests, embedding) replaces the process's environment,
-    working directory and streams (``--debug``/``--config`` still come from ``argv``)."""
+    working directory and streams (``--debug``/``--config`` still come from ``argv``).
+    The values of secret-looking variables in it are masked in everything the command
+    prints or writes (in GitHub Actions, ``::add-mask::`` lines come first)."""
+    if argv is None and completion_requested():
+        from rocmenv.cli.completion import complete
+
+        complete(build_parser(None, full=True))  # answers the shell, then exits
+    env = ctx.env if ctx is not None else os.environ
+    secrets = secret_env_values(env)
+    if not secrets:  # nothing more to import
+        return _run_command(argv, ctx)
+    from rocmenv.cli._common import secrets_masked
+
+    with secrets_masked(env, ctx.stderr if ctx is not None else sys.stderr, secrets):
+        return _run_command(argv, ctx)
+
+
+def _run_command(argv: Sequence[str] | None, ctx: Context | None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     command = _command_in(args_in)
     if command in ("run", "shell"):  # from here on a signal is the run's (rocmenv.run.interrupt)
@@ -140,7 +246,6 @@ def _main(args_in: list[str], command: str | None, ctx: Context | None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader closed stdout (`| head`): it has what it wanted
         import contextlib
-        import os
 
         with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

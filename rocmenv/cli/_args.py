@@ -30,8 +30,12 @@ def add_constraint_args(parser: Any) -> None:
     group.add_argument(
         "--rocm", metavar="X.Y[.Z]", help="ROCm version (7.2 matches rocm720 and rocm72x)"
     )
+    from rocmenv.grammar.tags import gpu_aliases_text
+
     group.add_argument(
-        "--gpu", metavar="FAMILY", help="GPU family (mi30x, mi35x, …) or gfx target (gfx942)"
+        "--gpu",
+        metavar="FAMILY",
+        help=f"GPU family as the tags name it: {gpu_aliases_text()}; or a gfx target",
     )
     group.add_argument(
         "--family",
@@ -51,7 +55,12 @@ def constraints_from(args: argparse.Namespace) -> Any:
     import re
 
     from rocmenv.errors import UsageError
-    from rocmenv.grammar.tags import GPU_CONSTRAINT, ROCM_CONSTRAINT, Constraints, sglang_specifier
+    from rocmenv.grammar.tags import (
+        ROCM_CONSTRAINT,
+        Constraints,
+        constraint_problem,
+        sglang_specifier,
+    )
 
     if args.before is not None and not re.fullmatch(r"20[0-9]{6}", args.before):
         raise UsageError(
@@ -62,10 +71,10 @@ def constraints_from(args: argparse.Namespace) -> Any:
             f"--rocm {args.rocm[:80]!r} is not a ROCm version",
             hint="use X.Y or X.Y.Z, e.g. --rocm 7.2",
         )
-    if args.gpu is not None and not GPU_CONSTRAINT.fullmatch(args.gpu.lower()):
+    if args.gpu is not None and constraint_problem("gpu", args.gpu) is not None:
         raise UsageError(
             f"--gpu {args.gpu[:80]!r} is not a GPU family",
-            hint="use mi30x, mi35x, … or a gfx target such as gfx942",
+            hint="use mi30x or mi35x (or mi300x, mi325x, mi355x, …) or a gfx target such as gfx942",
         )
     if args.sglang is not None:
         sglang_specifier(args.sglang)  # validates

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rocmenv.context import Context
 from rocmenv.errors import RocmenvError
@@ -34,9 +36,56 @@ def warn(ctx: Context, message: str) -> None:
         ctx.stderr.write(f"rocmenv: warning: {message}\n")
 
 
+@contextmanager
+def secrets_masked(env: Mapping[str, str], stderr: TextIO, values: Sequence[str]) -> Iterator[None]:
+    """Mask ``values`` (secret environment values) in every redacted message until the command
+    ends. In GitHub Actions first tell the runner to hide each line of each of them in the
+    log, before anything else is printed: ``::add-mask::`` on stderr (stdout may be eval'd
+    or be one JSON document; the runner reads both)."""
+    from rocmenv.context import in_github_actions
+    from rocmenv.redact import masking, secret_lines
+
+    with masking(values):
+        if in_github_actions(env):
+            lines = dict.fromkeys(line for value in values for line in secret_lines(value))
+            stderr.write("".join(f"::add-mask::{_annotation(line)}\n" for line in lines))
+            stderr.flush()
+        yield
+
+
 def _annotation(message: str) -> str:
     # GitHub workflow commands: %, CR and LF must be escaped in the message.
     return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def gha_output(ctx: Context, values: dict[str, str]) -> None:
+    """Inside GitHub Actions (``GITHUB_ACTIONS=true`` and ``$GITHUB_OUTPUT`` set), append
+    ``name=value`` lines (a value with a line break in the delimiter form) to
+    ``$GITHUB_OUTPUT``: the step's outputs. Elsewhere nothing."""
+    import os
+    import re
+
+    target = ctx.env.get("GITHUB_OUTPUT", "")
+    if not (ctx.in_github_actions and target):
+        return
+    lines = []
+    for name, value in values.items():
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name), name
+        if "\n" in value or "\r" in value:
+            delimiter = f"ghadelimiter_{os.urandom(8).hex()}"
+            lines.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+        else:
+            lines.append(f"{name}={value}\n")
+    from rocmenv.errors import UsageError
+    from rocmenv.hostfs import append_text
+
+    try:
+        append_text(Path(target), "".join(lines))
+    except OSError as err:
+        raise UsageError(
+            f"cannot write the step outputs to $GITHUB_OUTPUT ({target}): {err.strerror}",
+            hint="GitHub Actions sets GITHUB_OUTPUT to a file the step may append to",
+        ) from None
 
 
 def registry_json(ctx: Context, client: RegistryClient) -> dict[str, Any]:

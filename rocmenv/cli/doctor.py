@@ -142,7 +142,22 @@ def _engine(state: _State) -> list[Finding]:
     detail = (
         f"{info.kind}: {info.name or 'engine'} {info.version} (API {info.api_version}, {info.os})"
     )
-    return [Finding(check="engine", status="ok", detail=redact(detail))]
+    return [Finding(check="engine", status="ok", detail=redact(detail)), _cdi(info, state.config)]
+
+
+def _cdi(info: Any, cfg: Any) -> Finding:
+    """Whether the engine takes CDI device names (``gpu-devices = "cdi"``): a warning only
+    when the selected profile uses them."""
+    from rocmenv.spec.cdi import cdi_support
+
+    ok, why = cdi_support(info.kind, info.version)
+    wanted = cfg is not None and cfg.profile.gpu_devices == "cdi"
+    return Finding(
+        check="cdi",
+        status="ok" if ok or not wanted else "warn",
+        detail=("supported: " if ok else "not supported: ") + why,
+        hint=None if ok else 'use gpu-devices = "nodes" (the default) with this engine',
+    )
 
 
 def _registries(state: _State) -> list[Finding]:

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json, warn
     from rocmenv.cli.run import flags_of
     from rocmenv.errors import UsageError
-    from rocmenv.settings.project import PROFILE_NAME_RE
+    from rocmenv.settings.profile_set import PROFILE_NAME_RE
     from rocmenv.settings.resolve import settings_for
     from rocmenv.spec.labels import LABEL_PREFIX
     from rocmenv.spec.plan import PlanRequest, plan

@@ -1,11 +1,16 @@
-"""`rocmenv pin [--profile P … | REF …] [--update] [--json]`."""
+"""`rocmenv pin [--profile P … | REF …] [--update] [--json]`.
+
+Inside GitHub Actions the step outputs are appended to ``$GITHUB_OUTPUT``: ``lockfile``,
+``pins`` (JSON: key → ``repo[:tag]@digest``) and, when one entry was pinned, ``image``
+(``repo:tag``), ``digest`` and ``pinned``.
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from rocmenv.cli._common import add_lock_arg, emit, emit_json, registry_json
+from rocmenv.cli._common import add_lock_arg, emit, emit_json, gha_output, registry_json
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_OK
 
@@ -109,6 +114,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     if new_profiles or new_refs:
         update_lock(lock_file, change)
+    _outputs(ctx, str(lock_file), results)
     if args.json:
         emit_json(ctx, {"lockfile": str(lock_file), "entries": results, **extra})
         return EXIT_OK
@@ -120,6 +126,22 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if not (new_profiles or new_refs):
         ctx.stderr.write(f"{lock_file}: nothing changed (use --update to re-resolve)\n")
     return EXIT_OK
+
+
+def _outputs(ctx: Context, lockfile: str, results: list[dict[str, Any]]) -> None:
+    import json
+
+    values = {
+        "lockfile": lockfile,
+        "pins": json.dumps({r["key"]: r["pinned"] for r in results}, sort_keys=True),
+    }
+    if len(results) == 1:
+        entry = results[0]["entry"]
+        tag = entry.get("tag")
+        values["image"] = f"{entry['repository']}:{tag}" if tag else entry["repository"]
+        values["digest"] = entry["digest"]
+        values["pinned"] = results[0]["pinned"]
+    gha_output(ctx, values)
 
 
 def _status(old: Any, new: Any) -> str:

@@ -1,4 +1,8 @@
-"""`rocmenv resolve REPO[:TAG] [constraints] [--digest] [--json]`."""
+"""`rocmenv resolve REPO[:TAG] [constraints] [--digest] [--json]`.
+
+Inside GitHub Actions the step outputs ``image`` (``repo:tag``), ``digest`` and ``pinned``
+(``repo:tag@sha256:…``) are appended to ``$GITHUB_OUTPUT`` (the digest costs one ``HEAD``).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import argparse
 from typing import Any
 
 from rocmenv.cli._args import add_constraint_args, constraints_from, has_constraints
-from rocmenv.cli._common import emit, emit_json, registry_json
+from rocmenv.cli._common import emit, emit_json, gha_output, registry_json
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_OK
 
@@ -70,11 +74,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             ref = resolution.reference
         digest = None
         registry = None
-        if args.digest or args.json:
+        outputs = ctx.in_github_actions and bool(ctx.env.get("GITHUB_OUTPUT"))
+        if args.digest or args.json or outputs:
             registry, head = client.head_manifest(ref)
             digest = head.digest
         extra = registry_json(ctx, client)
     pinned = f"{ref.familiar}@{digest}" if digest else ref.familiar
+    gha_output(ctx, {"image": ref.familiar, "digest": digest or "", "pinned": pinned})
     if args.json:
         emit_json(
             ctx,

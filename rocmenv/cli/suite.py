@@ -1,10 +1,13 @@
 """``rocmenv suite list|plan|run``: test suites across GPU slots (local packing or Slurm).
 
 ``list`` JSON: ``{"suites": [{"name", "profile", "tests": [{"name", "path", "gpus",
-"est_time", "estimate", "source", "labels", "command"}]}]}``. ``plan`` JSON:
-``{"suite", "partitions": [{"index", "estimated_seconds", "tests": [{"name", "gpus",
-"estimate", "declared", "source", "runs"}]}]}``. ``run`` JSON: see
-:func:`rocmenv.suite.report.to_json`.
+"est_time", "estimate", "timeout", "retries", "source", "labels", "nightly", "disabled",
+"command", "registration"}], "deselected": [{"name", "why"}]}]}`` (``disabled``: the reason,
+or null). ``plan`` JSON: ``{"suite", "partitions": [{"index", "estimated_seconds", "tests":
+[{"name", "gpus", "estimate", "declared", "source", "runs"}]}], "disabled": [{"name",
+"reason"}], "reference_worst_seconds"}``; ``--format gha-matrix``: ``{"include": [...]}``,
+also written as the ``matrix`` output to ``$GITHUB_OUTPUT`` inside GitHub Actions. ``run``
+JSON: see :func:`rocmenv.suite.report.to_json`.
 
 Exit codes: 0 every test passed, 1 a test failed (or errored, or was cancelled), 2 bad
 suite/config/flags (including a test needing more GPUs than the pool, before anything
@@ -26,6 +29,32 @@ UNTRUSTED_HELP = (
     "untrusted policy, the checkout's [slurm] is ignored; ROCMENV_UNTRUSTED=1 does the same"
 )
 DECLARED_HELP = "plan from declared estimates only, not learned ones (same plan in every job)"
+PROFILE_HELP = "run every test with this profile instead of the suite's (e.g. a local variant)"
+
+
+def add_selection_args(p: Any) -> None:
+    """--cadence, --labels, --all-labels, --profile: the same on list, plan and run."""
+    from rocmenv.suite.select import CADENCES
+
+    p.add_argument(
+        "--cadence", choices=CADENCES, default="regular",
+        help="regular (default): tests registered nightly=True are left out; nightly, weekly: "
+        "they run",
+    )  # fmt: skip
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--labels", metavar="A,B",
+        help="keep unlabelled tests and tests with one of these labels (default: the suite's "
+        "include-labels, else every test)",
+    )  # fmt: skip
+    group.add_argument("--all-labels", action="store_true", help="keep every labelled test")
+    p.add_argument("--profile", metavar="NAME", help=PROFILE_HELP)
+
+
+def selection(args: argparse.Namespace) -> Any:
+    from rocmenv.suite.select import selection_of
+
+    return selection_of(args.cadence, args.labels, args.all_labels)
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> None:
@@ -34,14 +63,25 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
     p = suitesub.add_parser("list", help="the suites of the project and their tests")
     p.add_argument("name", nargs="?", metavar="NAME", help="one suite (default: all)")
+    add_selection_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_list)
 
     p = suitesub.add_parser("plan", help="split a suite into N partitions balanced by estimate")
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--partitions", type=int, default=1, metavar="N", help="how many (default 1)")
+    p.add_argument("--partitions", type=int, metavar="N", help="how many (default 1)")
+    p.add_argument(
+        "--max-partition-time", type=float, metavar="SECONDS",
+        help="instead of --partitions: the fewest partitions whose worst is at most this",
+    )  # fmt: skip
     p.add_argument("--declared", action="store_true", help=DECLARED_HELP)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_selection_args(p)
+    p.add_argument(
+        "--format", choices=("text", "json", "gha-matrix"), default=None,
+        help="gha-matrix: {\"include\": [one entry per partition]} for a workflow's matrix "
+        "(also the `matrix` output in GitHub Actions)",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="machine-readable output (--format json)")
     p.set_defaults(func=run_plan)
 
     p = suitesub.add_parser("run", help="run a suite, each test in its own container")
@@ -60,6 +100,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--no-learn", action="store_true", help="don't record the measured times")
     p.add_argument("--untrusted", action="store_true", help=UNTRUSTED_HELP)
     p.add_argument("--declared", action="store_true", help=DECLARED_HELP)
+    add_selection_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_run)
 
@@ -77,13 +118,18 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 
 def run_list(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.settings.resolve import Flags
     from rocmenv.suite.runner import list_names, load, planned
+    from rocmenv.suite.select import select
 
+    chosen_selection = selection(args)
     names = [args.name] if args.name else list_names(ctx)
     suites: list[dict[str, Any]] = []
     for name in names:
-        loaded = load(ctx, name)
-        by_name = {p.name: p for p in planned(loaded)}
+        loaded = load(ctx, name, Flags(profile=args.profile))
+        by_name = {p.name: p for p in planned(loaded, selection=chosen_selection)}
+        chosen = select(loaded.suite, chosen_selection)
+        suite = loaded.suite
         suites.append(
             {
                 "name": name,
@@ -94,13 +140,21 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
                         "path": t.path,
                         "gpus": t.gpus,
                         "est_time": t.est_time,
-                        "estimate": round(by_name[t.name].seconds, 3),
+                        "estimate": round(
+                            by_name[t.name].seconds if t.name in by_name else suite.declared(t), 3
+                        ),
+                        "timeout": round(suite.timeout(t), 3),
+                        "retries": t.policy.retries,
                         "source": t.source,
                         "labels": list(t.labels),
+                        "nightly": t.nightly,
+                        "disabled": t.disabled,
                         "command": list(t.command),
+                        "registration": _jsonable(t.registration),
                     }
-                    for t in loaded.suite.tests
+                    for t in (*chosen.run, *chosen.disabled)
                 ],
+                "deselected": [{"name": t.name, "why": why} for t, why in chosen.deselected],
             }
         )
     if args.json:
@@ -109,21 +163,77 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
     if not suites:
         ctx.stderr.write("rocmenv suite list: no [suites.NAME] in the configuration\n")
     for s in suites:
-        emit(ctx, f"{s['name']} (profile {s['profile']}, {len(s['tests'])} tests)")
+        left_out = f", {len(s['deselected'])} left out" if s["deselected"] else ""
+        emit(ctx, f"{s['name']} (profile {s['profile']}, {len(s['tests'])} tests{left_out})")
         for t in s["tests"]:
             labels = f"  [{', '.join(t['labels'])}]" if t["labels"] else ""
-            emit(ctx, f"  {t['name']}  gpus={t['gpus']}  est={t['estimate']:.0f}s{labels}")
+            extra = "  nightly" if t["nightly"] else ""
+            extra += f"  DISABLED: {t['disabled']}" if t["disabled"] else ""
+            emit(
+                ctx,
+                f"  {t['name']}  gpus={t['gpus']}  est={t['estimate']:.0f}s  "
+                f"timeout={t['timeout']:.0f}s{labels}{extra}",
+            )
     return EXIT_OK
 
 
-def run_plan(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.suite.plan import partitions, plan_json
-    from rocmenv.suite.runner import load, planned
+def _jsonable(values: Any) -> dict[str, Any]:
+    """A registration's literal values as JSON (tuples, sets, bytes, complex: as text)."""
+    import json
 
-    loaded = load(ctx, args.name)
-    parts = partitions(planned(loaded, declared=args.declared), args.partitions)
-    if args.json:
-        emit_json(ctx, {"suite": args.name, "partitions": plan_json(parts)})
+    out = {}
+    for key, value in dict(values).items():
+        try:
+            json.dumps(value)
+            out[key] = value
+        except (TypeError, ValueError):
+            out[key] = repr(value)
+    return out
+
+
+def run_plan(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.cli._common import gha_output
+    from rocmenv.errors import UsageError
+    from rocmenv.settings.resolve import Flags
+    from rocmenv.suite.plan import (
+        gha_matrix,
+        partitions,
+        partitions_for_time,
+        plan_json,
+        reference_partitions,
+    )
+    from rocmenv.suite.runner import load, planned
+    from rocmenv.suite.select import select
+
+    fmt = args.format or ("json" if args.json else "text")
+    if args.partitions is not None and args.max_partition_time is not None:
+        raise UsageError("give --partitions or --max-partition-time, not both")
+    chosen_selection = selection(args)
+    loaded = load(ctx, args.name, Flags(profile=args.profile))
+    tests = planned(loaded, declared=args.declared, selection=chosen_selection)
+    count = args.partitions or 1
+    if args.max_partition_time is not None:
+        count = partitions_for_time(tests, args.max_partition_time)
+    parts = partitions(tests, count)
+    reference = max(p.seconds for p in reference_partitions(tests, count))
+    disabled = select(loaded.suite, chosen_selection).disabled
+    if fmt == "gha-matrix":
+        import json
+
+        matrix = gha_matrix(parts)
+        emit(ctx, json.dumps(matrix, sort_keys=True))
+        gha_output(ctx, {"matrix": json.dumps(matrix, sort_keys=True)})
+        return EXIT_OK
+    if fmt == "json":
+        emit_json(
+            ctx,
+            {
+                "suite": args.name,
+                "partitions": plan_json(parts),
+                "disabled": [{"name": t.name, "reason": t.disabled} for t in disabled],
+                "reference_worst_seconds": round(reference, 3),
+            },
+        )
         return EXIT_OK
     for part in parts:
         emit(
@@ -138,6 +248,10 @@ def run_plan(args: argparse.Namespace, ctx: Context) -> int:
                 else ""
             )
             emit(ctx, f"  {t.name}  gpus={t.gpus}  est={t.seconds:.0f}s {how}{learned}")
+    worst = max(p.seconds for p in parts)
+    emit(ctx, f"worst partition {worst:.0f}s (longest-first reference split: {reference:.0f}s)")
+    for off in disabled:
+        emit(ctx, f"skipped, disabled: {off.name}: {off.disabled}")
     return EXIT_OK
 
 
@@ -146,8 +260,9 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
     from pathlib import Path
 
     from rocmenv.settings.resolve import Flags
+    from rocmenv.suite.junit import junit_xml
     from rocmenv.suite.plan import parse_partition
-    from rocmenv.suite.report import junit_xml, markdown, table, to_json, write_text
+    from rocmenv.suite.report import markdown, table, to_json, write_text
     from rocmenv.suite.runner import SuiteRunRequest, run_suite
 
     request = SuiteRunRequest(
@@ -157,10 +272,11 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
         max_parallel=args.max_parallel,
         fail_fast=args.fail_fast,
         backend=args.backend,
-        flags=Flags(engine=args.engine, untrusted=args.untrusted),
+        flags=Flags(engine=args.engine, untrusted=args.untrusted, profile=args.profile),
         log_dir=Path(args.log_dir) if args.log_dir else None,
         learn=not args.no_learn,
         declared=args.declared,
+        selection=selection(args),
     )
     stop = threading.Event()
     printer = _EventPrinter(ctx)
@@ -214,8 +330,16 @@ class _EventPrinter:
     def __call__(self, event: Any) -> None:
         on = ",".join(str(g) for g in event.assigned) or "-"
         if event.kind == "start":
-            line = f"rocmenv suite: start {event.name} on GPUs {on}"
+            again = f" (attempt {event.attempt})" if event.attempt > 1 else ""
+            line = f"rocmenv suite: start {event.name}{again} on GPUs {on}"
             self.running[event.name] = (on, self.clock())
+        elif event.kind == "retry":
+            r = event.result
+            line = (
+                f"rocmenv suite: {r.status} {event.name} (attempt {event.attempt}) in "
+                f"{r.attempts[-1].wall:.1f}s, exit {r.exit_code}: retrying"
+            )
+            self.running.pop(event.name, None)
         else:
             r = event.result
             code = f", exit {r.exit_code}" if r.exit_code is not None else ""

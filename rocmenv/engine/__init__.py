@@ -1,6 +1,6 @@
 """Container engines: the protocol and its values (:mod:`~rocmenv.engine.protocol`), choosing one
 (:mod:`~rocmenv.engine.select`), a container's life (:mod:`~rocmenv.engine.container`), the
-adapters (:mod:`~rocmenv.engine.docker_api`, :mod:`~rocmenv.engine.whales`).
+adapters (:mod:`~rocmenv.engine.docker_api`, :mod:`~rocmenv.engine.cli_engine`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The container-engine protocol and the values that cross it.
 
 Adapters: ``docker-api`` (:mod:`rocmenv.engine.docker_api`, the Engine API over the socket,
-docker-py for pulls) and ``docker-cli`` / ``podman`` (:mod:`rocmenv.engine.whales`,
-python-on-whales driving the binary). Choosing one is :mod:`rocmenv.engine.select`; a run's
+docker-py for pulls) and ``docker-cli`` / ``podman`` (:mod:`rocmenv.engine.cli_engine`,
+the binary run directly). Choosing one is :mod:`rocmenv.engine.select`; a run's
 container, from create to removal, is :class:`rocmenv.engine.container.Container`. This
 module imports nothing heavy: the CLI's argument parsers read :data:`ENGINE_NAMES` here.
 """

@@ -121,8 +121,8 @@ def choose_engine_kind(ctx: Context, name: EngineName = "auto") -> EngineKind:
 
 _MODULES: dict[str, str] = {
     "docker-api": "rocmenv.engine.docker_api",
-    "docker-cli": "rocmenv.engine.whales",
-    "podman": "rocmenv.engine.whales",
+    "docker-cli": "rocmenv.engine.cli_engine",
+    "podman": "rocmenv.engine.cli_engine",
 }
 
 
@@ -133,9 +133,32 @@ class EngineOptions:
 
 
 def make_engine(kind: EngineKind, ctx: Context) -> Engine:
+    if kind == "docker-api":
+        require_ssh_support(ctx.env)
     module = importlib.import_module(_MODULES[kind])
     factory = cast(Callable[[EngineKind, EngineOptions], Engine], module.make)
     return factory(kind, EngineOptions(env=dict(ctx.env)))
+
+
+SSH_HINT = (
+    "install the extra: `pip install 'rocmenv[ssh]'` (paramiko, docker-py's SSH transport); "
+    "or use --engine docker-cli, whose docker CLI speaks ssh:// itself"
+)
+
+
+def require_ssh_support(env: Mapping[str, str]) -> None:
+    """``DOCKER_HOST=ssh://…`` for the Engine API needs paramiko (the ``rocmenv[ssh]``
+    extra): without it, say so — not "start the engine"."""
+    host = env.get("DOCKER_HOST", "")
+    if not host.startswith("ssh://"):
+        return
+    try:
+        importlib.import_module("paramiko")
+    except ImportError:
+        raise EngineUnavailable(
+            f"DOCKER_HOST={host}: ssh:// engine hosts need paramiko, which is not installed",
+            hint=SSH_HINT,
+        ) from None
 
 
 def open_engine(ctx: Context, name: EngineName = "auto") -> Engine:

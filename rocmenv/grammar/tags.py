@@ -31,6 +31,27 @@ FAMILY_NAMES: tuple[str, ...] = ("nightly", "release", "floating", "date-only", 
 # for certain (mi45x) map to None; extend here when they are confirmed.
 GPU_GFX: dict[str, str] = {"mi30x": "gfx942", "mi35x": "gfx950"}
 GFX_GPU: dict[str, str] = {gfx: gpu for gpu, gfx in GPU_GFX.items()}
+#: What users call a GPU (AMD's product names, the gfx target) → the family rocm/sgl-dev tags
+#: use: ``--gpu mi300x`` means the ``mi30x`` tags.
+GPU_ALIASES: dict[str, str] = {
+    "mi300x": "mi30x", "mi300a": "mi30x", "mi325x": "mi30x", "gfx942": "mi30x",
+    "mi350x": "mi35x", "mi355x": "mi35x", "gfx950": "mi35x",
+}  # fmt: skip
+
+
+def gpu_family(name: str) -> str:
+    """The tag family a GPU name means (``mi300x`` → ``mi30x``); other names as they are."""
+    lower = name.lower()
+    return GPU_ALIASES.get(lower, lower)
+
+
+def gpu_aliases_text() -> str:
+    """``mi30x (mi300x, mi300a, mi325x, gfx942), mi35x (…)``, for help texts."""
+    families = dict.fromkeys(GPU_ALIASES.values())
+    return ", ".join(
+        f"{fam} ({', '.join(a for a, f in GPU_ALIASES.items() if f == fam)})" for fam in families
+    )
+
 
 _SGLANG = r"(?P<sglang>[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?)"
 _ROCM = r"rocm(?P<rocm>[0-9]{2,4})"
@@ -266,8 +287,10 @@ def constraint_problem(key: str, value: str) -> str | None:
         return "is not a PEP 440 specifier or version (e.g. '>=0.5.8,<0.6')"
     if key == "rocm" and not ROCM_CONSTRAINT.fullmatch(value):
         return "is not a ROCm version (X.Y or X.Y.Z, e.g. 7.2)"
-    if key == "gpu" and not GPU_CONSTRAINT.fullmatch(value.lower()):
-        return "is not a GPU family (mi30x, mi35x, ... or a gfx target such as gfx942)"
+    if key == "gpu" and not (
+        value.lower() in GPU_ALIASES or GPU_CONSTRAINT.fullmatch(value.lower())
+    ):
+        return f"is not a GPU family ({gpu_aliases_text()}, ... or a gfx target)"
     if key == "before" and not re.fullmatch(r"20[0-9]{6}", value, re.ASCII):
         return "is not a date (YYYYMMDD, e.g. 20260301)"
     return None
@@ -305,8 +328,8 @@ def failed_constraints(info: TagInfo, c: Constraints) -> list[str]:
         if not info.rocm or have[: len(want)] != [str(int(p)) if p.isdigit() else p for p in want]:
             failed.append("rocm")
     if c.gpu is not None:
-        want_gpu = c.gpu.lower()
-        if info.gpu != want_gpu and info.gfx != want_gpu:
+        family = gpu_family(c.gpu)  # an alias (mi300x, gfx942) means its family's tags
+        if not any(g is not None and gpu_family(g) == family for g in (info.gpu, info.gfx)):
             failed.append("gpu")
     if c.before is not None and (info.date is None or info.date >= c.before):
         failed.append("before")

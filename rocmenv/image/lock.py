@@ -42,7 +42,7 @@ from typing import Any, TypedDict
 
 from rocmenv import __version__
 from rocmenv.errors import InvalidReference, LockError
-from rocmenv.grammar.reference import validate_digest
+from rocmenv.grammar.reference import parse_repository, validate_digest, validate_tag
 from rocmenv.hostfs import write_atomic
 
 LOCK_VERSION = 1
@@ -155,15 +155,27 @@ def _entry(path: Path, where: str, raw: Any) -> LockEntry:
             validate_digest(raw[key])
         except InvalidReference:
             raise _fail(path, f"{where}.{key} = {raw[key]!r} is not a valid digest") from None
+    try:
+        repository = parse_repository(raw["repository"])
+    except InvalidReference as err:
+        raise _fail(path, f"{where}.repository: {err.what}") from None
+    if repository.name != raw["repository"]:  # (a tag or digest is refused by the parser)
+        raise _fail(path, f"{where}.repository = {raw['repository']!r} is not a canonical "
+                    f"repository name ({repository.name!r})")  # fmt: skip
     tag = raw.get("tag")
     if tag is not None and not isinstance(tag, str):
         raise _fail(path, f"{where}.tag is not a string")
+    if tag is not None:
+        try:
+            validate_tag(tag)
+        except InvalidReference as err:
+            raise _fail(path, f"{where}.tag: {err.what}") from None
     registry = raw.get("registry")
     if registry is not None and not isinstance(registry, str):
         raise _fail(path, f"{where}.registry is not a string")
     pairs: dict[str, tuple[tuple[str, str], ...]] = {}
     for key in ("constraints", "packages"):
-        value = raw.get(key) or {}
+        value = raw.get(key, {})
         if not isinstance(value, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()
         ):
@@ -213,7 +225,7 @@ def parse_lock(path: Path, text: str) -> Lock:
             raise _fail(path, f"unknown top-level field {key!r}")
     sections: dict[str, dict[str, LockEntry]] = {}
     for section in ("profiles", "references"):
-        raw = data.get(section) or {}
+        raw = data.get(section, {})
         if not isinstance(raw, dict):
             raise _fail(path, f"{section} is not an object")
         sections[section] = {k: _entry(path, f"{section}.{k}", v) for k, v in raw.items()}
@@ -226,10 +238,10 @@ def read_lock(path: Path) -> Lock:
 
     try:
         with path.open("rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
+            raw = fh.read(MAX_FILE_BYTES + 1)  # pragma: no mutate (+2 reads the same: equivalent)
         if len(raw) > MAX_FILE_BYTES:
             raise _fail(path, f"larger than {MAX_FILE_BYTES >> 20} MiB, so not a lockfile")
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8")  # pragma: no mutate (codec names ignore case)
     except FileNotFoundError:
         return Lock()
     except OSError as err:
@@ -281,16 +293,19 @@ def exclusive(path: Path, *, timeout: float = 60.0) -> Iterator[None]:
 
 
 def _clean_stale_temps(path: Path) -> None:
-    """Remove temp files left by writers that were killed (their pid is gone)."""
+    """Remove temp files left by writers that were killed (their pid is gone).
+
+    Equivalent mutants, marked: the pid is the first field however many splits are made;
+    ``missing_ok`` only matters when another writer removed the file first (a race)."""
     prefix = f".{path.name}."
-    for candidate in path.parent.glob(f"{prefix}*.tmp"):
-        pid_text = candidate.name[len(prefix) :].split(".", 1)[0]
+    for candidate in sorted(path.parent.glob(f"{prefix}*.tmp")):
+        pid_text = candidate.name[len(prefix) :].split(".", 1)[0]  # pragma: no mutate
         if not pid_text.isdigit():
             continue
         try:
             os.kill(int(pid_text), 0)
         except ProcessLookupError:
-            candidate.unlink(missing_ok=True)
+            candidate.unlink(missing_ok=True)  # pragma: no mutate
         except PermissionError:
             pass
 
@@ -303,7 +318,12 @@ def write_lock(path: Path, lock: Lock) -> None:
     write_atomic(path, text)
 
 
-def update_lock(path: Path, change: Callable[[Lock], Lock], *, timeout: float = 60.0) -> Lock:
+def update_lock(
+    path: Path,
+    change: Callable[[Lock], Lock],
+    *,
+    timeout: float = 60.0,  # pragma: no mutate (how long to wait: not pinned without waiting it)
+) -> Lock:
     """Read-modify-write under the lock, so concurrent updates of other entries survive."""
     with exclusive(path, timeout=timeout):
         new = change(read_lock(path))

@@ -1,5 +1,6 @@
-"""Every setting, resolved once (:mod:`~rocmenv.settings.resolve`): the project file, profiles,
-registry and Slurm settings, the untrusted policy.
+"""Every setting, resolved once (:mod:`~rocmenv.settings.resolve`): the project file, the site
+and user files, profiles, registry and Slurm settings, the untrusted policy; where each value
+came from (:mod:`~rocmenv.settings.explain`) and the files' JSON Schema.
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ __all__, __getattr__ = surface(
         "Settings": "resolve",
         "settings_for": "resolve",
         "CASCADE": "resolve",
+        "Origin": "resolve",
+        "SiteFile": "site",
+        "load_site_files": "site",
+        "effective": "explain",
         "Project": "project",
-        "HostSettings": "project",
+        "HostSettings": "host",
         "load_project": "project",
         "Profile": "profiles",
         "ImageSpec": "profiles",

@@ -14,3 +14,6 @@ PullPolicy = Literal["always", "missing", "never"]
 PULL_POLICIES: Final[tuple[PullPolicy, ...]] = get_args(PullPolicy)
 
 GpuIsolation = Literal["devices", "env"]
+
+GpuDeviceNaming = Literal["nodes", "cdi"]  # how run/options name the selected GPUs
+GPU_DEVICE_NAMINGS: Final[tuple[GpuDeviceNaming, ...]] = get_args(GpuDeviceNaming)

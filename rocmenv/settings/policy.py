@@ -1,8 +1,9 @@
 """The untrusted policy as data: what an untrusted container may have beyond the fixed rules
 (README "Running untrusted code"), and whether this invocation is untrusted at all.
 
-The policy is the built-in :data:`DEFAULT_POLICY` or the TOML file ``ROCMENV_POLICY`` names
-(outside the checkout: inside it, it would be the pull request's). The rules that apply it to
+The policy is the built-in :data:`DEFAULT_POLICY` under the ``[policy]`` tables of the user
+and site configuration (:mod:`rocmenv.settings.site`) under the TOML file ``ROCMENV_POLICY``
+names (outside the checkout: inside it, it would be the pull request's), key by key. The rules that apply it to
 a container are :mod:`rocmenv.spec.guard`'s.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -62,11 +63,25 @@ class Policy:
 DEFAULT_POLICY: Final = Policy()
 
 
-def load_policy(env: Mapping[str, str], checkout: Path | None) -> Policy:
-    """The built-in policy, or the TOML file ``ROCMENV_POLICY`` names (outside the checkout)."""
+def load_policy(
+    env: Mapping[str, str], checkout: Path | None, base: Policy = DEFAULT_POLICY
+) -> Policy:
+    """The TOML file ``ROCMENV_POLICY`` names (outside the checkout) over ``base`` (the
+    site and user files' ``[policy]`` over the built-in one), key by key; ``base`` when the
+    variable is not set."""
+    named = policy_file(env, checkout)
+    if named is None:
+        return base
+    table, path = named
+    return policy_from_table(table, f"policy file {path}", base, source=str(path))
+
+
+def policy_file(env: Mapping[str, str], checkout: Path | None) -> tuple[Any, Path] | None:
+    """The table of the file ``ROCMENV_POLICY`` names and its path (``None``: not set); an
+    error when it is relative or inside the checkout."""
     name = env.get(POLICY_ENV, "").strip()
     if not name:
-        return DEFAULT_POLICY
+        return None
     path = Path(name)
     if not path.is_absolute():
         raise ConfigError(
@@ -80,10 +95,19 @@ def load_policy(env: Mapping[str, str], checkout: Path | None) -> Policy:
             hint="keep the policy file outside the checkout (e.g. /etc/rocmenv/policy.toml)",
         )
     from rocmenv.settings.files import load_toml
+
+    return load_toml(path), path
+
+
+def policy_from_table(
+    table: Any, where: str, base: Policy = DEFAULT_POLICY, *, source: str | None = None
+) -> Policy:
+    """A policy table (a policy file, or ``[policy]`` in the site or user configuration)
+    over ``base``: the keys it sets replace the base's."""
     from rocmenv.settings.keys import as_str_list, check_keys
 
-    table = load_toml(path)
-    where = f"policy file {path}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
     check_keys(table, POLICY_KEYS, where)
     values: dict[str, Any] = {}
     for key in POLICY_KEYS:
@@ -91,7 +115,12 @@ def load_policy(env: Mapping[str, str], checkout: Path | None) -> Policy:
             values[key.replace("-", "_")] = as_str_list(table[key], f"{key} in {where}")
     if "images" in values:
         values["images"] = tuple(repository_name(i, f"images in {where}") for i in values["images"])
-    return Policy(source=str(path), **values)
+    if not values:
+        return base
+    label = source or where
+    return replace(
+        base, source=label if base.source == "built-in" else f"{base.source} + {label}", **values
+    )
 
 
 def repository_name(text: str, where: str) -> str:

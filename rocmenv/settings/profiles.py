@@ -16,8 +16,10 @@ from typing import Any
 from rocmenv.errors import ConfigError, RocmenvError
 from rocmenv.settings.choices import (
     ENGINE_NAMES,
+    GPU_DEVICE_NAMINGS,
     PULL_POLICIES,
     EngineName,
+    GpuDeviceNaming,
     GpuIsolation,
     PullPolicy,
 )
@@ -37,7 +39,7 @@ PROXY_VARS: tuple[str, ...] = (
 
 PROFILE_KEYS = (
     "extends", "description", "image", "tag", "sglang", "rocm", "gpu", "family", "before",
-    "gpus", "gpu-isolation", "gpu-env", "devices", "group-add", "cap-add", "cap-drop",
+    "gpus", "gpu-isolation", "gpu-env", "gpu-devices", "devices", "group-add", "cap-add", "cap-drop",
     "security-opt", "ipc", "network", "shm-size", "memory", "memory-swap", "ulimits",
     "privileged", "mounts", "env", "pass-env", "secret-env", "keep-proxy-env", "workdir",
     "mount-checkout", "shims", "untrusted", "pull", "engine", "labels",
@@ -96,6 +98,7 @@ class Profile:
     gpus: str = "none"
     gpu_isolation: GpuIsolation = "devices"
     gpu_env: tuple[str, ...] = ()
+    gpu_devices: GpuDeviceNaming = "nodes"  # cdi: the GPUs as CDI names (amd.com/gpu=N)
     devices: tuple[str, ...] = ()
     group_add: tuple[str, ...] = ()
     cap_add: tuple[str, ...] = ()
@@ -362,6 +365,10 @@ def parse_profile(name: str, table: Mapping[str, Any], base: Profile, path: Path
     if "gpu-isolation" in table:
         u["gpu_isolation"] = as_choice(
             table["gpu-isolation"], ("devices", "env"), f"{where}.gpu-isolation"
+        )
+    if "gpu-devices" in table:
+        u["gpu_devices"] = as_choice(
+            table["gpu-devices"], GPU_DEVICE_NAMINGS, f"{where}.gpu-devices"
         )
     if "pull" in table:
         u["pull"] = as_choice(table["pull"], PULL_POLICIES, f"{where}.pull")

@@ -1,5 +1,6 @@
-"""The project file (``rocmenv.toml`` or ``[tool.rocmenv]``) as read: every table validated,
-nothing from the environment or the command line applied yet — that is
+"""The project file (``rocmenv.toml`` or ``[tool.rocmenv]``) as read, with the site and user
+files under it (:mod:`rocmenv.settings.site`; their profiles are the bases the file's extend):
+every table validated, nothing from the environment or the command line applied yet — that is
 :mod:`rocmenv.settings.resolve`'s one cascade.
 
 Schema (every key optional; unknown keys are errors with a "did you mean")::
@@ -14,7 +15,7 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     timeout = 30.0                                   # seconds, per request
     retries = 4                                      # on 429/5xx/connection errors
 
-    [host]
+    [host]                            # rocmenv.settings.host
     sysfs-root = "/sys"               # where class/kfd/kfd/topology lives
     dev-root = "/dev"                 # where kfd and dri/ live
 
@@ -31,6 +32,7 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     gpus = "all"                      # all | none | 0,1 | 0-3 | <uuid>[,<uuid>]
     gpu-isolation = "devices"         # devices: only the selected nodes; env: all nodes + variables
     gpu-env = ["HIP_VISIBLE_DEVICES"] # variables set to the selected GPUs
+    gpu-devices = "nodes"             # nodes: /dev/kfd + the GPUs' nodes; cdi: amd.com/gpu=N
     devices = ["/dev/infiniband"]     # extra device nodes
     group-add = ["video", "render"]
     cap-add = ["SYS_PTRACE"]
@@ -63,7 +65,6 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,20 +75,14 @@ from rocmenv.errors import ConfigError, UsageError
 from rocmenv.settings.choices import ENGINE_NAMES, EngineName
 from rocmenv.settings.files import file_trusted, find_project_file
 from rocmenv.settings.keys import as_choice, as_str, check_keys, did_you_mean
-from rocmenv.settings.profiles import BUILTIN_PROFILES, Profile, parse_profile
-from rocmenv.settings.registry import RegistrySettings, registry_settings
+from rocmenv.settings.profile_set import build_profiles
+from rocmenv.settings.profiles import BUILTIN_PROFILES, Profile
+from rocmenv.settings.registry import registry_settings
+from rocmenv.settings.site import SiteFile, load_site_files
 
 TOP_KEYS = (
     "default-profile", "lockfile", "engine", "registry", "host", "profiles", "suites", "slurm",
 )  # fmt: skip
-HOST_KEYS = ("sysfs-root", "dev-root")
-PROFILE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-@dataclass(frozen=True, kw_only=True)
-class HostSettings:
-    sysfs_root: Path = Path("/sys")
-    dev_root: Path = Path("/dev")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,11 +97,22 @@ class Project:
     default_profile: str | None = None  # the file's default-profile
     lockfile: str | None = None  # the file's lockfile, as written
     engine: EngineName | None = None
-    registry: RegistrySettings | None = None  # [registry], validated
+    registry: Any = None  # [registry] as written (validated); layered by the resolver
     host: Any = None  # [host] as written; validated when it counts (resolve)
     slurm: Any = None  # [slurm] as written; parsed when it counts (resolve)
     suites: Mapping[str, Any] = field(default_factory=dict)  # [suites.*] as written
+    # the built-ins, the user's and the site's profiles, then the file's (profile_set)
     profiles: tuple[tuple[str, Profile], ...] = tuple(BUILTIN_PROFILES.items())
+    sites: tuple[SiteFile, ...] = ()  # the site and user files read (trusted), site first
+
+    @property
+    def trusted_sources(self) -> tuple[str, ...]:
+        """The ``Profile.source`` values untrusted mode believes: the built-ins, the site and
+        user files, and the project file when it is trusted."""
+        files = [str(s.path) for s in self.sites]
+        if self.trusted and self.path is not None:
+            files.append(str(self.path))
+        return ("built-in", *files)
 
     @property
     def where(self) -> str:
@@ -128,9 +134,11 @@ class Project:
 
 
 def load_project(ctx: Context) -> Project:
-    """Find and read the project file: every key checked, the profiles built (``extends``
-    resolved), ``[registry]`` validated; ``[host]`` and ``[slurm]`` kept as written until
-    the resolver knows whether they count."""
+    """Find and read the project file (and the site and user files under it): every key
+    checked, the profiles built (``extends`` resolved), ``[registry]`` validated;
+    ``[host]`` and ``[slurm]`` kept as written until the resolver knows whether they
+    count."""
+    sites = load_site_files(ctx.env)
     path, table = find_project_file(ctx)
     where = str(path) if path else "configuration"
     check_keys(table, TOP_KEYS, where)
@@ -151,90 +159,31 @@ def load_project(ctx: Context) -> Project:
         engine=cast(EngineName, as_choice(engine, ENGINE_NAMES, f"engine in {where}"))
         if engine is not None
         else None,
-        registry=registry_settings(table["registry"], f"[registry] in {where}")
-        if "registry" in table
-        else None,
+        registry=_validated_registry(table.get("registry"), where),
         host=table.get("host"),
         slurm=table.get("slurm"),
         suites=suites,
-        profiles=_profiles(table.get("profiles", {}), where, path),
+        profiles=tuple(_profiles(sites, table.get("profiles", {}), where, path).items()),
+        sites=sites,
     )
 
 
-def host_settings(table: Any, root: Path, where: str) -> HostSettings:
-    """``[host]``: paths relative to the project root."""
-    if not isinstance(table, dict):
-        raise ConfigError(f"[host] in {where} must be a table")
-    check_keys(table, HOST_KEYS, f"[host] in {where}")
-    host = HostSettings()
-    if "sysfs-root" in table:
-        host = HostSettings(
-            sysfs_root=root / as_str(table["sysfs-root"], "[host].sysfs-root"),
-            dev_root=host.dev_root,
-        )
-    if "dev-root" in table:
-        host = HostSettings(
-            sysfs_root=host.sysfs_root, dev_root=root / as_str(table["dev-root"], "[host].dev-root")
-        )
-    return host
+def _validated_registry(table: Any, where: str) -> Any:
+    if table is not None:
+        registry_settings(table, f"[registry] in {where}")
+    return table
 
 
-def _profiles(raw_profiles: Any, where: str, path: Path | None) -> tuple[tuple[str, Profile], ...]:
-    """The built-in profiles, then the file's, each resolved through its ``extends`` chain."""
-    if not isinstance(raw_profiles, dict):
-        raise ConfigError(f"profiles in {where} must be a table of tables")
-    for name in raw_profiles:
-        if not PROFILE_NAME_RE.fullmatch(name):
-            raise ConfigError(
-                f"profile name {name!r} in {where} is not a name",
-                hint="profile names match [A-Za-z0-9][A-Za-z0-9._-]* (letters, digits, . _ -)",
-            )
+def _profiles(
+    sites: tuple[SiteFile, ...], raw: Any, where: str, path: Path | None
+) -> dict[str, Profile]:
+    """Built-ins, then the user's profiles, then the site's, then the project file's: each
+    level refines a same-named profile from below (``rocmenv.settings.profile_set``)."""
     profiles: dict[str, Profile] = dict(BUILTIN_PROFILES)
-    done: set[str] = set()
-    resolving: list[str] = []
-
-    def build(name: str) -> Profile:
-        if name in profiles and (name not in raw_profiles or name in done):
-            return profiles[name]
-        raw = raw_profiles[name]
-        if not isinstance(raw, dict):
-            raise ConfigError(f"[profiles.{name}] in {where} must be a table")
-        if name in resolving:
-            raise ConfigError(
-                f"profile {name!r} in {where} extends itself: {' -> '.join([*resolving, name])}"
-            )
-        resolving.append(name)
-        base = _base_of(name, raw.get("extends"), raw_profiles, build)
-        assert path is not None
-        profiles[name] = parse_profile(name, raw, base, path)
-        done.add(name)
-        resolving.pop()
-        return profiles[name]
-
-    try:
-        for name in raw_profiles:
-            build(name)
-    except RecursionError:
-        raise ConfigError(
-            f"the profiles in {where} extend each other too deeply",
-            hint="keep `extends` chains short (a few levels)",
-        ) from None
-    return tuple(profiles.items())
-
-
-def _base_of(name: str, parent: Any, raw_profiles: Mapping[str, Any], build: Any) -> Profile:
-    """The profile ``name`` extends: its ``extends``, else the built-in of the same name, else
-    the built-in ``rocm``."""
-    if parent is None:
-        return BUILTIN_PROFILES.get(name, BUILTIN_PROFILES["rocm"])
-    parent = as_str(parent, f"[profiles.{name}].extends")
-    if parent == name and name in BUILTIN_PROFILES:
-        return BUILTIN_PROFILES[name]
-    if parent in raw_profiles:
-        return cast(Profile, build(parent))
-    if parent in BUILTIN_PROFILES:
-        return BUILTIN_PROFILES[parent]
-    known = sorted({*raw_profiles, *BUILTIN_PROFILES})
-    raise ConfigError(
-        f"[profiles.{name}] extends unknown profile {parent!r}" + did_you_mean(parent, known)
-    )
+    for site in sorted(sites, key=lambda s: s.origin == "site"):  # user first, site over it
+        if site.profiles is not None:
+            profiles = build_profiles(site.profiles, site.where, site.path, profiles)
+    if raw != {}:
+        assert path is not None  # profiles only come from a file
+        profiles = build_profiles(raw, where, path, profiles)
+    return profiles

@@ -27,6 +27,14 @@ REGISTRY_KEYS = (
     "pull-from-mirror",
     "ratelimit-warning",
 )
+#: The variables that override ``[registry]`` keys, and the key each one sets.
+REGISTRY_ENV: dict[str, str] = {
+    "ROCMENV_MIRRORS": "mirrors",
+    "ROCMENV_INSECURE_REGISTRIES": "insecure",
+    "ROCMENV_REGISTRY_TIMEOUT": "timeout",
+    "ROCMENV_REGISTRY_RETRIES": "retries",
+    "ROCMENV_REGISTRY_DEADLINE": "command-deadline",
+}
 #: Size caps (bytes) on registry responses by kind, enforced while reading.
 RESPONSE_LIMITS: dict[str, int] = {
     "tags": 16 * 1024 * 1024,
@@ -66,25 +74,29 @@ class RegistrySettings:
         return ()
 
 
-def registry_settings(table: Any, where: str) -> RegistrySettings:
+def registry_settings(
+    table: Any, where: str, base: RegistrySettings | None = None
+) -> RegistrySettings:
+    """``[registry]`` over ``base``: the keys the table sets replace the base's."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
     check_keys(table, REGISTRY_KEYS, where)
-    mirrors: list[tuple[str, tuple[str, ...]]] = []
+    settings = base or RegistrySettings()
     if "mirrors" in table:
         if not isinstance(table["mirrors"], dict):
             raise ConfigError(f"{where}.mirrors must be a table of registry = [mirror, …]")
+        mirrors: list[tuple[str, tuple[str, ...]]] = []
         for reg, hosts in table["mirrors"].items():
             check_host(reg, f"{where}.mirrors key {reg!r}")
             mirrors.append((reg, as_str_list(hosts, f"{where}.mirrors.{reg}")))
             for host in mirrors[-1][1]:
                 check_host(host, f"{where}.mirrors.{reg}")
-    settings = RegistrySettings(
-        mirrors=tuple(mirrors),
-        insecure=as_str_list(table.get("insecure", []), f"{where}.insecure"),
-    )
-    for host in settings.insecure:
-        check_host(host, f"{where}.insecure")
+        settings = replace(settings, mirrors=tuple(mirrors))
+    if "insecure" in table:
+        insecure = as_str_list(table["insecure"], f"{where}.insecure")
+        for host in insecure:
+            check_host(host, f"{where}.insecure")
+        settings = replace(settings, insecure=insecure)
     if "timeout" in table:
         t = table["timeout"]
         if not isinstance(t, (int, float)) or isinstance(t, bool) or not _seconds_ok(t):
@@ -140,7 +152,9 @@ def registry_settings(table: Any, where: str) -> RegistrySettings:
 
 def env_registry(env: Mapping[str, str], settings: RegistrySettings) -> RegistrySettings:
     """``ROCMENV_MIRRORS="docker.io=127.0.0.1:5000,docker.io=m2"``, ``ROCMENV_INSECURE_REGISTRIES``,
-    ``ROCMENV_REGISTRY_TIMEOUT``, ``ROCMENV_REGISTRY_RETRIES``."""
+    ``ROCMENV_REGISTRY_TIMEOUT``, ``ROCMENV_REGISTRY_RETRIES``, ``ROCMENV_PULL_FROM_MIRROR``
+    (``1/true/yes`` or ``0/false/no``: a runner behind a mirror says so without the project
+    file)."""
     if env.get("ROCMENV_MIRRORS"):
         pairs: dict[str, list[str]] = {}
         for item in env["ROCMENV_MIRRORS"].split(","):
@@ -171,6 +185,13 @@ def env_registry(env: Mapping[str, str], settings: RegistrySettings) -> Registry
         settings = replace(settings, retries=int(text))
     if env.get("ROCMENV_REGISTRY_DEADLINE"):
         settings = replace(settings, command_deadline=env_seconds(env, "ROCMENV_REGISTRY_DEADLINE"))
+    if env.get("ROCMENV_PULL_FROM_MIRROR", "").strip():
+        text = env["ROCMENV_PULL_FROM_MIRROR"].strip().lower()
+        if text not in ("1", "true", "yes", "0", "false", "no"):
+            raise ConfigError(
+                f"ROCMENV_PULL_FROM_MIRROR={text[:40]!r}: must be 1/true/yes or 0/false/no"
+            )
+        settings = replace(settings, pull_from_mirror=text in ("1", "true", "yes"))
     return settings
 
 

@@ -2,41 +2,63 @@
 
 The order (README "Precedence")::
 
-    command-line flag > ROCMENV_* variable > the profile > site configuration > project file > default
+    command-line flag > ROCMENV_* variable > the profile > site file > user file > project file
+    > default
 
 ``None`` (not given) and ``auto`` at any level defer to the next. Not every setting has every
 level; :data:`CASCADE` says which it has (and ``rocmenv config show --origin`` reports the
-level a value came from). The site level (``/etc/rocmenv``, ``$XDG_CONFIG_HOME/rocmenv``) is
-a slot the cascade already passes through.
+level every value came from). Tables (``[registry]``, ``[host]``, ``[slurm]``, ``[policy]``)
+cascade key by key: each level's table is read over the one below it. The site file
+(``/etc/rocmenv/config.toml``) and the user file (``$XDG_CONFIG_HOME/rocmenv/config.toml``)
+are :mod:`rocmenv.settings.site`'s; they are trusted (outside the checkout) and count in
+untrusted mode too.
 
 **Untrusted mode** is the one setting that does not cascade: any source turns it on
 (``--untrusted``, ``ROCMENV_UNTRUSTED``, the selected profile's ``untrusted = true``), none
 turns it off. When it is on and the project file is the checkout's (found in it, or named
 inside it), the checkout's ``[registry]``, ``[host]``, ``[slurm]`` and ``[suites.*.slurm]``
 are ignored (and said so in :attr:`Settings.notes`) and its ``lockfile`` must stay inside the
-project. Those rules are applied here and nowhere else: every command takes the result.
+project; a site or user file inside the checkout is refused. Those rules are applied here
+and nowhere else: every command takes the result.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from rocmenv.context import Context, find_checkout
 from rocmenv.errors import ConfigError
 from rocmenv.hostfs import is_under
 from rocmenv.settings.choices import ENGINE_NAMES, EngineName, PullPolicy
+from rocmenv.settings.host import HostSettings, host_settings
 from rocmenv.settings.keys import parse_size
-from rocmenv.settings.policy import Policy, load_policy, untrusted_env
+from rocmenv.settings.policy import (
+    DEFAULT_POLICY,
+    Policy,
+    policy_file,
+    policy_from_table,
+    untrusted_env,
+)
 from rocmenv.settings.profiles import Profile
-from rocmenv.settings.project import HostSettings, Project, host_settings, load_project
-from rocmenv.settings.registry import RegistrySettings, env_registry
+from rocmenv.settings.project import Project, load_project
+from rocmenv.settings.registry import (
+    REGISTRY_ENV,
+    RegistrySettings,
+    env_registry,
+    registry_settings,
+)
+from rocmenv.settings.site import SiteFile
 from rocmenv.settings.slurm import SlurmSettings, parse_slurm
 
-Origin = Literal["flag", "env", "profile", "site", "project", "default"]
+Origin = Literal["flag", "env", "profile", "site", "user", "project", "default"]
+#: The levels, highest first (README "Precedence").
+ORIGINS: Final[tuple[Origin, ...]] = (
+    "flag", "env", "profile", "site", "user", "project", "default",
+)  # fmt: skip
 
 DEFAULT_PROFILE: Final = "rocm"
 DEFAULT_ENGINE: Final[EngineName] = "auto"
@@ -44,20 +66,22 @@ DEFAULT_PULL: Final[PullPolicy] = "missing"
 DEFAULT_LOCKFILE: Final = "rocmenv.lock"
 DEFAULT_RESERVE: Final = 2 << 30  # bytes kept free after a pull unless configured
 
-#: Which levels each setting has: (flag, variable, profile key, site key, project key).
+#: Which levels each setting has: (flag, variable, profile key, site and user key, project
+#: key). Tables cascade key by key.
 CASCADE: Mapping[str, tuple[str | None, str | None, str | None, str | None, str | None]] = {
     "profile": ("--profile", "ROCMENV_PROFILE", None, None, "default-profile"),
-    "engine": ("--engine", "ROCMENV_ENGINE", "engine", None, "engine"),
+    "engine": ("--engine", "ROCMENV_ENGINE", "engine", "engine", "engine"),
     "pull": ("--pull", None, "pull", None, None),
     "shims": ("--no-shims", None, "shims", None, None),
     "lockfile": ("--lock", "ROCMENV_LOCKFILE", None, None, "lockfile"),
     "disk-reserve": ("--reserve", "ROCMENV_DISK_RESERVE", None, None, None),
     "untrusted": ("--untrusted", "ROCMENV_UNTRUSTED", "untrusted", None, None),
-    "registry": (None, "ROCMENV_MIRRORS …", None, None, "[registry]"),
-    "host": (None, "ROCMENV_SYSFS_ROOT / ROCMENV_DEV_ROOT", None, None, "[host]"),
-    "slurm": (None, None, None, None, "[slurm]"),
-    "policy": (None, "ROCMENV_POLICY", None, None, None),
+    "registry": (None, "ROCMENV_MIRRORS …", None, "[registry]", "[registry]"),
+    "host": (None, "ROCMENV_SYSFS_ROOT / ROCMENV_DEV_ROOT", None, "[host]", "[host]"),
+    "slurm": (None, None, None, "[slurm]", "[slurm]"),
+    "policy": (None, "ROCMENV_POLICY", None, "[policy]", None),
 }
+HOST_ENV: Final = {"ROCMENV_SYSFS_ROOT": "sysfs-root", "ROCMENV_DEV_ROOT": "dev-root"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +114,8 @@ class Settings:
     slurm: SlurmSettings  # the top-level [slurm] (suites: :meth:`slurm_for`)
     policy: Policy | None  # the untrusted policy; None when trusted
     notes: tuple[str, ...] = ()  # what untrusted mode ignored
+    # the level each value came from: "engine", …, and "registry.timeout", "slurm.partition"
+    # … key by key (the table's own name: its highest level)
     origins: Mapping[str, Origin] = field(default_factory=dict)
     distrusted: bool = False  # untrusted, and the project file is the checkout's
 
@@ -98,15 +124,9 @@ class Settings:
         return self.project.root
 
     def slurm_for(self, suite: str) -> SlurmSettings:
-        """``[suites.NAME.slurm]`` over the top-level ``[slurm]``; defaults for a distrusted
-        checkout's file."""
-        if self.distrusted:
-            return SlurmSettings()
-        raw = self.project.suites.get(suite)
-        if isinstance(raw, dict) and "slurm" in raw:
-            return parse_slurm(raw["slurm"], f"[suites.{suite}.slurm] in {self.project.where}",
-                               self.slurm)  # fmt: skip
-        return self.slurm
+        """``[suites.NAME.slurm]`` over the project's ``[slurm]``, under the user's and the
+        site's; a distrusted checkout's tables do not count."""
+        return slurm_settings(self.project, self.distrusted, suite)
 
 
 def pick(*levels: tuple[Origin, Any]) -> tuple[Any, Origin]:
@@ -117,6 +137,43 @@ def pick(*levels: tuple[Origin, Any]) -> tuple[Any, Origin]:
             return value, origin
     origin, value = levels[-1]
     return value, origin
+
+
+T = TypeVar("T")
+#: (level, the table as written, where it was written, the directory it is relative to)
+Layer = tuple[Origin, Any, str, Path]
+
+
+def layered(
+    layers: list[Layer],
+    read: Callable[[Any, str, Path, T], T],
+    base: T,
+    origins: dict[str, Origin] | None = None,
+    prefix: str = "",
+) -> T:
+    """Each layer's table read over the ones below it (``layers`` lowest first), recording in
+    ``origins`` the level every key it sets came from."""
+    value = base
+    for origin, table, where, root in layers:
+        if table is None:
+            continue
+        value = read(table, where, root, value)
+        if origins is not None and isinstance(table, dict):
+            origins.update((f"{prefix}.{key}", origin) for key in table)
+    return value
+
+
+def site_layers(project: Project, name: str) -> list[Layer]:
+    """The user's then the site's table ``name`` (lowest first)."""
+    by_origin = sorted(project.sites, key=lambda s: s.origin == "site")
+    return [(s.origin, getattr(s, name), f"[{name}] in {s.where}", s.path.parent)
+            for s in by_origin]  # fmt: skip
+
+
+def _project_layer(project: Project, table: Any, name: str, distrusted: bool) -> list[Layer]:
+    if distrusted or table is None:
+        return []
+    return [("project", table, f"[{name}] in {project.where}", project.root)]
 
 
 def settings_for(
@@ -145,10 +202,13 @@ def settings_for(
     origins["untrusted"] = _untrusted_origin(flags.untrusted, untrusted_env(env), profile.untrusted)
     distrusted = untrusted and not project.trusted
     notes = _ignored(project) if distrusted else ()
+    if untrusted:
+        _refuse_site_files_in_checkout(project.sites, find_checkout(ctx.cwd))
 
     engine, origins["engine"] = pick(
         ("flag", flags.engine), ("env", _env_engine(env)), ("profile", profile.engine),
-        ("project", project.engine), ("default", DEFAULT_ENGINE),
+        *((s.origin, s.engine) for s in project.sites), ("project", project.engine),
+        ("default", DEFAULT_ENGINE),
     )  # fmt: skip
     pull, origins["pull"] = pick(
         ("flag", flags.pull), ("profile", profile.pull), ("default", DEFAULT_PULL)
@@ -161,16 +221,12 @@ def settings_for(
         ("flag", flags.reserve), ("env", env.get("ROCMENV_DISK_RESERVE", "").strip() or None),
         ("default", None),
     )  # fmt: skip
-    registry_file = None if distrusted else project.registry
-    origins["registry"] = _registry_origin(env, registry_file)
-    host, origins["host"] = _host(env, project, distrusted)
-    slurm = SlurmSettings()
-    origins["slurm"] = "default"
-    if project.slurm is not None and not distrusted:
-        slurm = parse_slurm(project.slurm, f"[slurm] in {project.where}")
-        origins["slurm"] = "project"
-    policy = load_policy(env, find_checkout(ctx.cwd)) if untrusted else None
-    origins["policy"] = "env" if untrusted and env.get("ROCMENV_POLICY", "").strip() else "default"
+    registry = _registry(env, project, distrusted, origins)
+    host = _host(env, project, distrusted, origins)
+    slurm = slurm_settings(project, distrusted, None, origins)
+    policy = resolve_policy(ctx, project, origins) if untrusted else None
+    for table in ("registry", "host", "slurm", "policy"):
+        origins[table] = _highest(origins, table)
     return Settings(
         project=project,
         profile=profile,
@@ -180,7 +236,7 @@ def settings_for(
         shims=shims,
         lockfile=lockfile,
         disk_reserve=parse_size(reserve_text) if reserve_text else DEFAULT_RESERVE,
-        registry=env_registry(env, registry_file or RegistrySettings()),
+        registry=registry,
         host=host,
         slurm=slurm,
         policy=policy,
@@ -188,6 +244,91 @@ def settings_for(
         origins=origins,
         distrusted=distrusted,
     )
+
+
+def _registry(
+    env: Mapping[str, str], project: Project, distrusted: bool, origins: dict[str, Origin]
+) -> RegistrySettings:
+    """default < project file < user < site (key by key) < ``ROCMENV_*`` (field by field)."""
+    layers = _project_layer(project, project.registry, "registry", distrusted)
+    registry = layered(
+        [*layers, *site_layers(project, "registry")],
+        lambda table, where, _root, base: registry_settings(table, where, base),
+        RegistrySettings(), origins, "registry",
+    )  # fmt: skip
+    origins.update((f"registry.{key}", "env") for var, key in REGISTRY_ENV.items() if env.get(var))
+    return env_registry(env, registry)
+
+
+def _host(
+    env: Mapping[str, str], project: Project, distrusted: bool, origins: dict[str, Origin]
+) -> HostSettings:
+    layers = _project_layer(project, project.host, "host", distrusted)
+    host = layered(
+        [*layers, *site_layers(project, "host")],
+        lambda table, where, root, base: host_settings(table, root, where, base),
+        HostSettings(), origins, "host",
+    )  # fmt: skip
+    sysfs, dev = env.get("ROCMENV_SYSFS_ROOT"), env.get("ROCMENV_DEV_ROOT")
+    origins.update((f"host.{key}", "env") for var, key in HOST_ENV.items() if env.get(var))
+    return HostSettings(
+        sysfs_root=Path(sysfs) if sysfs else host.sysfs_root,
+        dev_root=Path(dev) if dev else host.dev_root,
+    )
+
+
+def slurm_settings(
+    project: Project,
+    distrusted: bool,
+    suite: str | None = None,
+    origins: dict[str, Origin] | None = None,
+) -> SlurmSettings:
+    """default < the project's ``[slurm]`` < its ``[suites.NAME.slurm]`` < user < site."""
+    layers = _project_layer(project, project.slurm, "slurm", distrusted)
+    raw = project.suites.get(suite) if suite is not None else None
+    if isinstance(raw, dict) and "slurm" in raw and not distrusted:
+        layers.append(("project", raw["slurm"], f"[suites.{suite}.slurm] in {project.where}",
+                       project.root))  # fmt: skip
+    return layered(
+        [*layers, *site_layers(project, "slurm")],
+        lambda table, where, _root, base: parse_slurm(table, where, base),
+        SlurmSettings(), origins, "slurm",
+    )  # fmt: skip
+
+
+def resolve_policy(
+    ctx: Context, project: Project, origins: dict[str, Origin] | None = None
+) -> Policy:
+    """The untrusted policy: built-in < the user's ``[policy]`` < the site's < the file
+    ``ROCMENV_POLICY`` names, key by key (``config show`` asks for it in trusted mode too)."""
+    layers = site_layers(project, "policy")
+    named = policy_file(ctx.env, find_checkout(ctx.cwd))
+    if named is not None:
+        layers.append(("env", named[0], f"policy file {named[1]}", named[1].parent))
+    return layered(
+        layers,
+        lambda table, where, _root, base: policy_from_table(
+            table, where, base, source=where.removeprefix("policy file ")
+        ),
+        DEFAULT_POLICY, origins, "policy",
+    )  # fmt: skip
+
+
+def _highest(origins: Mapping[str, Origin], table: str) -> Origin:
+    """A table's origin: the highest level any of its keys came from."""
+    found = {o for k, o in origins.items() if k.startswith(f"{table}.")}
+    return next((o for o in ORIGINS if o in found), "default")
+
+
+def _refuse_site_files_in_checkout(sites: tuple[SiteFile, ...], checkout: Path) -> None:
+    for site in sites:
+        if is_under(os.path.realpath(site.path), os.path.realpath(checkout)):
+            raise ConfigError(
+                f"the {site.origin} configuration {site.path} is inside the checkout {checkout}: "
+                "in an untrusted job that file is the pull request's, not yours",
+                hint="keep site and user configuration outside the checkout (check "
+                "XDG_CONFIG_HOME, HOME and ROCMENV_SITE_CONFIG)",
+            )
 
 
 def _untrusted_origin(flag: bool, env: bool, profile: bool) -> Origin:
@@ -209,8 +350,10 @@ def _env_engine(env: Mapping[str, str]) -> EngineName | None:
 
 
 def _ignored(project: Project) -> tuple[str, ...]:
-    """The note that says what untrusted mode did not read from the checkout's file."""
-    name = project.path.name if project.path else "config"
+    """The note that says what untrusted mode did not read from the checkout's file (only a
+    file is ever distrusted: the built-ins are trusted)."""
+    assert project.path is not None
+    name = project.path.name
     notes = []
     ignored = [f"[{key}]" for key, raw in (("registry", project.registry), ("host", project.host))
                if raw is not None]  # fmt: skip
@@ -237,11 +380,9 @@ def _lockfile(
         ("project", _path(project.lockfile)), ("default", Path(DEFAULT_LOCKFILE)),
     )  # fmt: skip
     path: Path = given
-    if path.is_absolute():
-        return path, origin
-    if origin in ("flag", "env"):
+    if origin in ("flag", "env"):  # trusted input, relative to the working directory
         return ctx.cwd / path, origin
-    path = project.root / path
+    path = project.root / path  # an absolute one stays as it is
     if distrusted and not is_under(os.path.realpath(path), os.path.realpath(project.root)):
         raise ConfigError(
             f"lockfile in {project.where} points outside the project ({path}): refused in "
@@ -254,29 +395,3 @@ def _lockfile(
 
 def _path(text: str | None) -> Path | None:
     return Path(text) if text else None
-
-
-def _registry_origin(env: Mapping[str, str], file: RegistrySettings | None) -> Origin:
-    names = ("ROCMENV_MIRRORS", "ROCMENV_INSECURE_REGISTRIES", "ROCMENV_REGISTRY_TIMEOUT",
-             "ROCMENV_REGISTRY_RETRIES", "ROCMENV_REGISTRY_DEADLINE")  # fmt: skip
-    if any(env.get(n) for n in names):
-        return "env"
-    return "project" if file is not None else "default"
-
-
-def _host(
-    env: Mapping[str, str], project: Project, distrusted: bool
-) -> tuple[HostSettings, Origin]:
-    origin: Origin = "default"
-    host = HostSettings()
-    if project.host is not None and not distrusted:
-        host = host_settings(project.host, project.root, project.where)
-        origin = "project"
-    sysfs, dev = env.get("ROCMENV_SYSFS_ROOT"), env.get("ROCMENV_DEV_ROOT")
-    if sysfs or dev:
-        origin = "env"
-        host = HostSettings(
-            sysfs_root=Path(sysfs) if sysfs else host.sysfs_root,
-            dev_root=Path(dev) if dev else host.dev_root,
-        )
-    return host, origin

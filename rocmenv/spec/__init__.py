@@ -1,6 +1,7 @@
 """The container: :mod:`~rocmenv.spec.runspec` (the values), :mod:`~rocmenv.spec.gpu` (host GPUs),
 :mod:`~rocmenv.spec.builder` (the trusted draft), :mod:`~rocmenv.spec.guard` (untrusted mode),
-:mod:`~rocmenv.spec.plan` (the one planner), :mod:`~rocmenv.spec.render` (docker, GHA, compose).
+:mod:`~rocmenv.spec.plan` (the one planner), :mod:`~rocmenv.spec.render` (docker, GHA, compose),
+:mod:`~rocmenv.spec.cdi` (CDI device names and spec).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ __all__, __getattr__ = surface(
         "GpuSelection": "gpu",
         "discover": "gpu",
         "parse_gpus": "gpu",
+        "generate_spec": "cdi",
+        "cdi_support": "cdi",
         "build_runspec": "builder",
         "Guard": "guard",
         "guard_for": "guard",

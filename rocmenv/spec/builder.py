@@ -61,13 +61,18 @@ def gpu_devices(
     isolation: str,
     env_names: tuple[str, ...],
     nodes_for_all: bool = False,
+    naming: str = "nodes",
 ) -> tuple[list[Device], list[EnvVar], list[str]]:
     """Device nodes and visible-devices variables for a selection. ``isolation`` ``env``:
     every node, the variables carry host indices; ``devices``: only the selected GPUs' nodes,
     the variables carry the container's numbering. ``nodes_for_all``: even ``all`` as the
-    GPUs' own nodes rather than the whole ``/dev/dri``."""
+    GPUs' own nodes rather than the whole ``/dev/dri``. ``naming`` ``cdi``: the same choice
+    as CDI names (``amd.com/gpu=2``, ``amd.com/gpu=all``; the spec brings ``/dev/kfd``)."""
     if selection.kind == "none":
         return [], [], []
+    if naming == "cdi":
+        return _cdi_devices(selection, isolation=isolation, env_names=env_names,
+                            each_for_all=nodes_for_all)  # fmt: skip
     inv = host.inventory
     # Rendering for another host (no host check): that host's nodes are under /dev.
     dev_root = str(inv.dev_root) if inv is not None and host.check_host else "/dev"
@@ -96,6 +101,31 @@ def gpu_devices(
             )
     value = ",".join(str(i) for i in range(len(selection.gpus)))
     return devices, [EnvVar(name=n, value=value, source="gpu") for n in names], notes
+
+
+def _cdi_devices(
+    selection: GpuSelection, *, isolation: str, env_names: tuple[str, ...], each_for_all: bool
+) -> tuple[list[Device], list[EnvVar], list[str]]:
+    """:func:`gpu_devices` as CDI names (:mod:`rocmenv.spec.cdi`)."""
+    from rocmenv.spec.cdi import cdi_name
+
+    def device(index: int | str) -> Device:
+        name = cdi_name(index)
+        return Device(host=name, container=name, gpu=True, cdi=True)
+
+    names = env_names or (("HIP_VISIBLE_DEVICES",) if isolation == "env" else ())
+    indices = sorted(g.index for g in selection.gpus)
+    if isolation == "env" or (selection.kind == "all" and not (each_for_all and indices)):
+        if selection.kind == "subset":
+            value = ",".join(str(g.index) for g in selection.gpus)
+            return [device("all")], [EnvVar(name=n, value=value, source="gpu") for n in names], []
+        return [device("all")], [], []
+    value = ",".join(str(i) for i in range(len(indices)))
+    return (
+        [device(i) for i in indices],
+        [EnvVar(name=n, value=value, source="gpu") for n in names],
+        [],
+    )
 
 
 def gpu_selection(profile: Profile, overrides: Overrides, host: HostFacts) -> GpuSelection:
@@ -234,8 +264,9 @@ def build_runspec(
         )
     selection = gpu_selection(profile, overrides, host)
     gpu_devs, gpu_env, notes = gpu_devices(
-        selection, host, isolation=profile.gpu_isolation, env_names=profile.gpu_env
-    )
+        selection, host, isolation=profile.gpu_isolation, env_names=profile.gpu_env,
+        naming=profile.gpu_devices,
+    )  # fmt: skip
     devices = gpu_devs + [
         parse_device(text, f"[profiles.{profile.name}].devices") for text in profile.devices
     ]
@@ -293,7 +324,7 @@ def check_devices(spec: RunSpec, host: HostFacts) -> None:
     if not host.check_host:
         return
     for dev in spec.devices:
-        if not host.path_exists(dev.host):
+        if not dev.cdi and not host.path_exists(dev.host):
             raise UsageError(
                 f"device {dev.host} (for {dev.container}) does not exist on this host",
                 hint="check the profile's devices and `rocmenv gpus`",

@@ -1,6 +1,6 @@
 """AMD GPU discovery from the KFD topology and ``/dev/dri``, and ``--gpus`` selection.
 
-Sources (both roots are configurable, see :class:`rocmenv.settings.project.HostSettings`)::
+Sources (both roots are configurable, see :class:`rocmenv.settings.host.HostSettings`)::
 
     <sysfs>/class/kfd/kfd/topology/nodes/<N>/properties   one "key value" per line;
         simd_count 0 = a CPU node; gfx_target_version, drm_render_minor, location_id,

@@ -84,9 +84,10 @@ class Guard:
     images: tuple[str, ...] = (BUILTIN_REPOSITORY,)  # allowed repositories (domain/path)
     mirrors: tuple[tuple[str, str], ...] = ()  # trusted (registry, mirror host) pairs
     config_notes: tuple[str, ...] = ()  # what loading ignored from the checkout's config
+    trusted_sources: tuple[str, ...] = ("built-in",)  # + the site and user files
 
     def trusts(self, profile: Profile) -> bool:
-        return profile.source == "built-in" or self.config_trusted
+        return profile.source in self.trusted_sources or self.config_trusted
 
     def apply(self, draft: RunSpec, profile: Profile, host: HostFacts) -> RunSpec:
         """The trusted ``draft`` (built from ``profile`` on ``host``) as untrusted mode allows
@@ -117,7 +118,7 @@ class Guard:
             changes.append(f"security-opt {','.join(opts)} dropped")
         env, env_changes, secrets_note = self._env(draft, profile)
         changes += env_changes
-        devices, gpu_env, gpu_notes = self._gpus(draft, host)
+        devices, gpu_env, gpu_notes = self._gpus(draft, host, profile.gpu_devices)
         env = with_gpu_env(
             [e for e in env if e.source != "gpu"], gpu_env,
             renumbered=draft.gpu_selection.kind == "subset", selection=draft.gpu_selection,
@@ -163,13 +164,14 @@ class Guard:
         return env, changes, secrets
 
     def _gpus(
-        self, draft: RunSpec, host: HostFacts
+        self, draft: RunSpec, host: HostFacts, naming: str = "nodes"
     ) -> tuple[tuple[Device, ...], list[EnvVar], list[str]]:
         """Isolation by the selected GPUs' own nodes (also for ``all`` on this host), the
-        visible-device variables numbered as the container sees them."""
+        visible-device variables numbered as the container sees them; with ``gpu-devices =
+        "cdi"`` the selected GPUs' CDI names are those allowed devices."""
         gpu_devs, gpu_env, notes = gpu_devices(
             draft.gpu_selection, host, isolation="devices", env_names=VISIBLE_DEVICE_VARS,
-            nodes_for_all=host.check_host,
+            nodes_for_all=host.check_host, naming=naming,
         )  # fmt: skip
         extra = [d for d in draft.devices if not d.gpu]
         return tuple(dedupe([*gpu_devs, *extra])), gpu_env, notes
@@ -305,12 +307,13 @@ def guard_for(settings: Settings, checkout: Path | None) -> Guard:
     trusted registry mirrors that may serve them (a distrusted file's were not read)."""
     policy = settings.policy or DEFAULT_POLICY
     images = policy.images
-    if not images and settings.project.trusted:
+    trusted = settings.project.trusted_sources
+    if not images:
         images = tuple(
             dict.fromkeys(
                 repository_name(p.image.repository, f"[profiles.{p.name}].image")
                 for _name, p in settings.project.profiles
-                if p.image is not None
+                if p.image is not None and p.source in trusted
             )
         )
     mirrors = tuple((reg, host) for reg, hosts in settings.registry.mirrors for host in hosts)
@@ -320,4 +323,5 @@ def guard_for(settings: Settings, checkout: Path | None) -> Guard:
         images=images or (BUILTIN_REPOSITORY,),
         mirrors=mirrors,
         config_notes=settings.notes,
+        trusted_sources=trusted,
     )

@@ -70,7 +70,9 @@ def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
         svc["command"] = list(spec.command)
     if spec.devices:
         svc["devices"] = [
-            f"{d.host}:{d.container}" + ("" if d.permissions == "rwm" else f":{d.permissions}")
+            d.host
+            if d.cdi
+            else f"{d.host}:{d.container}" + ("" if d.permissions == "rwm" else f":{d.permissions}")
             for d in spec.devices
         ]
     for key, values in (
@@ -197,6 +199,7 @@ def create_body(spec: RunSpec, *, tty: bool, stdin_open: bool) -> dict[str, Any]
                 "CgroupPermissions": d.permissions,
             }
             for d in spec.devices
+            if not d.cdi
         ],
         "GroupAdd": list(spec.group_add) or None,
         "CapAdd": [_cap(c) for c in spec.cap_add] or None,
@@ -212,6 +215,9 @@ def create_body(spec: RunSpec, *, tty: bool, stdin_open: bool) -> dict[str, Any]
             for m in spec.mounts
         ],
     }
+    cdi = [d.host for d in spec.devices if d.cdi]
+    if cdi:  # what the docker CLI sends for --device amd.com/gpu=N (Docker 25+)
+        host["DeviceRequests"] = [{"Driver": "cdi", "DeviceIDs": cdi}]
     if spec.tmpfs:
         host["Tmpfs"] = dict(spec.tmpfs)
     if spec.ipc:

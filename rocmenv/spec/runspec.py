@@ -8,6 +8,7 @@ touches an engine.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ class Device:
     permissions: str = "rwm"
     # /dev/kfd or a GPU's node, from the selection (not the profile's devices)
     gpu: bool = field(default=False, compare=False)
+    cdi: bool = False  # a CDI name (amd.com/gpu=2) in host and container, not a path
 
     def render(self) -> str:
         if self.host == self.container and self.permissions == "rwm":
@@ -153,7 +155,16 @@ class LauncherMount:
     pycache_dir: str | None = None  # a private tmpfs: the launcher's .pyc, once per container
 
 
+#: A CDI device name: ``vendor.com/class=name`` (the CDI spec's grammar for each part).
+CDI_NAME_RE = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*=[A-Za-z0-9][A-Za-z0-9_.:-]*"
+)
+
+
 def parse_device(text: str, where: str) -> Device:
+    """``HOST[:CONTAINER[:PERMISSIONS]]``, or a CDI name (``amd.com/gpu=all``)."""
+    if CDI_NAME_RE.fullmatch(text):
+        return Device(host=text, container=text, cdi=True)
     parts = text.split(":")
     if not parts[0].startswith("/") or len(parts) > 3 or not all(parts):
         raise ConfigError(f"{where}: device {text!r} is not HOST[:CONTAINER[:PERMISSIONS]]")

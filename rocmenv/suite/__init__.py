@@ -2,16 +2,23 @@
 Slurm cluster.
 
 * :mod:`~rocmenv.suite.model` — the suite types and ``[suites.NAME]`` / ``[slurm]`` parsing;
-* :mod:`~rocmenv.suite.discovery` — tests found by a glob + registration call, read from the
-  files' AST without importing them;
+* :mod:`~rocmenv.suite.discovery` — registration calls read from the files' AST (never
+  imported) and bound to a declared signature;
+* :mod:`~rocmenv.suite.registered` — a suite's ``discover`` table and the tests its
+  registrations make (selection, GPU count);
+* :mod:`~rocmenv.suite.policy` — timeouts and retries;
+* :mod:`~rocmenv.suite.select` — cadence, labels, disabled;
 * :mod:`~rocmenv.suite.history` — learned estimates (a file next to the lock);
-* :mod:`~rocmenv.suite.plan` — static partitions for CI matrices;
-* :mod:`~rocmenv.suite.packer` — the GPU-slot packer (a pure state machine) and the loop that
-  drives it with real tests;
+* :mod:`~rocmenv.suite.balance` — the balanced split (and the reference's longest-first);
+* :mod:`~rocmenv.suite.plan` — static partitions for CI matrices, the GitHub matrix;
+* :mod:`~rocmenv.suite.packer` — the GPU-slot packer (a pure state machine);
+* :mod:`~rocmenv.suite.drive` — the loop that drives it with real tests: attempts,
+  timeouts, retries, cancellation;
 * :mod:`~rocmenv.suite.local` — each test in its own container through the run pipeline;
 * :mod:`~rocmenv.suite.slurm` — each test as a Slurm job, its container on the allocated
   node with exactly the allocated GPUs;
-* :mod:`~rocmenv.suite.report` — final table, JUnit XML, markdown summary, JSON.
+* :mod:`~rocmenv.suite.report` — final table, markdown summary, JSON;
+* :mod:`~rocmenv.suite.junit` — JUnit XML, well-formed whatever the logs hold.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ image choice (the lock's digest), shims, mounts and untrusted policy as ``rocmen
 with the test's GPUs as ``--gpus 0,3`` (exactly those render nodes + visible-device
 variables). The container's output and rocmenv's notes go to the test's log file.
 
-Stopping: the container id arrives through ``on_created``; a cancelled test's container
-gets SIGTERM, then SIGKILL when the packer asks again a second later (the run pipeline then
-removes it), and a test cancelled before its container exists never starts one.
+Stopping: the container id arrives through ``on_created`` (the test's timeout starts then);
+a cancelled or timed-out test's container gets SIGTERM, then SIGKILL when asked again a
+second later (the run pipeline then removes it), and a test cancelled before its container
+exists never starts one. Each attempt of a retried test is a new container with its own log.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any, TextIO
 from rocmenv.context import Context
 from rocmenv.errors import RocmenvError, SuiteTestCancelled
 from rocmenv.settings.resolve import Flags
-from rocmenv.suite.packer import Cancel, Job, Outcome, Status
+from rocmenv.suite.drive import Cancel, Outcome, Status
+from rocmenv.suite.packer import Job
 
 
 class LogReporter:
@@ -85,9 +87,10 @@ def gpus_arg(gpus: tuple[int, ...]) -> str:
     return ",".join(str(g) for g in gpus) if gpus else "none"
 
 
-def log_name(test: str) -> str:
+def log_name(test: str, attempt: int = 1) -> str:
+    """``test/a.py`` → ``test__a.py.log``; a retry: ``test__a.py.attempt-2.log``."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in test.replace("/", "__"))
-    return f"{safe}.log"
+    return f"{safe}.log" if attempt <= 1 else f"{safe}.attempt-{attempt}.log"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,11 +103,12 @@ class LocalBackend:
     kill_engine: Any
 
     def launch(self, job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
-        log_path = self.log_dir / log_name(job.name)
+        log_path = self.log_dir / log_name(job.name, job.attempt)
 
         def created(container_id: str) -> None:
             if cancel.requested:
                 raise SuiteTestCancelled(f"{job.name} was stopped before it started")
+            cancel.started()  # the timeout runs from here (a pull does not count)
             asked = [0]
 
             def stop() -> None:  # SIGTERM first (a test may clean up), then SIGKILL

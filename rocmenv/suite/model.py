@@ -7,37 +7,61 @@ Schema (every key optional unless said)::
     gpus = 1                          # GPUs per test unless the test says (0: no GPU)
     est-time = 600                    # seconds, for tests that declare none
     cmd = "python {path}"             # command template ({path}, {name}); a string or a list
-    labels = ["fast"]                 # keep tests with any of these labels
+    labels = ["fast"]                 # keep only tests with any of these labels
     exclude-labels = ["flaky"]        # drop tests with any of these
+    include-labels = []               # the default of --labels: unlabelled tests + these
+    timeout-factor = 1.25             # and min-timeout, timeout, retries, retry-wait, retry-on
+    retries = 1                       #   (rocmenv.suite.policy)
     tests = [
-      { path = "test/a.py", gpus = 4, est-time = 1600 },
-      { path = "test/b.py", cmd = "python -m pytest {path}", labels = ["fast"] },
+      { path = "test/a.py", gpus = 4, est-time = 1600, timeout = 3600 },
+      { path = "test/b.py", cmd = "python -m pytest {path}", labels = ["fast"], nightly = true },
+      { path = "test/c.py", disabled = "FIXME: flaky on MI350" },
     ]
-    # and/or discovery: registration calls read from the files' AST (never imported)
-    discover = { glob = "test/srt/**/*.py", call = "register_rocm_ci", suite = "stage-c-4-gpu" }
+
+    # and/or discovery: registration calls read from the files' AST, never imported
+    # (rocmenv.suite.registered, rocmenv.suite.discovery)
+    [suites.stage-c.discover]
+    glob = "test/**/*.py"
+    call = "register_rocm_ci"         # or a list of call names
+    signature = "est_time, suite, *, labels=None, nightly=False, disabled=None"
+    select = { suite = "stage-c-4-gpu-mi350" }      # each key must equal (a list: any of)
+    gpus-from = { key = "suite", pattern = "-(\\d+)-gpu-" }   # or { key = "num_gpus" }
+    # suite = "…" is short for select = { suite = "…" }
+
+    [suites.stage-c.per-test."test/a.py"]   # timeout/retry keys (and disabled) for one test
+    timeout = 3600
 
     [suites.NAME.slurm]               # Slurm settings of this suite: rocmenv.settings.slurm
+
+A registration's ``est_time``, ``labels``, ``nightly`` and ``disabled`` are read by those
+names: ``disabled`` is a reason (``True`` says "disabled"); ``nightly = True`` admits the test
+only in the nightly and weekly cadences (:mod:`rocmenv.suite.select`). Without ``gpus-from``
+the GPU count is the call's ``num_gpus`` (or ``gpus``), else the suite's ``gpus``. An explicit
+``tests`` entry wins over a discovered test of the same path.
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rocmenv.errors import ConfigError, UsageError
-from rocmenv.settings.keys import as_str, as_str_list, check_keys, did_you_mean
+from rocmenv.settings.keys import as_bool, as_str, as_str_list, check_keys, did_you_mean
 from rocmenv.settings.slurm import SlurmSettings
-from rocmenv.suite.discovery import registered_files
+from rocmenv.suite.policy import POLICY_KEYS, RunPolicy, parse_policy
+from rocmenv.suite.registered import Found, disabled_reason, discovered_tests, parse_discovery
 
 SUITE_KEYS = (
-    "profile", "gpus", "est-time", "cmd", "labels", "exclude-labels", "tests", "discover",
-    "slurm",
+    "profile", "gpus", "est-time", "cmd", "labels", "exclude-labels", "include-labels",
+    "tests", "discover", "per-test", "slurm", *POLICY_KEYS,
 )  # fmt: skip
-TEST_KEYS = ("path", "name", "gpus", "est-time", "cmd", "labels")
-DISCOVER_KEYS = ("glob", "call", "suite")
+TEST_KEYS = (
+    "path", "name", "gpus", "est-time", "cmd", "labels", "nightly", "disabled", *POLICY_KEYS,
+)  # fmt: skip
+PER_TEST_KEYS = ("disabled", *POLICY_KEYS)
 DEFAULT_CMD = ("python", "{path}")
 DEFAULT_EST_TIME = 600.0
 MAX_GPUS = 64
@@ -52,13 +76,10 @@ class SuiteTest:
     command: tuple[str, ...]
     labels: tuple[str, ...] = ()
     source: str = ""  # where it was declared ("tests[2]", "test/a.py:14")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Discovery:
-    glob: str
-    call: str
-    suite: str | None = None
+    nightly: bool = False  # only in the nightly/weekly cadences
+    disabled: str | None = None  # the reason: listed and reported as skipped, never run
+    policy: RunPolicy = field(default_factory=RunPolicy)
+    registration: Mapping[str, Any] = field(default_factory=dict)  # every value read
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,9 +90,14 @@ class Suite:
     est_time: float = DEFAULT_EST_TIME
     tests: tuple[SuiteTest, ...] = ()
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    include_labels: tuple[str, ...] | None = None  # the default of --labels (None: all)
+    policy: RunPolicy = field(default_factory=RunPolicy)
 
     def declared(self, test: SuiteTest) -> float:
         return test.est_time if test.est_time is not None else self.est_time
+
+    def timeout(self, test: SuiteTest) -> float:
+        return test.policy.timeout_for(self.declared(test))
 
     @property
     def max_gpus(self) -> int:
@@ -115,7 +141,14 @@ def render_command(template: tuple[str, ...], *, path: str, name: str) -> tuple[
     return tuple(part.format(path=path, name=name) for part in template)
 
 
-def _test(raw: Any, where: str, *, gpus: int, template: tuple[str, ...]) -> SuiteTest:
+@dataclass(frozen=True, kw_only=True)
+class _Defaults:
+    gpus: int
+    template: tuple[str, ...]
+    policy: RunPolicy
+
+
+def _listed(raw: Any, where: str, d: _Defaults) -> SuiteTest:
     if not isinstance(raw, dict):
         raise ConfigError(f'{where} must be a table such as {{ path = "test/a.py" }}')
     check_keys(raw, TEST_KEYS, where)
@@ -123,62 +156,53 @@ def _test(raw: Any, where: str, *, gpus: int, template: tuple[str, ...]) -> Suit
         raise ConfigError(f"{where} has no path")
     path = as_str(raw["path"], f"{where}.path")
     name = as_str(raw.get("name", path), f"{where}.name")
-    tmpl = command_template(raw["cmd"], f"{where}.cmd") if "cmd" in raw else template
+    tmpl = command_template(raw["cmd"], f"{where}.cmd") if "cmd" in raw else d.template
     return SuiteTest(
         name=name,
         path=path,
-        gpus=_int(raw.get("gpus", gpus), f"{where}.gpus"),
+        gpus=_int(raw.get("gpus", d.gpus), f"{where}.gpus"),
         est_time=_seconds(raw["est-time"], f"{where}.est-time") if "est-time" in raw else None,
         command=render_command(tmpl, path=path, name=name),
         labels=as_str_list(raw.get("labels", []), f"{where}.labels"),
         source=where,
+        nightly=as_bool(raw.get("nightly", False), f"{where}.nightly"),
+        disabled=disabled_reason(raw.get("disabled"), where, "disabled"),
+        policy=parse_policy(raw, where, d.policy),
     )
 
 
-def _check(values: dict[str, Any], where: str, call: str) -> None:
-    est = values.get("est_time")
-    if est is not None and (
-        not isinstance(est, (int, float)) or isinstance(est, bool) or not 0 < est < float("inf")
-    ):
-        raise ConfigError(f"{where}: {call}(est_time={est!r}) must be a positive number")
-    for key in ("num_gpus", "gpus"):
-        n = values.get(key)
-        if n is not None and (
-            not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_GPUS
-        ):
-            raise ConfigError(f"{where}: {call}({key}={n!r}) must be an integer 0..{MAX_GPUS}")
-    labels = values.get("labels")
-    if labels is not None and (
-        not isinstance(labels, (list, tuple)) or not all(isinstance(x, str) for x in labels)
-    ):
-        raise ConfigError(f"{where}: {call}(labels={labels!r}) must be a list of strings")
-    suite = values.get("suite")
-    if suite is not None and not isinstance(suite, str):
-        raise ConfigError(f"{where}: {call}(suite={suite!r}) must be a string")
+def _discovered(found: Found, d: _Defaults) -> SuiteTest:
+    return SuiteTest(
+        name=found.path, path=found.path, gpus=found.gpus if found.gpus is not None else d.gpus,
+        est_time=found.est_time,
+        command=render_command(d.template, path=found.path, name=found.path),
+        labels=found.labels, source=found.where, nightly=found.nightly, disabled=found.disabled,
+        policy=d.policy, registration=found.values,
+    )  # fmt: skip
 
 
-def _discovered(
-    root: Path, discovery: Discovery, *, gpus: int, template: tuple[str, ...]
-) -> Iterator[SuiteTest]:
-    """The tests under ``root`` matching the discovery, in path order."""
-    for rel, found in registered_files(root, discovery.glob, discovery.call):
-        for values in found:
-            where = f"{rel}:{values['_line']}"
-            _check(values, where, discovery.call)
-            if discovery.suite is not None and values.get("suite") != discovery.suite:
-                continue
-            count = values.get("num_gpus", values.get("gpus", gpus))
-            est = values.get("est_time")
-            yield SuiteTest(
-                name=rel,
-                path=rel,
-                gpus=int(count),
-                est_time=float(est) if est is not None else None,
-                command=render_command(template, path=rel, name=rel),
-                labels=tuple(values.get("labels") or ()),
-                source=where,
+def _per_test(tests: list[SuiteTest], raw: Any, where: str) -> list[SuiteTest]:
+    """``[suites.NAME.per-test."PATH"]``: policy keys and ``disabled`` for named tests."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f'{where} must be a table of "test path" = {{ timeout = … }}')
+    by_name = {t.name: i for i, t in enumerate(tests)}
+    out = list(tests)
+    for name, table in raw.items():
+        here = f"{where}.{name!r}"
+        if name not in by_name:
+            raise ConfigError(
+                f"{here}: the suite has no test {name!r}" + did_you_mean(name, list(by_name)),
+                hint="use the test's name as `rocmenv suite list` shows it",
             )
-            break  # one registration per file and suite
+        if not isinstance(table, dict):
+            raise ConfigError(f"{here} must be a table such as {{ timeout = 1800 }}")
+        check_keys(table, PER_TEST_KEYS, here)
+        i = by_name[name]
+        disabled = out[i].disabled
+        if "disabled" in table:
+            disabled = disabled_reason(table["disabled"], here, "disabled")
+        out[i] = replace(out[i], disabled=disabled, policy=parse_policy(table, here, out[i].policy))
+    return out
 
 
 def parse_suite(
@@ -194,31 +218,22 @@ def parse_suite(
     if not isinstance(raw, dict):
         raise ConfigError(f"{here} must be a table")
     check_keys(raw, SUITE_KEYS, here)
-    gpus = _int(raw.get("gpus", 1), f"{here}.gpus")
-    template = command_template(raw.get("cmd", list(DEFAULT_CMD)), f"{here}.cmd")
-    tests: list[SuiteTest] = []
+    policy = parse_policy(raw, here, RunPolicy())
+    d = _Defaults(
+        gpus=_int(raw.get("gpus", 1), f"{here}.gpus"),
+        template=command_template(raw.get("cmd", list(DEFAULT_CMD)), f"{here}.cmd"),
+        policy=policy,
+    )
     raw_tests = raw.get("tests", [])
     if not isinstance(raw_tests, list):
         raise ConfigError(f"{here}.tests must be a list of tables")
-    for i, item in enumerate(raw_tests):
-        tests.append(_test(item, f"{here}.tests[{i}]", gpus=gpus, template=template))
+    tests = [_listed(item, f"{here}.tests[{i}]", d) for i, item in enumerate(raw_tests)]
     if "discover" in raw:
-        disc = raw["discover"]
-        if not isinstance(disc, dict):
-            raise ConfigError(f"{here}.discover must be a table {{ glob = …, call = … }}")
-        check_keys(disc, DISCOVER_KEYS, f"{here}.discover")
-        for key in ("glob", "call"):
-            if key not in disc:
-                raise ConfigError(f"{here}.discover has no {key}")
-        discovery = Discovery(
-            glob=as_str(disc["glob"], f"{here}.discover.glob"),
-            call=as_str(disc["call"], f"{here}.discover.call"),
-            suite=as_str(disc["suite"], f"{here}.discover.suite") if "suite" in disc else None,
-        )
+        discovery = parse_discovery(raw["discover"], f"{here}.discover")
         known = {t.path for t in tests}
-        for found in _discovered(root, discovery, gpus=gpus, template=template):
+        for found in discovered_tests(root, discovery):
             if found.path not in known:  # an explicit entry wins over discovery
-                tests.append(found)
+                tests.append(_discovered(found, d))
     seen: dict[str, str] = {}
     for test in tests:
         if test.name in seen:
@@ -227,6 +242,8 @@ def parse_suite(
                 hint="give one of them a distinct name = …",
             )
         seen[test.name] = test.source
+    if "per-test" in raw:
+        tests = _per_test(tests, raw["per-test"], f"{here}.per-test")
     wanted = set(as_str_list(raw.get("labels", []), f"{here}.labels"))
     unwanted = set(as_str_list(raw.get("exclude-labels", []), f"{here}.exclude-labels"))
     if wanted:
@@ -234,13 +251,20 @@ def parse_suite(
     if unwanted:
         tests = [t for t in tests if not unwanted & set(t.labels)]
     profile = as_str(raw["profile"], f"{here}.profile") if "profile" in raw else None
+    include = (
+        as_str_list(raw["include-labels"], f"{here}.include-labels")
+        if "include-labels" in raw
+        else None
+    )
     return Suite(
         name=name,
         profile=profile,
-        gpus=gpus,
+        gpus=d.gpus,
         est_time=_seconds(raw.get("est-time", DEFAULT_EST_TIME), f"{here}.est-time"),
         tests=tuple(tests),
         slurm=slurm,
+        include_labels=include,
+        policy=policy,
     )
 
 

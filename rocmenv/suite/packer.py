@@ -21,19 +21,13 @@ is told to stop, repeatedly until it has, and tests not started are reported as 
 
 from __future__ import annotations
 
-import contextlib
 import heapq
-import queue
-import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import ClassVar, Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from rocmenv.errors import RocmenvError, UsageError
-
-Status = Literal["passed", "failed", "error", "cancelled", "skipped"]
-CANCEL_RETRY = 1.0  # seconds between repeated stop requests to a test still running
+from rocmenv.errors import UsageError
+from rocmenv.suite.balance import balanced_split
+from rocmenv.suite.policy import RunPolicy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +35,9 @@ class Job:
     name: str
     gpus: int
     estimate: float
+    timeout: float | None = None  # seconds from the container's start; None: no limit
+    policy: RunPolicy | None = None  # retries (None: none)
+    attempt: int = 1  # 1-based: the retry of a failed attempt is attempt 2
 
 
 def longest_first(jobs: Sequence[Job]) -> list[Job]:
@@ -110,6 +107,14 @@ class Packer:
             started.append((job, lane))
         return started
 
+    def requeue(self, job: Job, gpus: tuple[int, ...]) -> None:
+        """Run ``job`` again (a retry), before the tests still waiting — on the lane of
+        ``gpus`` when there are lanes."""
+        self.pending.insert(0, job)
+        if self.lanes:
+            lane = self.lanes.index(gpus) if gpus in self.lanes else 0
+            self.queues[lane].insert(0, job)
+
     def release(self, name: str) -> None:
         self.free = sorted([*self.free, *self.running.pop(name)])
 
@@ -125,15 +130,8 @@ class Packer:
 
 
 def split(jobs: Sequence[Job], count: int) -> list[list[Job]]:
-    """Longest first onto the lane with the least estimated time (ties: lowest index) — the
-    rule of :func:`rocmenv.suite.plan.partitions`."""
-    loads = [0.0] * count
-    parts: list[list[Job]] = [[] for _ in range(count)]
-    for job in longest_first(jobs):
-        lightest = min(range(count), key=lambda i: (loads[i], i))
-        parts[lightest].append(job)
-        loads[lightest] += job.estimate
-    return parts
+    """The split of :func:`rocmenv.suite.plan.partitions`, each lane longest first."""
+    return balanced_split(jobs, count, lambda j: j.estimate)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,173 +172,3 @@ def lower_bound(jobs: Sequence[Job], durations: Mapping[str, float], pool_size: 
     """max(sum of time x GPUs / pool, longest test): no schedule can beat it."""
     area = sum(durations[j.name] * max(j.gpus, 0) for j in jobs) / max(pool_size, 1)
     return max(area, max((durations[j.name] for j in jobs), default=0.0))
-
-
-# -- driving real tests ----------------------------------------------------------------------
-
-
-class Cancel:
-    """A running test's stop token: backends register how to stop what they started."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._lock = threading.Lock()
-        self._actions: list[Callable[[], None]] = []
-
-    @property
-    def requested(self) -> bool:
-        return self._event.is_set()
-
-    def on_cancel(self, action: Callable[[], None]) -> None:
-        with self._lock:
-            self._actions.append(action)
-            now = self._event.is_set()
-        if now:
-            _quietly(action)
-
-    def cancel(self) -> None:
-        """Ask (again) to stop; every registered action runs each time (they must be
-        idempotent: a kill that raced a container's start is simply repeated)."""
-        self._event.set()
-        with self._lock:
-            actions = list(self._actions)
-        for action in actions:
-            _quietly(action)
-
-
-def _quietly(action: Callable[[], None]) -> None:
-    with contextlib.suppress(RocmenvError, OSError):
-        action()
-
-
-@dataclass(frozen=True, kw_only=True)
-class Outcome:
-    status: Status
-    exit_code: int | None = None
-    message: str = ""
-    log: str | None = None
-    assigned: tuple[int, ...] | None = None  # the GPUs it really got (Slurm's allocation)
-    runtime: float | None = None  # the command's own time, without queueing
-
-
-@dataclass(frozen=True, kw_only=True)
-class TestResult:
-    __test__: ClassVar[bool] = False  # not a pytest class
-    name: str
-    gpus: int
-    assigned: tuple[int, ...] = ()
-    status: Status
-    exit_code: int | None = None
-    started: float | None = None  # time.time()
-    wall: float = 0.0  # seconds
-    estimate: float = 0.0
-    message: str = ""
-    log: str | None = None
-    runtime: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SuiteEvent:
-    kind: Literal["start", "end"]
-    name: str
-    assigned: tuple[int, ...] = ()
-    result: TestResult | None = None
-
-
-Launch = Callable[[Job, tuple[int, ...], Cancel], Outcome]
-
-
-@dataclass
-class _Running:
-    job: Job
-    gpus: tuple[int, ...]
-    cancel: Cancel
-    started: float
-    t0: float
-    thread: threading.Thread
-    asked: float = 0.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunOptions:
-    max_parallel: int | None = None
-    fail_fast: bool = False
-    on_event: Callable[[SuiteEvent], None] = field(default=lambda _e: None)
-
-
-def run_packed(
-    jobs: Sequence[Job],
-    pool: Sequence[int],
-    launch: Launch,
-    stop: threading.Event,
-    options: RunOptions,
-) -> list[TestResult]:
-    """Run every job through ``launch`` (on its own thread) as the packer allows. ``stop``
-    (set by a signal handler, say) cancels everything; results come in finishing order,
-    then the skipped ones."""
-    packer = Packer(jobs, pool, max_parallel=options.max_parallel)
-    done: queue.SimpleQueue[tuple[str, Outcome]] = queue.SimpleQueue()
-    running: dict[str, _Running] = {}
-    results: list[TestResult] = []
-    stopping = False
-
-    def body(job: Job, gpus: tuple[int, ...], cancel: Cancel) -> None:
-        try:
-            outcome = launch(job, gpus, cancel)
-        except RocmenvError as err:
-            outcome = Outcome(status="error", message=str(err))
-        except Exception as err:  # a bug in one test's launch must not lose the others
-            outcome = Outcome(status="error", message=f"{type(err).__name__}: {err}")
-        if cancel.requested and outcome.status in ("failed", "error"):
-            outcome = replace(outcome, status="cancelled")
-        done.put((job.name, outcome))
-
-    def stop_all() -> list[Job]:
-        now = time.monotonic()
-        for r in running.values():
-            if now - r.asked >= CANCEL_RETRY:
-                r.asked = now
-                r.cancel.cancel()
-        return packer.drain()
-
-    skipped: list[Job] = []
-    while not packer.finished:
-        if not stopping and stop.is_set():
-            stopping = True
-        if stopping:
-            skipped += stop_all()
-        else:
-            for job, gpus in packer.take():
-                cancel = Cancel()
-                thread = threading.Thread(
-                    target=body, args=(job, gpus, cancel), name=f"suite:{job.name}", daemon=True
-                )
-                running[job.name] = _Running(
-                    job=job, gpus=gpus, cancel=cancel, started=time.time(),
-                    t0=time.monotonic(), thread=thread,
-                )  # fmt: skip
-                options.on_event(SuiteEvent(kind="start", name=job.name, assigned=gpus))
-                thread.start()
-        try:
-            name, outcome = done.get(timeout=0.2)
-        except queue.Empty:
-            continue
-        r = running.pop(name)
-        r.thread.join()
-        packer.release(name)
-        result = TestResult(
-            name=name, gpus=r.job.gpus, status=outcome.status,
-            assigned=outcome.assigned if outcome.assigned is not None else r.gpus,
-            exit_code=outcome.exit_code, started=r.started, wall=time.monotonic() - r.t0,
-            estimate=r.job.estimate, message=outcome.message, log=outcome.log,
-            runtime=outcome.runtime,
-        )  # fmt: skip
-        results.append(result)
-        options.on_event(SuiteEvent(kind="end", name=name, assigned=r.gpus, result=result))
-        if options.fail_fast and outcome.status in ("failed", "error"):
-            stopping = True
-    for job in skipped:
-        results.append(
-            TestResult(name=job.name, gpus=job.gpus, status="skipped", estimate=job.estimate)
-        )
-    return results

@@ -1,10 +1,12 @@
 """Estimates per test and static partitions for CI matrices.
 
-``suite plan NAME --partitions N`` and ``suite run NAME --partition I/N`` split a suite
-into N parts balanced by estimated time: tests longest first (ties: more GPUs first, then
-by name), each onto the partition with the least estimated time so far (ties: the lowest
-index). The same inputs always give the same split, so every job of a GitHub matrix
-``partition_id: [0, 1]`` computes the same plan independently.
+``suite plan NAME --partitions N`` and ``suite run NAME --partition I/N`` split a suite's
+selected tests (disabled ones never count) into N parts balanced by estimated time
+(:func:`rocmenv.suite.balance.balanced_split`: the reference's longest-first onto the
+least-loaded partition, then improved; never a larger worst partition than the reference).
+The same inputs always give the same split, so every job of a GitHub matrix
+``partition: [0, 1]`` computes the same plan independently. :func:`gha_matrix` is the
+``{"include": [...]}`` a workflow's matrix is made from; :func:`partitions_for_time` sizes it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rocmenv.errors import UsageError
+from rocmenv.suite.balance import balanced_split, reference_split
 from rocmenv.suite.history import Estimate, History
 from rocmenv.suite.model import Suite, SuiteTest
 
@@ -54,10 +57,13 @@ def longest_first(tests: Sequence[PlannedTest]) -> list[PlannedTest]:
     return sorted(tests, key=lambda t: (-t.seconds, -t.gpus, t.name))
 
 
-def estimates(suite: Suite, history: History, profile: str) -> list[PlannedTest]:
-    """Every test of the suite with its estimate (learned when measured), longest first."""
+def estimates(
+    suite: Suite, history: History, profile: str, tests: Sequence[SuiteTest] | None = None
+) -> list[PlannedTest]:
+    """The tests (default: every test of the suite) with their estimates (learned when
+    measured), longest first."""
     out = []
-    for test in suite.tests:
+    for test in suite.tests if tests is None else tests:
         declared = suite.declared(test)
         est = history.estimate(test.name, profile, declared, default=test.est_time is None)
         out.append(PlannedTest(test=test, estimate=est))
@@ -68,16 +74,54 @@ def estimates(suite: Suite, history: History, profile: str) -> list[PlannedTest]
 MAX_PARTITIONS = 1000
 
 
-def partitions(tests: Sequence[PlannedTest], count: int) -> list[Partition]:
+def _check_count(count: int) -> None:
     if not 1 <= count <= MAX_PARTITIONS:
         raise UsageError(f"--partitions {count}: must be from 1 to {MAX_PARTITIONS}")
-    loads = [0.0] * count
-    parts: list[list[PlannedTest]] = [[] for _ in range(count)]
-    for test in longest_first(tests):
-        lightest = min(range(count), key=lambda i: (loads[i], i))
-        parts[lightest].append(test)
-        loads[lightest] += test.seconds
+
+
+def partitions(tests: Sequence[PlannedTest], count: int) -> list[Partition]:
+    _check_count(count)
+    parts = balanced_split(tests, count, lambda t: t.seconds)
     return [Partition(index=i, tests=tuple(p)) for i, p in enumerate(parts)]
+
+
+def reference_partitions(tests: Sequence[PlannedTest], count: int) -> list[Partition]:
+    """The reference CI's split (longest first, file name breaks ties, onto the least-loaded
+    partition): what ``partitions`` is measured against."""
+    _check_count(count)
+    parts = reference_split(tests, count, lambda t: t.seconds)
+    return [Partition(index=i, tests=tuple(p)) for i, p in enumerate(parts)]
+
+
+def partitions_for_time(tests: Sequence[PlannedTest], seconds: float) -> int:
+    """The fewest partitions whose worst one is estimated at most ``seconds`` (at least 1; a
+    test longer than that gets a partition of its own)."""
+    if not seconds > 0:
+        raise UsageError(f"--max-partition-time {seconds}: must be a positive number of seconds")
+    longest = max((t.seconds for t in tests), default=0.0)
+    limit = max(seconds, longest)
+    for count in range(1, min(len(tests), MAX_PARTITIONS) + 1):
+        if max(p.seconds for p in partitions(tests, count)) <= limit + 1e-9:
+            return count
+    return max(1, min(len(tests), MAX_PARTITIONS))
+
+
+def gha_matrix(parts: Sequence[Partition]) -> dict[str, list[dict[str, object]]]:
+    """``{"include": [{"partition": "0/2", "index": 0, "count": 2, …}, …]}``: one matrix
+    job per partition (``--partition ${{ matrix.partition }}``)."""
+    n = len(parts)
+    return {
+        "include": [
+            {
+                "partition": f"{p.index}/{n}",
+                "index": p.index,
+                "count": n,
+                "tests": len(p.tests),
+                "estimated_seconds": round(p.seconds),
+            }
+            for p in parts
+        ]
+    }
 
 
 _PART_RE = re.compile(r"([0-9]+)/([0-9]+)", re.ASCII)

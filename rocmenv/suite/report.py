@@ -1,30 +1,31 @@
-"""What a suite run tells: the final table, JUnit XML, a markdown summary, the JSON document.
+"""What a suite run tells: the final table, a markdown summary, the JSON document (JUnit XML:
+:mod:`rocmenv.suite.junit`).
 
-JUnit XML follows the common schema CI systems read (``testsuites/testsuite/testcase`` with
-``failure``, ``error`` and ``skipped`` children; the tail of each failed test's log in the
-element's text). The markdown fits ``$GITHUB_STEP_SUMMARY``.
+A test's row is its final result: ``ok`` (``ok, flaky: 2 attempts`` when a retry passed),
+``FAIL``, ``TIMEOUT`` (killed at its timeout; exit code 124), ``ERROR``, ``cancelled``,
+``skipped`` (never started) or ``skipped: disabled: <reason>``. The markdown fits
+``$GITHUB_STEP_SUMMARY``; ``--json`` carries every attempt.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rocmenv.hostfs import write_atomic
-from rocmenv.suite.packer import TestResult
+from rocmenv.suite.drive import TestResult
 
-LOG_TAIL = 4000  # characters of a failed test's log in its JUnit element
 MARK = {
     "passed": "ok",
     "failed": "FAIL",
+    "timeout": "TIMEOUT",
     "error": "ERROR",
     "cancelled": "cancelled",
     "skipped": "skipped",
 }
+REASON_IN_TABLE = 60  # characters of a disabled test's reason in the table
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,7 +40,10 @@ class SuiteReport:
 
     @property
     def passed(self) -> bool:
-        return not self.interrupted and all(r.status == "passed" for r in self.results)
+        """Every test passed (a disabled one is not a failure)."""
+        return not self.interrupted and all(
+            r.status == "passed" or r.disabled is not None for r in self.results
+        )
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.results if r.status == status)
@@ -56,6 +60,20 @@ def _fmt_gpus(gpus: Sequence[int]) -> str:
     return ",".join(str(g) for g in gpus) if gpus else "-"
 
 
+def result_mark(r: TestResult, *, reason_limit: int | None = None) -> str:
+    if r.disabled is not None:
+        reason = r.disabled
+        if reason_limit is not None and len(reason) > reason_limit:
+            reason = reason[: reason_limit - 1] + "…"
+        return f"skipped: disabled: {reason}"
+    mark = MARK[r.status]
+    if len(r.attempts) > 1:
+        mark += (
+            f", flaky: {len(r.attempts)} attempts" if r.flaky else f" ({len(r.attempts)} attempts)"
+        )
+    return mark
+
+
 def table(report: SuiteReport) -> list[str]:
     rows = [("TEST", "GPUS", "ON", "WALL", "ESTIMATE", "EXIT", "RESULT")]
     for r in report.ordered():
@@ -67,7 +85,7 @@ def table(report: SuiteReport) -> list[str]:
                 f"{r.wall:.1f}s" if r.started is not None else "-",
                 f"{r.estimate:.0f}s",
                 str(r.exit_code) if r.exit_code is not None else "-",
-                MARK[r.status],
+                _one_line(result_mark(r, reason_limit=REASON_IN_TABLE)),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -78,11 +96,21 @@ def table(report: SuiteReport) -> list[str]:
     return lines
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def summary_line(report: SuiteReport) -> str:
     parts = [f"{report.count('passed')} passed", f"{report.count('failed')} failed"]
-    for status in ("error", "cancelled", "skipped"):
+    for status in ("timeout", "error", "cancelled", "skipped"):
         if report.count(status):
             parts.append(f"{report.count(status)} {status}")
+    disabled = sum(r.disabled is not None for r in report.results)
+    if disabled:
+        parts[-1] += f" ({disabled} disabled)"
+    flaky = sum(r.flaky for r in report.results)
+    if flaky:
+        parts.append(f"{flaky} flaky")
     extra = " (interrupted)" if report.interrupted else ""
     return (
         f"suite {report.suite}: {', '.join(parts)} in {report.makespan:.1f}s on "
@@ -104,60 +132,15 @@ def markdown(report: SuiteReport) -> str:
         wall = f"{r.wall:.1f} s" if r.started is not None else "–"
         code = str(r.exit_code) if r.exit_code is not None else "–"
         out.append(
-            f"| `{r.name}` | {r.gpus} | {_fmt_gpus(r.assigned)} | {wall} | {r.estimate:.0f} s "
-            f"| {code} | {MARK[r.status]} |"
+            f"| `{_cell(r.name)}` | {r.gpus} | {_fmt_gpus(r.assigned)} | {wall} | "
+            f"{r.estimate:.0f} s | {code} | {_cell(result_mark(r))} |"
         )
     return "\n".join(out) + "\n"
 
 
-def _log_tail(path: str | None) -> str:
-    if not path:
-        return ""
-    with contextlib.suppress(OSError), open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        fh.seek(max(0, size - LOG_TAIL))
-        return fh.read().decode("utf-8", "replace")
-    return ""
-
-
-def junit_xml(report: SuiteReport) -> str:
-    import xml.etree.ElementTree as ET
-
-    suites = ET.Element("testsuites", name=f"rocmenv suite {report.suite}")
-    suite = ET.SubElement(
-        suites,
-        "testsuite",
-        name=report.suite,
-        tests=str(len(report.results)),
-        failures=str(report.count("failed")),
-        errors=str(report.count("error") + report.count("cancelled")),
-        skipped=str(report.count("skipped")),
-        time=f"{report.makespan:.3f}",
-    )
-    for r in report.ordered():
-        case = ET.SubElement(
-            suite, "testcase", classname=report.suite, name=r.name, time=f"{r.wall:.3f}"
-        )
-        ET.SubElement(case, "properties")
-        props = case.find("properties")
-        assert props is not None
-        for key, value in (("gpus", _fmt_gpus(r.assigned)), ("estimate", f"{r.estimate:.1f}")):
-            ET.SubElement(props, "property", name=key, value=value)
-        if r.status == "failed":
-            el = ET.SubElement(case, "failure", message=f"exit code {r.exit_code}", type="exit")
-            el.text = _log_tail(r.log)
-        elif r.status in ("error", "cancelled"):
-            el = ET.SubElement(case, "error", message=r.message or r.status, type=r.status)
-            el.text = _log_tail(r.log)
-        elif r.status == "skipped":
-            ET.SubElement(case, "skipped", message="not started (fail-fast or interrupted)")
-        if r.log:
-            ET.SubElement(case, "system-out").text = f"log: {r.log}"
-    ET.indent(suites)
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
-    )
+def _cell(text: str) -> str:
+    """One markdown table cell: no line breaks, no column separators, no code-span ends."""
+    return _one_line(text).replace("|", "\\|").replace("`", "'")
 
 
 def write_text(path: Path, text: str) -> None:
@@ -186,6 +169,21 @@ def to_json(report: SuiteReport) -> dict[str, Any]:
                 "estimate": round(r.estimate, 3),
                 "message": r.message,
                 "log": r.log,
+                "disabled": r.disabled,
+                "timeout": r.timeout,
+                "attempts": [
+                    {
+                        "number": a.number,
+                        "status": a.status,
+                        "exit_code": a.exit_code,
+                        "started": a.started,
+                        "wall": round(a.wall, 3),
+                        "message": a.message,
+                        "log": a.log,
+                        "assigned": list(a.assigned),
+                    }
+                    for a in r.attempts
+                ],
             }
             for r in report.ordered()
         ],

@@ -1,5 +1,6 @@
-"""``suite list/plan/run`` as library calls: load the suite, estimate, pick the GPU pool,
-drive the packer with a backend, learn the times, build the report.
+"""``suite list/plan/run`` as library calls: load the suite, select its tests (cadence,
+labels, disabled), estimate, pick the GPU pool, drive the packer with a backend, learn the
+times, build the report (disabled tests in it as skipped, with their reasons).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from rocmenv.context import Context
 from rocmenv.errors import RocmenvError, UsageError
 from rocmenv.settings.project import load_project
 from rocmenv.settings.resolve import Flags, Settings, settings_for
+from rocmenv.suite.drive import RunOptions, SuiteEvent, TestResult, run_packed
 from rocmenv.suite.history import History, history_path, read_history, record
 from rocmenv.suite.model import Suite, load_suite, suite_profile
-from rocmenv.suite.packer import Job, RunOptions, SuiteEvent, run_packed
+from rocmenv.suite.packer import Job
 from rocmenv.suite.plan import PlannedTest, estimates, partitions
 from rocmenv.suite.report import SuiteReport
+from rocmenv.suite.select import Selected, Selection, select
 
 Backend = Literal["local", "slurm"]
 BACKENDS: tuple[str, ...] = ("local", "slurm")
@@ -38,10 +41,12 @@ class Loaded:
 
 
 def load(ctx: Context, name: str, flags: Flags | None = None) -> Loaded:
-    """``[suites.NAME]`` with the settings of its profile (``flags`` from the command line)."""
+    """``[suites.NAME]`` with the settings of its profile (``flags`` from the command line;
+    ``flags.profile``, from ``--profile``, runs every test with that profile instead)."""
     project = load_project(ctx)
     profile = suite_profile(project.suites, name, where=project.where)
     flags = flags or Flags()
+    profile = flags.profile or profile
     settings = settings_for(ctx, replace(flags, profile=profile), project=project)
     suite = load_suite(
         project.suites, name, root=project.root, where=project.where,
@@ -57,12 +62,18 @@ def list_names(ctx: Context) -> list[str]:
 
 
 def planned(
-    loaded: Loaded, partition: tuple[int, int] | None = None, *, declared: bool = False
+    loaded: Loaded,
+    partition: tuple[int, int] | None = None,
+    *,
+    declared: bool = False,
+    selection: Selection | None = None,
 ) -> list[PlannedTest]:
-    """The tests with their estimates, longest first; ``declared``: ignore the history (every
-    job of a CI matrix must plan from the same numbers)."""
+    """The selected tests to run (disabled ones left out) with their estimates, longest
+    first; ``declared``: ignore the history (every job of a CI matrix must plan from the same
+    numbers)."""
     history = History(path=loaded.history.path) if declared else loaded.history
-    tests = estimates(loaded.suite, history, loaded.profile)
+    chosen = select(loaded.suite, selection or Selection())
+    tests = estimates(loaded.suite, history, loaded.profile, chosen.run)
     if partition is not None:
         index, count = partition
         return list(partitions(tests, count)[index].tests)
@@ -92,6 +103,7 @@ class SuiteRunRequest:
     log_dir: Path | None = None
     learn: bool = True
     declared: bool = False  # plan from declared estimates only
+    selection: Selection = field(default_factory=Selection)
 
 
 def run_suite(
@@ -101,10 +113,18 @@ def run_suite(
     on_event: Callable[[SuiteEvent], None],
 ) -> SuiteReport:
     loaded = load(ctx, request.name, request.flags)
-    tests = planned(loaded, request.partition, declared=request.declared)
-    jobs = [Job(name=t.name, gpus=t.gpus, estimate=t.seconds) for t in tests]
+    chosen = select(loaded.suite, request.selection)
+    tests = planned(
+        loaded, request.partition, declared=request.declared, selection=request.selection
+    )
+    suite = loaded.suite
+    jobs = [
+        Job(name=t.name, gpus=t.gpus, estimate=t.seconds, timeout=suite.timeout(t.test),
+            policy=t.test.policy)
+        for t in tests
+    ]  # fmt: skip
     commands = {t.name: t.test.command for t in tests}
-    if not jobs:
+    if not jobs and not chosen.disabled:
         raise UsageError(
             f"suite {loaded.suite.name!r} has no tests"
             + (
@@ -112,7 +132,8 @@ def run_suite(
                 if request.partition
                 else ""
             ),
-            hint="check its tests/discover/labels (`rocmenv suite list NAME`)",
+            hint="check its tests/discover/labels and --cadence/--labels "
+            "(`rocmenv suite list NAME --json` says why each test was left out)",
         )
     log_dir = request.log_dir or ctx.cwd / "rocmenv-suite-logs" / loaded.suite.name
     log_dir = log_dir if log_dir.is_absolute() else ctx.cwd / log_dir
@@ -128,7 +149,7 @@ def run_suite(
 
         pool = slurm_pool(jobs)
         backend = SlurmBackend(
-            ctx=ctx, profile=loaded.suite.profile,
+            ctx=ctx, profile=loaded.profile,
             flags=replace(request.flags, untrusted=loaded.settings.untrusted), commands=commands,
             log_dir=log_dir, settings=loaded.suite.slurm,
         )  # fmt: skip
@@ -142,7 +163,7 @@ def run_suite(
         kill_engine = open_engine(ctx, loaded.settings.engine)
         warm_launcher(ctx)
         local = LocalBackend(
-            ctx=ctx, profile=loaded.suite.profile, flags=request.flags, commands=commands,
+            ctx=ctx, profile=loaded.profile, flags=request.flags, commands=commands,
             log_dir=log_dir, kill_engine=kill_engine,
         )  # fmt: skip
         launch = local.launch
@@ -150,8 +171,9 @@ def run_suite(
     results = run_packed(
         jobs, pool, launch, stop,
         RunOptions(max_parallel=request.max_parallel, fail_fast=request.fail_fast, on_event=on_event),
-    )  # fmt: skip
+    ) if jobs else []  # fmt: skip
     makespan = time.monotonic() - t0
+    results += disabled_results(loaded, chosen, request.partition)
     warnings: list[str] = []
     if request.learn:
         measured = [
@@ -170,3 +192,23 @@ def run_suite(
         suite=loaded.suite.name, backend=request.backend, results=tuple(results),
         makespan=makespan, pool=pool, interrupted=stop.is_set(), warnings=tuple(warnings),
     )  # fmt: skip
+
+
+def disabled_results(
+    loaded: Loaded, chosen: Selected, partition: tuple[int, int] | None
+) -> list[TestResult]:
+    """Disabled tests as skipped results with their reasons (in partition 0 only, so a
+    matrix reports each once)."""
+    if partition is not None and partition[0] != 0:
+        return []
+    return [
+        TestResult(
+            name=t.name,
+            gpus=t.gpus,
+            status="skipped",
+            disabled=t.disabled,
+            message=f"disabled: {t.disabled}",
+            estimate=loaded.suite.declared(t),
+        )
+        for t in chosen.disabled
+    ]

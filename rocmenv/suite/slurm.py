@@ -28,7 +28,8 @@ from rocmenv.errors import EngineUnavailable, UsageError
 from rocmenv.settings.resolve import Flags
 from rocmenv.settings.slurm import SlurmSettings
 from rocmenv.suite.allocation import MARKER
-from rocmenv.suite.packer import Cancel, Job, Outcome, Status
+from rocmenv.suite.drive import Cancel, Outcome, Status
+from rocmenv.suite.packer import Job
 
 # -- submitting side ---------------------------------------------------------------------------
 
@@ -110,8 +111,8 @@ class SlurmBackend:
     def launch(self, job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
         from rocmenv.suite.local import log_name
 
-        name = f"rocmenv-{self.session}-{log_name(job.name)[: -len('.log')]}"
-        log_path = self.log_dir / log_name(job.name)
+        name = f"rocmenv-{self.session}-{log_name(job.name, job.attempt)[: -len('.log')]}"
+        log_path = self.log_dir / log_name(job.name, job.attempt)
         env = dict(self.ctx.env)
         with log_path.open("w", encoding="utf-8") as log:
             if cancel.requested:
@@ -129,6 +130,7 @@ class SlurmBackend:
                         proc.terminate()
 
             cancel.on_cancel(stop)
+            cancel.started()
             code = proc.wait()
             if cancel.requested:
                 _wait_job_gone(name, env)

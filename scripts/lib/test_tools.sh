@@ -6,6 +6,9 @@
 #                node with npm is already on PATH, e.g. NodeSource's)
 #   git, python3 installed by setup.sh's own package list (override tests, launcher tests)
 #   podman       see ensure_podman below
+#   sshd         openssh-server's binary for the `DOCKER_HOST=ssh://` tests, which start their
+#                own sshd on a high loopback port with their own config and host key; the
+#                package's own service is kept from starting (policy-rc.d during the install)
 #
 # Podman for the integration tests: `ensure_podman`.
 #
@@ -80,5 +83,23 @@ ensure_test_tools() { # REGISTRY IMAGE_REF...
       >"$STATE/logs/npm-apt.log" 2>&1 ||
       die "apt-get install nodejs npm failed (log: $STATE/logs/npm-apt.log)" "check the Debian mirror"
   fi
+  ensure_sshd
   ensure_podman "$@"
+}
+
+ensure_sshd() {
+  [ -x /usr/sbin/sshd ] && return 0
+  [ "${ROCMENV_SETUP_SKIP_APT:-}" = 1 ] && die "sshd is missing" "unset ROCMENV_SETUP_SKIP_APT"
+  log "  installing: openssh-server (its service is not started)"
+  local own_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    own_policy=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server \
+    >"$STATE/logs/sshd-apt.log" 2>&1
+  local status=$?
+  [ $own_policy = 1 ] && rm -f /usr/sbin/policy-rc.d
+  [ $status = 0 ] ||
+    die "apt-get install openssh-server failed (log: $STATE/logs/sshd-apt.log)" "check the Debian mirror"
 }

@@ -248,7 +248,8 @@ def project_fixture(
     base_env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("ROCMENV_") and k not in ("HTTPS_PROXY", "HIP_VISIBLE_DEVICES")
+        if (not k.startswith("ROCMENV_") or k == "ROCMENV_SITE_CONFIG")
+        and k not in ("HTTPS_PROXY", "HIP_VISIBLE_DEVICES")
     }
     base_env.update(host.env())
     base_env.update(_transport_env(request))

@@ -53,3 +53,86 @@ def test_redaction_does_not_hang_on_long_hostile_text() -> None:
     worker.join(timeout=60)
     assert len(done) == len(texts), "redact() did not finish within 60 s"
     assert "tok3n" not in done[-1]
+
+
+def test_a_masking_block_masks_bare_values_and_their_spellings_until_it_ends() -> None:
+    from rocmenv.redact import masking
+
+    value = 'wJalrXUtnFEMI/K7MDENG+bPxRfi"CYzEXAMPLEKEY'
+    shown = [value, '"wJalrXUtnFEMI/K7MDENG+bPxRfi\\"CYzEXAMPLEKEY"',  # as json.dumps shows it
+             "GET /blob?k=wJalrXUtnFEMI%2FK7MDENG%2BbPxRfi%22CYzEXAMPLEKEY"]  # fmt: skip
+    with masking([value]):
+        for text in shown:
+            assert "wJalrXUtnFEMI" not in redact(f"env: {text}"), text
+    assert value in redact(value)  # the block ended: not masked any more
+
+
+def test_every_line_of_a_multi_line_secret_is_masked_on_its_own() -> None:
+    from rocmenv.redact import masking
+
+    key = (
+        "-----BEGIN KEY-----\nMIIEpAIBAAKCAQEA1x2y3z\n  b64PaddedLine0987==  \n-----END KEY-----\n"
+    )
+    with masking([key]):
+        out = redact("the second line: MIIEpAIBAAKCAQEA1x2y3z, then b64PaddedLine0987==")
+    assert "MIIE" not in out and "b64Padded" not in out
+
+
+def test_overlapping_secrets_are_both_masked_whole() -> None:
+    """Replacing one before the other left the other's tail ("UVWXYZ")."""
+    from rocmenv.redact import masking
+
+    with masking(["abcdefGHIJKL", "GHIJKLmnopqrUVWXYZ"]):
+        assert redact("[abcdefGHIJKLmnopqrUVWXYZ]") == "[***]"
+        assert redact("abcdefGHIJKL and GHIJKLmnopqrUVWXYZ") == "*** and ***"
+
+
+def test_values_that_cannot_be_secrets_are_not_masked() -> None:
+    """``TOKENIZERS_PARALLELISM=false`` must not turn every "false" into ***."""
+    from rocmenv.redact import can_be_secret, masking, secret_forms
+
+    for value in ("false", "TRUE", "no", "Off", "null", "1", "3600", "-1.5", "abc", ""):
+        assert not can_be_secret(value), value
+        assert secret_forms(value) == ()
+    assert can_be_secret("hunter2") and can_be_secret("12ab")
+    with masking(["false", "3600"]):
+        assert redact("cache: false, ttl 3600 s") == "cache: false, ttl 3600 s"
+
+
+def test_masking_blocks_nest_and_keep_what_register_secret_holds() -> None:
+    from rocmenv.redact import masking
+
+    register_secret("held-for-good-0001")
+    with masking(["nested-value-0002", "held-for-good-0001"]):
+        with masking(["nested-value-0002"]):
+            pass
+        assert redact("nested-value-0002") == "***"  # the outer block still holds it
+    assert redact("nested-value-0002 held-for-good-0001") == "nested-value-0002 ***"
+
+
+def test_masking_is_seen_by_other_threads() -> None:
+    import threading
+
+    from rocmenv.redact import masking
+
+    out: list[str] = []
+    with masking(["thread-secret-0003"]):
+        worker = threading.Thread(target=lambda: out.append(redact("x thread-secret-0003")))
+        worker.start()
+        worker.join()
+    assert out == ["x ***"]
+
+
+def test_redaction_with_a_registered_secret_does_not_hang_on_its_repetition() -> None:
+    """Only catches a hang (every occurrence overlaps the next); timing:
+    benchmarks/bench_hostile.py."""
+    import threading
+
+    from rocmenv.redact import masking
+
+    done: list[str] = []
+    with masking(["abab"]):
+        worker = threading.Thread(target=lambda: done.append(redact("ab" * 200_000)), daemon=True)
+        worker.start()
+        worker.join(timeout=60)
+    assert done == ["***"], "redact() did not finish within 60 s"

@@ -209,6 +209,7 @@ def test_container_options_are_what_rocmenv_options_prints() -> None:
     text = (WORKFLOWS / "pr-rocm.yml").read_text()
     literals = re.findall(r"^\s*(?:&&|\|\|) '([^']*)'", text, re.MULTILINE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCMENV_")}
+    env["ROCMENV_SITE_CONFIG"] = ""  # never the machine's real site file
     outputs = []
     with tempfile.TemporaryDirectory() as scratch:
         for extra in ([], ["--untrusted"]):

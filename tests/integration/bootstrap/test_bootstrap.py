@@ -484,6 +484,58 @@ git clone -q --no-local /srv/upstream.git /sgl-workspace/sglang || exit 99
     assert report["environment"]["packages"]["sglang"]["version"] == "0.5.8"
 
 
+SECRET_ENV = {
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY",
+    "GH_PAT": "github_pat_11AAAAAAA0bcdefghijklmno_pqrstuvwxyz0123456789",
+    "HF_TOKEN": "hf_QwErTyUiOpAsDfGhJkLzXcVbNm0123456789",
+}
+
+
+def test_a_pull_request_whose_build_prints_the_environment_leaks_no_secret_value(
+    image: str, upstream: Upstream, out_dir: Path
+) -> None:
+    """Issue 22, attack 8, for real: the PR's build backend prints every variable and the
+    bare value of $HF_TOKEN, then fails; pip shows that output, bootstrap reports it."""
+    import difflib
+
+    leaky = BACKEND.replace(
+        "def build_editable(wheel_directory, config_settings=None, metadata_directory=None):\n",
+        "def build_editable(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        "    for name, value in sorted(os.environ.items()):\n"
+        '        print(f"{name}={value}")\n'
+        '    print(os.environ["HF_TOKEN"])\n'
+        '    raise SystemExit("cannot build with " + os.environ["HF_TOKEN"])\n',
+    )
+    assert leaky != BACKEND
+    (out_dir / "leak.patch").write_text(
+        "".join(difflib.unified_diff(BACKEND.splitlines(True), leaky.splitlines(True),
+                                     "a/python/tinybackend.py", "b/python/tinybackend.py"))
+    )  # fmt: skip
+    script = f"""
+git clone -q --no-local /srv/upstream.git /sgl-workspace/sglang 2>/dev/null || exit 99
+{BOOT} --sglang-pr '#7' --patch /out/leak.patch --report /out/report.json > /out/stdout
+"""
+    env = {**OVERRIDE_ENV, **SECRET_ENV, "GITHUB_ACTIONS": "true",
+           "GITHUB_STEP_SUMMARY": "/out/summary.md"}  # fmt: skip
+    ran = docker_run(image, script, mounts=override_mounts(upstream, out_dir), env=env)
+    assert ran.code == 1, ran.stdout + ran.stderr
+    report = (out_dir / "report.json").read_text()
+    assert "AWS_SECRET_ACCESS_KEY=***" in report  # the build did print its environment
+    assert "cannot build with ***" in ran.stderr
+    lines = ran.stderr.splitlines()
+    masks = sorted(f"::add-mask::{v}" for v in SECRET_ENV.values())
+    assert sorted(lines[:3]) == masks  # before anything else
+    written = {
+        "stderr": "\n".join(lines[3:]),
+        "stdout": (out_dir / "stdout").read_text(),
+        "report": report,
+        "summary": (out_dir / "summary.md").read_text(),
+    }
+    assert written["summary"], "no step summary was written"
+    leaks = {k: [v for v in SECRET_ENV.values() if v in text] for k, text in written.items()}
+    assert {k: v for k, v in leaks.items() if v} == {}
+
+
 def test_bad_refs_never_reach_git_in_the_container(image: str, out_dir: Path) -> None:
     (out_dir / "body.md").write_text("ci-megatron-pr: --upload-pack=touch${IFS}/out/pwned\n")
     ran = docker_run(

@@ -54,7 +54,8 @@ def base_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.upper().endswith("_PROXY") and not k.startswith("ROCMENV_")
+        if not k.upper().endswith("_PROXY")
+        and (not k.startswith("ROCMENV_") or k == "ROCMENV_SITE_CONFIG")
     }
     env.update(
         {
@@ -118,15 +119,35 @@ def _docker_config(directory: Path, auths: dict[str, tuple[str, str]]) -> Path:
     return directory
 
 
-def test_hub_credentials_never_reach_a_mirror(tmp_path: Path) -> None:
+#: Where a login can be (the Docker config, podman's REGISTRY_AUTH_FILE, podman's default
+#: $XDG_RUNTIME_DIR/containers/auth.json) and the key each keeps Docker Hub's under.
+LOGIN_FILES = {
+    "docker-config": "https://index.docker.io/v1/",
+    "registry-auth-file": "docker.io",
+    "xdg-runtime-dir": "docker.io",
+}
+
+
+def _logins(kind: str, tmp_path: Path, auths: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """The environment that points rocmenv at a file of ``kind`` holding ``auths``."""
+    directory = _docker_config(tmp_path / kind, auths)
+    if kind == "docker-config":
+        return {"DOCKER_CONFIG": str(directory)}
+    if kind == "registry-auth-file":
+        return {"REGISTRY_AUTH_FILE": str(directory / "config.json")}
+    (directory / "containers").mkdir()
+    (directory / "config.json").rename(directory / "containers" / "auth.json")
+    return {"XDG_RUNTIME_DIR": str(directory)}
+
+
+@pytest.mark.parametrize("kind", sorted(LOGIN_FILES))
+def test_hub_credentials_never_reach_a_mirror(tmp_path: Path, kind: str) -> None:
     hub_secret = "hub-password-must-stay-home"
-    config = _docker_config(
-        tmp_path / "docker", {"https://index.docker.io/v1/": ("hubuser", hub_secret)}
-    )
+    logins = _logins(kind, tmp_path, {LOGIN_FILES[kind]: ("hubuser", hub_secret)})
     with HostileRegistry("capture") as mirror:
         env = base_env(
             tmp_path,
-            DOCKER_CONFIG=str(config),
+            **logins,
             ROCMENV_MIRRORS=f"docker.io={mirror.host}",
             ROCMENV_REGISTRY_RETRIES="0",
             ROCMENV_REGISTRY_TIMEOUT="3",
@@ -144,18 +165,16 @@ def test_hub_credentials_never_reach_a_mirror(tmp_path: Path) -> None:
     assert f"mirror {mirror.host} failed" in err  # which mirror failed, and why
 
 
-def test_a_mirror_with_its_own_entry_gets_its_own_credentials(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", sorted(LOGIN_FILES))
+def test_a_mirror_with_its_own_entry_gets_its_own_credentials(tmp_path: Path, kind: str) -> None:
     with HostileRegistry("capture") as mirror:
-        config = _docker_config(
-            tmp_path / "docker",
-            {
-                "https://index.docker.io/v1/": ("hubuser", "hub-secret"),
-                mirror.host: ("mirroruser", "mirror-secret"),
-            },
-        )
+        logins = _logins(kind, tmp_path, {
+            LOGIN_FILES[kind]: ("hubuser", "hub-secret"),
+            mirror.host: ("mirroruser", "mirror-secret"),
+        })  # fmt: skip
         env = base_env(
             tmp_path,
-            DOCKER_CONFIG=str(config),
+            **logins,
             ROCMENV_MIRRORS=f"docker.io={mirror.host}",
             ROCMENV_REGISTRY_RETRIES="0",
             HTTPS_PROXY="http://127.0.0.1:9",

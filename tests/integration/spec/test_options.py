@@ -23,7 +23,7 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
 @pytest.fixture(name="engine", params=[e for e in ENGINES if e != "podman"])
 def docker_engine(request: pytest.FixtureRequest) -> str:
     """``docker create $(rocmenv options …)`` is a docker claim: the docker engines only (for
-    podman, rocmenv renders some options differently on purpose: rocmenv/engine/whales.py)."""
+    podman, rocmenv renders some options differently on purpose: rocmenv/engine/podman.py)."""
     return str(request.param).partition("+")[0]
 
 

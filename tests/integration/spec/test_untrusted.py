@@ -84,7 +84,9 @@ def fork_fixture(tmp_path: Path, family: testenv.Family) -> Iterator[Project]:
     base_env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("ROCMENV_") and k not in SECRETS and k != "HIP_VISIBLE_DEVICES"
+        if (not k.startswith("ROCMENV_") or k == "ROCMENV_SITE_CONFIG")
+        and k not in SECRETS
+        and k != "HIP_VISIBLE_DEVICES"
     }
     base_env.update(host.env())
     base_env.update(SECRETS)

@@ -1,6 +1,9 @@
 """A token in ``bootstrap --remote`` never leaves the process: every byte rocmenv writes
 (stdout, stderr, the ``--report`` file, ``$GITHUB_STEP_SUMMARY``, ``$GITHUB_ENV``) is grepped
 for it, on a fetch that fails and on one that succeeds, with ``--json`` and ``--debug``.
+The values of secret-looking environment variables (``HF_TOKEN``, ``GH_PAT``,
+``AWS_SECRET_ACCESS_KEY``) are grepped for the same way, as bare values: an install step that
+prints its environment, and every other command that echoes its input.
 
 git runs for real: the failing remote is a closed loopback port; the succeeding one is
 rewritten by ``url.<local repo>.insteadOf`` (git's own config, through ``GIT_CONFIG_*``), so
@@ -244,3 +247,138 @@ def test_an_internal_error_is_one_redacted_line_and_exit_70(
     code, written = _cli(["--debug", "ref", "parse", "x"], tmp_path)
     assert code == 70 and b"Traceback (most recent call last)" in written
     assert TOKEN.encode() not in written
+
+
+# ------------------------------------------------------------------ secrets by value
+
+#: Values no credential pattern recognises on their own (no ``token=``, no URL, no JWT).
+SECRET_ENV = {
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY",
+    "GH_PAT": "github_pat_11AAAAAAA0bcdefghijklmno_pqrstuvwxyz0123456789",
+    "HF_TOKEN": "hf_QwErTyUiOpAsDfGhJkLzXcVbNm0123456789",
+}
+
+
+def _value_leaks(written: dict[str, bytes], values: list[str]) -> dict[str, list[str]]:
+    """Which outputs hold which raw value, outside the ``::add-mask::`` lines that tell
+    GitHub to hide it (those are the only place a value may be written)."""
+    leaks: dict[str, list[str]] = {}
+    for name, data in written.items():
+        lines = data.decode(errors="replace").splitlines()
+        text = "\n".join(ln for ln in lines if not ln.startswith("::add-mask::"))
+        found = [v for v in values if v in text]
+        if found:
+            leaks[name] = found
+    return leaks
+
+
+def _env_printing_python(tmp_path: Path) -> Path:
+    """Stands in for pip: `--version` works, `install -e` prints its environment and the
+    bare value of $HF_TOKEN on stdout and stderr, then fails."""
+    script = tmp_path / "envpython"
+    script.write_text(
+        '#!/bin/sh\ncase "$*" in *--version*) echo pip 24.0; exit 0;; esac\n'
+        'env\necho "$HF_TOKEN"\necho "error: could not use $HF_TOKEN" >&2\nexit 1\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("gha", ["true", "false"])
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_a_failing_install_that_prints_its_environment_writes_no_secret_value(
+    tmp_path: Path, checkout: Path, gha: str, json_flag: list[str]
+) -> None:
+    code, written = _run(
+        tmp_path,
+        ["--sglang-pr", "feature", "--sglang-path", str(checkout),
+         "--python", str(_env_printing_python(tmp_path)), *json_flag],
+        {**SECRET_ENV, "GITHUB_ACTIONS": gha},
+    )  # fmt: skip
+    assert code == 1, written["stderr"].decode()
+    assert b"overrides   failed" in written["stderr"]
+    # the install's output reached the report and stderr, masked
+    assert b"AWS_SECRET_ACCESS_KEY=***" in written["report"]
+    assert b"could not use ***" in written["stderr"] and b"could not use ***" in written["summary"]
+    assert _value_leaks(written, list(SECRET_ENV.values())) == {}
+
+
+def test_in_github_actions_every_secret_value_is_masked_before_anything_is_printed(
+    tmp_path: Path, checkout: Path
+) -> None:
+    code, written = _run(
+        tmp_path,
+        ["--sglang-pr", "feature", "--sglang-path", str(checkout),
+         "--python", str(_env_printing_python(tmp_path))],
+        {**SECRET_ENV, "GITHUB_ACTIONS": "true"},
+    )  # fmt: skip
+    assert code == 1
+    lines = written["stderr"].decode().splitlines()
+    masks = [ln for ln in lines if ln.startswith("::add-mask::")]
+    assert sorted(masks) == sorted(f"::add-mask::{v}" for v in SECRET_ENV.values())
+    assert lines[: len(masks)] == masks  # first, before any step line
+    assert b"add-mask" not in written["stdout"]  # stdout stays eval-able / one JSON document
+
+
+def test_outside_github_actions_no_mask_command_is_printed(tmp_path: Path, checkout: Path) -> None:
+    code, written = _run(
+        tmp_path,
+        ["--sglang-pr", "feature", "--sglang-path", str(checkout),
+         "--python", str(_env_printing_python(tmp_path))],
+        {**SECRET_ENV, "GITHUB_ACTIONS": "false"},
+    )  # fmt: skip
+    assert code == 1
+    assert b"add-mask" not in written["stderr"] + written["stdout"]
+    assert _value_leaks(written, list(SECRET_ENV.values())) == {}
+
+
+HF, PAT, AWS = SECRET_ENV["HF_TOKEN"], SECRET_ENV["GH_PAT"], SECRET_ENV["AWS_SECRET_ACCESS_KEY"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["ref", "parse", HF], {}),
+        (["--debug", "ref", "parse", "--json", PAT], {}),
+        (["tags", "parse", AWS], {}),
+        (["tags", "list", "rocm/sgl-dev"], {"ROCMENV_MIRRORS": f"docker.io={HF}"}),
+        (["--debug", "validate", "--json", HF], {}),
+        (["pin", PAT], {}),
+        (["resolve", HF], {}),
+        (["inspect", "--json", AWS], {}),
+        (["diff", HF, PAT], {}),
+        (["--debug", "--config", HF, "drift"], {}),
+        (["--debug", "options", "--gpus", "none", "--image", AWS], {}),
+        (["options", "--gpus", PAT], {}),
+        (["--debug", "run", "--gpus", "none", "--image", HF, "--", "true"], {}),
+        (["suite", "list", "--json", PAT], {}),
+        (["bootstrap", "--no-gpu-wait", "--sglang-pr", f"#{HF}"], {}),
+        (["bootstrap", "--no-gpu-wait", "--patch", AWS], {}),
+        (["bootstrap", "--export", PAT], {}),
+    ],
+)
+def test_commands_that_echo_their_input_do_not_echo_a_secret_value(
+    tmp_path: Path, argv: list[str], env: dict[str, str]
+) -> None:
+    code, written = _cli(argv, tmp_path, {**SECRET_ENV, **env})
+    assert code not in (0, 70), written.decode()
+    text = written.decode()
+    assert "***" in text  # the input was shown, masked
+    assert _value_leaks({"output": written}, list(SECRET_ENV.values())) == {}, text
+
+
+def test_an_internal_error_with_a_secret_value_in_it_is_masked_with_and_without_debug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rocmenv.cli.ref as ref_cli
+
+    def broken(args: object, ctx: Context) -> int:
+        raise RuntimeError(f"the server said {HF} was wrong")
+
+    monkeypatch.setattr(ref_cli, "run_parse", broken)
+    for debug in ([], ["--debug"]):
+        code, written = _cli([*debug, "ref", "parse", "x"], tmp_path, SECRET_ENV)
+        assert code == 70, written.decode()
+        assert b"said *** was wrong" in written
+        assert (b"Traceback (most recent call last)" in written) == bool(debug)
+        assert _value_leaks({"output": written}, list(SECRET_ENV.values())) == {}

@@ -143,6 +143,35 @@ def test_a_failed_gpu_wait_skips_the_steps_after_it_but_still_reports(tmp_path: 
     assert not (tmp_path / "launcher").exists()
 
 
+def test_a_failed_override_exports_nothing_but_the_report_keeps_the_launcher_path(
+    tmp_path: Path,
+) -> None:
+    from rocmenv.bootstrap.refs import make_plan
+
+    plan = make_plan(refs={"sglang": ("feature", "flag")}, patches=[],
+                     paths={"sglang": str(tmp_path / "no-checkout")}, subdirs={}, cwd=tmp_path)  # fmt: skip
+    env_file = tmp_path / "github_env"
+    env_file.touch()
+    ctx = ctx_for(tmp_path, GITHUB_ENV=str(env_file))
+    result = run_bootstrap(ctx, options(tmp_path, gpu_wait=False, overrides=plan), BootstrapDeps())
+    assert [s.status for s in result.steps] == ["disabled", "ok", "ok", "failed", "ok"]
+    assert result.error is not None and result.error.exit_code == 1
+    assert result.steps[3].summary == result.error.what.splitlines()[0]
+    assert result.export.method == "none" and env_file.read_text() == ""
+    assert result.export.values == {"PYTHONPATH": str(tmp_path / "launcher")}
+
+
+def test_an_export_that_fails_is_the_bootstrap_error_after_every_step_ran(tmp_path: Path) -> None:
+    ctx = ctx_for(tmp_path)  # no $GITHUB_ENV
+    result = run_bootstrap(
+        ctx, options(tmp_path, gpu_wait=False, export="github-env"), BootstrapDeps()
+    )
+    assert [s.status for s in result.steps] == ["disabled", "ok", "ok", "disabled", "ok"]
+    assert result.error is not None and "$GITHUB_ENV is not set" in result.error.what
+    assert result.export.method == "none"
+    assert result.export.values == {"PYTHONPATH": str(tmp_path / "launcher")}
+
+
 def test_the_report_file_is_json_with_every_step(tmp_path: Path) -> None:
     ctx = ctx_for(tmp_path)
     result = run_bootstrap(ctx, options(tmp_path, gpu_wait=False, reap=False), BootstrapDeps())

@@ -8,9 +8,9 @@ import inspect
 
 import pytest
 
+from rocmenv.engine.cli_engine import CliEngine
 from rocmenv.engine.docker_api import DockerApiEngine
 from rocmenv.engine.protocol import Engine
-from rocmenv.engine.whales import WhalesEngine
 from tests.support.fake_engine import FakeEngine
 
 METHODS = sorted(
@@ -28,7 +28,7 @@ def test_the_protocol_has_the_methods_the_pipeline_calls() -> None:
             "image_info", "list_containers", "inspect_container", "logs"} <= set(METHODS)  # fmt: skip
 
 
-@pytest.mark.parametrize("engine", [DockerApiEngine, WhalesEngine, FakeEngine])
+@pytest.mark.parametrize("engine", [DockerApiEngine, CliEngine, FakeEngine])
 @pytest.mark.parametrize("method", METHODS)
 def test_each_engine_implements_each_method_with_the_protocols_signature(
     engine: type, method: str

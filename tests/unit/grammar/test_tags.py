@@ -9,7 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from rocmenv.grammar.tags import Constraints, nearest, parse_tag, rocm_version, select
+from rocmenv.grammar.tags import (
+    Constraints,
+    constraint_problem,
+    nearest,
+    parse_tag,
+    rocm_version,
+    select,
+)
 from tests.support.tagset import generate_tagset
 
 TAGSET = generate_tagset()
@@ -185,3 +192,24 @@ def test_nearest_names_the_failed_constraint() -> None:
     close = nearest(infos, Constraints(rocm="7.2", gpu="mi35x"))
     assert close[0][0].tag == "v0.5.8-rocm720-mi30x-20260301"
     assert close[0][1] == ["gpu"]
+
+
+@pytest.mark.parametrize(
+    ("alias", "family"),
+    [("mi300x", "mi30x"), ("MI300A", "mi30x"), ("mi325x", "mi30x"), ("gfx942", "mi30x"),
+     ("mi350x", "mi35x"), ("mi355x", "mi35x"), ("gfx950", "mi35x")],
+)  # fmt: skip
+def test_gpu_product_names_select_the_tags_of_their_family(alias: str, family: str) -> None:
+    """sgl-dev tags say mi30x/mi35x; users say mi300x, mi355x or the gfx target."""
+    infos = [parse_tag(t) for t in generate_tagset().tags]
+    by_family = select(infos, Constraints(gpu=family, project=None))
+    by_alias = select(infos, Constraints(gpu=alias, project=None))
+    assert by_family and [i.tag for i in by_alias] == [i.tag for i in by_family]
+    assert constraint_problem("gpu", alias) is None
+
+
+def test_a_gfx_tag_matches_its_family_and_its_aliases() -> None:
+    info = parse_tag("v0.5.8-rocm700-gfx942-20260215")
+    for wanted in ("gfx942", "mi30x", "mi300x"):
+        assert select([info], Constraints(gpu=wanted, project=None)) == [info], wanted
+    assert select([info], Constraints(gpu="mi355x", project=None)) == []

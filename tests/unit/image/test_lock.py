@@ -94,7 +94,12 @@ def test_future_lock_version_says_upgrade(tmp_path: Path) -> None:
     path.write_text(json.dumps({"lock_version": LOCK_VERSION + 1}))
     with pytest.raises(LockError) as info:
         read_lock(path)
-    assert "upgrade rocmenv" in str(info.value)
+    assert info.value.what == (
+        f"{path} has lock_version {LOCK_VERSION + 1}; this rocmenv (0.1.0) reads up to {LOCK_VERSION}"
+    )
+    assert info.value.hint == (
+        "upgrade rocmenv (it was written by a newer version); do not edit the file by hand"
+    )
 
 
 WRITER = textwrap.dedent(
@@ -219,4 +224,162 @@ def test_render_ends_with_newline_and_is_stable() -> None:
     lock = Lock().with_profile("b", entry()).with_profile("a", entry(D2))
     assert render_lock(lock) == render_lock(
         Lock().with_profile("a", entry(D2)).with_profile("b", entry())
+    )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"digest": "md5:" + "a" * 32},
+        {"platform_digest": "sha256:short"},
+        {"repository": "Not/A/Repository"},
+    ],
+)
+def test_a_lock_that_would_not_read_back_is_never_written(
+    tmp_path: Path, bad: dict[str, str]
+) -> None:
+    """Every entry is validated as the reader would validate it before anything is written:
+    the old file stays byte for byte, and no temp file is left."""
+    from dataclasses import replace
+
+    path = tmp_path / "rocmenv.lock"
+    write_lock(path, Lock().with_profile("ci", entry()))
+    before = path.read_bytes()
+    with pytest.raises(LockError) as info:
+        write_lock(path, Lock().with_profile("ci", replace(entry(), **bad)))  # type: ignore[arg-type]
+    assert info.value.what.startswith(f"{path}: profiles.ci")
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rocmenv.lock"]
+
+
+def _with_entry(**changes: object) -> str:
+    data = Lock().with_profile("ci", entry()).to_json()
+    data["profiles"]["ci"].update(changes)
+    return json.dumps(data)
+
+
+HINT = "restore it from version control, or delete it and run `rocmenv pin` again"
+
+
+@pytest.mark.parametrize(
+    ("content", "what"),
+    [
+        ("[" * 100_000, "not a lockfile (JSON nested too deeply to read)"),
+        ("[]", "not a JSON object"),
+        ('{"lock_version": "1"}', "has no integer lock_version"),
+        ('{"lock_version": true}', "has no integer lock_version"),
+        ('{"lock_version": 1, "x\\u0000": 1}', "x\\u0000 contains a NUL character"),
+        ('{"lock_version": 1, "profiles": []}', "profiles is not an object"),
+        ('{"lock_version": 1, "references": 3}', "references is not an object"),
+        ('{"lock_version": 1, "profiles": {"ci": 3}}', "profiles.ci is not an object"),
+        (_with_entry(extra=1), "profiles.ci has an unknown field 'extra'"),
+        (_with_entry(digest="md5:" + "a" * 32), f"profiles.ci.digest = 'md5:{'a' * 32}' is not a valid digest"),
+        (_with_entry(repository="Rocm/X"), "profiles.ci.repository: "),
+        (_with_entry(repository="rocm/sgl-dev"),
+         "profiles.ci.repository = 'rocm/sgl-dev' is not a canonical repository name "
+         "('docker.io/rocm/sgl-dev')"),
+        (_with_entry(repository="docker.io/rocm/sgl-dev:t"), "profiles.ci.repository"),
+        (_with_entry(tag=3), "profiles.ci.tag is not a string"),
+        (_with_entry(tag="-bad"), "profiles.ci.tag: "),
+        (_with_entry(registry=5), "profiles.ci.registry is not a string"),
+        (_with_entry(constraints={"gpu": 1}), "profiles.ci.constraints must map strings to strings"),
+        (_with_entry(packages=["x"]), "profiles.ci.packages must map strings to strings"),
+    ],
+)  # fmt: skip
+def test_each_refusal_names_the_file_the_field_and_what_to_do(
+    tmp_path: Path, content: str, what: str
+) -> None:
+    path = tmp_path / "rocmenv.lock"
+    path.write_text(content)
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert info.value.what.startswith(f"{path}: {what}")
+    assert info.value.hint == HINT
+
+
+def test_a_lock_at_the_size_limit_is_read_and_one_byte_more_is_refused(tmp_path: Path) -> None:
+    from rocmenv.settings.files import MAX_FILE_BYTES
+
+    path = tmp_path / "rocmenv.lock"
+    text = render_lock(Lock().with_profile("ci", entry()))
+    path.write_text(text[:-2] + " " * (MAX_FILE_BYTES - len(text)) + "}\n")
+    assert path.stat().st_size == MAX_FILE_BYTES
+    assert read_lock(path).profiles["ci"] == entry()
+    path.write_text(text[:-2] + " " * (MAX_FILE_BYTES - len(text) + 1) + "}\n")
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert info.value.what == f"{path}: larger than 16 MiB, so not a lockfile"
+
+
+def test_not_utf8_and_unreadable_locks_say_so(tmp_path: Path) -> None:
+    path = tmp_path / "rocmenv.lock"
+    path.write_bytes(b'{"lock_version": 1, "x": "\xff"}')
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert info.value.what == f"{path}: not UTF-8 text (byte 26), so not a lockfile"
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(LockError) as info:
+        read_lock(path)
+    assert info.value.what == f"cannot read {path}: Is a directory"
+
+
+def test_packages_and_constraints_round_trip(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    path = tmp_path / "rocmenv.lock"
+    full = replace(entry(), packages=(("amd-aiter", "0.1.9"), ("torch", "2.9")))
+    write_lock(path, Lock().with_profile("ci", full))
+    data = json.loads(path.read_text())["profiles"]["ci"]
+    assert data["packages"] == {"amd-aiter": "0.1.9", "torch": "2.9"}
+    assert data["constraints"] == {"gpu": "mi30x"}
+    assert read_lock(path).profiles["ci"] == full
+    bare = replace(entry(), constraints=(), registry=None)
+    write_lock(path, Lock().with_profile("ci", bare))
+    assert set(json.loads(path.read_text())["profiles"]["ci"]) == {
+        "repository", "tag", "digest", "media_type", "platform", "platform_digest", "resolved_at",
+    }  # fmt: skip
+
+
+def test_stale_temp_files_of_dead_writers_are_cleaned_and_live_ones_kept(tmp_path: Path) -> None:
+    path = tmp_path / "rocmenv.lock"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    stale = [tmp_path / f".rocmenv.lock.{dead}.abc.tmp", tmp_path / f".rocmenv.lock.{dead}.x.y.tmp"]
+    live = tmp_path / f".rocmenv.lock.{os.getpid()}.def.tmp"
+    odd = tmp_path / ".rocmenv.lock.0x.tmp"  # sorts first: skipped, the scan goes on
+    later = tmp_path / f".rocmenv.lock.{dead}z.tmp"  # not a pid: left alone, the scan goes on
+    for p in (*stale, live, odd, later):
+        p.write_text("x")
+    write_lock(path, Lock().with_profile("ci", entry()))
+    assert not any(p.exists() for p in stale)
+    assert live.exists() and odd.exists() and later.exists()
+
+
+def test_a_writer_waits_only_as_long_as_it_is_told(tmp_path: Path) -> None:
+    import threading
+
+    from rocmenv.image.lock import exclusive
+
+    path = tmp_path / "rocmenv.lock"
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with exclusive(path):
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert held.wait(30)
+        with pytest.raises(
+            LockError, match=r"being written by another rocmenv process \(waited 0 s\)"
+        ):
+            update_lock(path, lambda lock: lock, timeout=0.2)
+    finally:
+        release.set()
+        thread.join()
+    assert (
+        update_lock(path, lambda lock: lock.with_profile("ci", entry())).profiles["ci"] == entry()
     )

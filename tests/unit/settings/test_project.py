@@ -156,6 +156,17 @@ def test_environment_overrides_file_and_cli_overrides_environment(tmp_path: Path
     assert settings_for(cli).project.path == other
 
 
+def test_pull_from_mirror_from_the_environment_over_the_file(tmp_path: Path) -> None:
+    write(tmp_path, "[registry]\npull-from-mirror = false\n")
+    assert settings_for(ctx_in(tmp_path, ROCMENV_PULL_FROM_MIRROR="yes")).registry.pull_from_mirror
+    write(tmp_path, "[registry]\npull-from-mirror = true\n")
+    assert not settings_for(
+        ctx_in(tmp_path, ROCMENV_PULL_FROM_MIRROR="0")
+    ).registry.pull_from_mirror
+    with pytest.raises(ConfigError, match="ROCMENV_PULL_FROM_MIRROR='maybe'"):
+        settings_for(ctx_in(tmp_path, ROCMENV_PULL_FROM_MIRROR="maybe"))
+
+
 def test_bad_environment_values_are_named(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="ROCMENV_ENGINE"):
         settings_for(ctx_in(tmp_path, ROCMENV_ENGINE="dockr"))

@@ -100,8 +100,39 @@ def _answer(mod_spec, mod_ver, spec: str, version: str, prereleases):
     return s.contains(v, prereleases=prereleases)
 
 
+@st.composite
+def normalised_versions(draw: st.DrawFn, *, post: bool = True, min_parts: int = 1) -> str:
+    """A version in packaging's normal form, built so: release, pre, post, dev, local."""
+    text = ".".join(str(draw(_small)) for _ in range(draw(st.integers(min_parts, 4))))
+    if draw(st.integers(0, 9)) == 0:
+        text = f"{draw(st.integers(1, 2))}!{text}"
+    if draw(st.booleans()):
+        text += draw(st.sampled_from(["a", "b", "rc"])) + str(draw(_small))
+    if post and draw(st.booleans()):
+        text += f".post{draw(_small)}"
+    if draw(st.booleans()):
+        text += f".dev{draw(st.integers(0, 200))}"
+    return text
+
+
+@st.composite
+def accepted_specifiers(draw: st.DrawFn) -> str:
+    """Specifiers of the shape rocmenv accepts in a shim (normalised versions; no '>', no
+    '===', no '<' with a post-release): generated directly rather than filtered, so the
+    property test does not discard most of what it draws."""
+
+    def one() -> str:
+        op = draw(st.sampled_from(["==", "!=", "<=", ">=", "<", "~="]))
+        if op in ("==", "!=") and draw(st.integers(0, 3)) == 0:
+            return op + ".".join(str(draw(_small)) for _ in range(draw(st.integers(1, 3)))) + ".*"
+        version = draw(normalised_versions(post=op != "<", min_parts=2 if op == "~=" else 1))
+        return op + draw(st.sampled_from(["", " "])) + version
+
+    return ",".join(one() for _ in range(draw(st.integers(1, 3))))
+
+
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spec=specifiers(), version=versions(), prereleases=st.booleans())
+@given(spec=accepted_specifiers(), version=versions(), prereleases=st.booleans())
 @example(
     spec=">=0.1.6.post2.dev0,<0.1.14rc0", version="0.1.12.post2.dev150+ga6bb49937", prereleases=True
 )
@@ -117,7 +148,8 @@ def test_vendored_specifiers_answer_like_host_packaging(spec, version, prereleas
     packaging 24.2 and 26 disagree there), so nothing else reaches a container.
     """
     host = _answer(host_specifiers, host_version, spec, version, prereleases)
-    assume(host != "invalid-specifier")
+    assert host != "invalid-specifier", spec  # the generator makes valid ones only
+    # the launcher's own probe refuses a rare few more (24.2 and 26 disagree around a bound)
     assume(launcher_specifier_problem(spec) is None)
     vendored = _answer(vendored_specifiers, vendored_version, spec, version, prereleases)
     assert vendored == host, (spec, version, prereleases)

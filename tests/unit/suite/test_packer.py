@@ -12,19 +12,10 @@ from pathlib import Path
 import pytest
 
 from rocmenv.errors import UsageError
-from rocmenv.suite.packer import (
-    Cancel,
-    Job,
-    Outcome,
-    Packer,
-    RunOptions,
-    SuiteEvent,
-    TestResult,
-    lower_bound,
-    run_packed,
-    simulate,
-)
-from rocmenv.suite.report import SuiteReport, junit_xml, markdown, table
+from rocmenv.suite.drive import Cancel, Outcome, RunOptions, SuiteEvent, TestResult, run_packed
+from rocmenv.suite.junit import junit_xml
+from rocmenv.suite.packer import Job, Packer, lower_bound, simulate
+from rocmenv.suite.report import SuiteReport, markdown, table
 
 
 def _mixed(seed: int) -> tuple[list[Job], dict[str, float]]:

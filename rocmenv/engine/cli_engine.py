@@ -1,11 +1,12 @@
-"""The CLI adapter: the ``docker`` CLI (contexts, remote hosts) or ``podman``, with
-python-on-whales.
+"""The CLI adapter: the ``docker`` CLI (contexts, remote hosts) or ``podman``, run directly.
 
-python-on-whales (and the pydantic it brings, ~0.3 s to import) drives the CLI for pulls,
-listings and logs. The hot path of ``rocmenv run`` — image inspect, create, start
---attach, kill, rm — runs the CLI directly, so a run does not pay that import: ``create``
-gets the very arguments ``rocmenv options --format docker`` prints, variables taken from
-the host reach it through its environment (``--env NAME``), never on the command line.
+Every call is the CLI itself through :mod:`subprocess` — image inspect, create, start
+--attach, kill, rm, ps, logs, pull: ``create`` gets the very arguments ``rocmenv options
+--format docker`` prints, variables taken from the host reach it through its environment
+(``--env NAME``), never on the command line. (python-on-whales once served ``ps`` and
+``logs`` here; its import with pydantic cost 160–260 ms on a quiet machine and over a
+second under load, against calls no faster than the CLI run directly:
+``benchmarks/bench_engine_cli.py``. It went.)
 
 Attached runs start ``docker start --attach`` with our own stdout as its stdout, so output
 reaches the terminal or log unbuffered (partial lines, progress bars) and stdout/stderr stay
@@ -38,8 +39,8 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from rocmenv.engine.cli_attach import CliAttachment, run_on_terminal
 from rocmenv.engine.hints import cli_unreachable, unreachable_hint
@@ -54,15 +55,15 @@ from rocmenv.engine.protocol import (
     explain_start_failure,
 )
 from rocmenv.engine.select import EngineOptions
-from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable, StartFailure
+from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
 from rocmenv.settings.choices import EngineKind
 from rocmenv.spec.render import render_docker
 from rocmenv.spec.runspec import RunSpec
 
 
-def make(kind: EngineKind, options: EngineOptions) -> WhalesEngine:
-    return WhalesEngine(kind, options)
+def make(kind: EngineKind, options: EngineOptions) -> CliEngine:
+    return CliEngine(kind, options)
 
 
 def _full_id(image_id: str) -> str:
@@ -87,22 +88,11 @@ class CliError(Exception):
         self.stderr = stderr
 
 
-@contextlib.contextmanager
-def _whales() -> Iterator[None]:
-    """python-on-whales' errors as :class:`CliError`."""
-    from python_on_whales.exceptions import DockerException
-
-    try:
-        yield
-    except DockerException as err:
-        raise CliError(err.docker_command, err.return_code, err.stderr or "") from None
-
-
 _GONE = ("No such container", "no container with", "no such container")
 _NOT_RUNNING = ("is not running", "can only kill running containers")  # docker, podman
 
 
-class WhalesEngine:
+class CliEngine:
     def __init__(self, kind: EngineKind, options: EngineOptions) -> None:
         self.kind: EngineKind = kind
         binary = "podman" if kind == "podman" else "docker"
@@ -116,30 +106,25 @@ class WhalesEngine:
         # The CLI reads DOCKER_HOST / DOCKER_CONTEXT / DOCKER_CONFIG from its environment.
         self._env = dict(options.env)
         self._cmd: list[str] = [path]
-        self._client: Any = None
-
-    @property
-    def client(self) -> Any:
-        """The python-on-whales client, imported on first use."""
-        if self._client is None:
-            from python_on_whales import DockerClient
-
-            self._client = DockerClient(client_call=[self._binary])
-        return self._client
 
     def _cli(
         self, *args: str, timeout: float | None = 120, console: tuple[int, int] | None = None
     ) -> str:
-        """Run the CLI, its output captured. In a session of its own: a terminal's Ctrl-C
-        reaches rocmenv alone, which decides (a `docker create` cut short by it could leave
-        a container nobody knows the id of). ``console``: stdout is a pseudo-terminal of that
-        size (rows, columns) — ``docker create -t`` then sends it as the ``ConsoleSize``."""
-        argv = [*self._cmd, *args]
+        """The CLI's stdout. ``console``: stdout is a pseudo-terminal of that size (rows,
+        columns) — ``docker create -t`` then sends it as the container's ``ConsoleSize``."""
         if console is not None:
+            argv = [*self._cmd, *args]
             code, out, err = run_on_terminal(argv, self._env, console, timeout, kind=self.kind)
             if code != 0:
                 raise CliError(argv, code, err)
             return out
+        return self._run(*args, timeout=timeout).stdout.decode(errors="replace")
+
+    def _run(self, *args: str, timeout: float | None = 120) -> subprocess.CompletedProcess[bytes]:
+        """The CLI with ``args``: its stdout and stderr as bytes; :class:`CliError` unless it
+        exits 0. In a session of its own: a terminal's Ctrl-C reaches rocmenv alone, which
+        decides (a `docker create` cut short by it could leave a container nobody knows of)."""
+        argv = [*self._cmd, *args]
         try:
             done = subprocess.run(
                 argv, env=self._env, capture_output=True, timeout=timeout, check=False,
@@ -151,7 +136,7 @@ class WhalesEngine:
             raise EngineUnavailable(f"{self.kind}: cannot run {argv[0]}: {err}") from None
         if done.returncode != 0:
             raise CliError(argv, done.returncode, done.stderr.decode(errors="replace").strip())
-        return done.stdout.decode(errors="replace")
+        return done
 
     def _fail(self, action: str, err: CliError) -> EngineError:
         text = redact(err.stderr.strip() or str(err))
@@ -392,27 +377,17 @@ class WhalesEngine:
             raise self._fail(f"removing {container_id[:12]}", err) from None
 
     def logs(self, container_id: str) -> tuple[bytes, bytes]:
-        out: list[bytes] = []
-        err_parts: list[bytes] = []
+        """The container's stdout and stderr, apart (the CLI writes each to its own)."""
         try:
-            with _whales():
-                stream = cast(
-                    Iterable[tuple[str, bytes]],
-                    self.client.container.logs(container_id, stream=True),
-                )
-                for source, data in stream:
-                    (err_parts if source == "stderr" else out).append(data)
+            done = self._run("logs", container_id)
         except CliError as err:
             raise self._fail(f"reading logs of {container_id[:12]}", err) from None
-        return b"".join(out), b"".join(err_parts)
+        return done.stdout, done.stderr
 
     def list_containers(self, *, labels: Mapping[str, str | None]) -> list[ContainerInfo]:
-        filters = [("label", k if v is None else f"{k}={v}") for k, v in labels.items()]
+        filters = [f"--filter=label={k if v is None else f'{k}={v}'}" for k, v in labels.items()]
         try:
-            with _whales():
-                found = [
-                    c.id for c in self.client.container.list(all=True, filters=cast(Any, filters))
-                ]
+            found = self._cli("ps", "--all", "--quiet", "--no-trunc", *filters).split()
         except CliError as err:
             raise self._fail("listing containers", err) from None
         if not found:
@@ -443,4 +418,4 @@ class WhalesEngine:
         return dict(docs[0])
 
 
-__all__ = ["StartFailure", "WhalesEngine", "make"]
+__all__ = ["CliEngine", "make"]

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""scripts/mutation.py [GROUP ...] [--list] [--jobs N] [--show] — a mutation run over the modules
+that guard users (issue 21), with mutmut (https://github.com/boxed/mutmut).
+
+Each group names the modules it mutates and the tests that cover them (unit tests, plus the
+integration tests that exercise a path where a unit test cannot). A group runs in its own
+copy of the repository under ``$ROCMENV_MUTATION_DIR`` (default ``/tmp/rocmenv-mutation``):
+mutmut writes ``mutants/`` there, never into the checkout. The script prints the score per
+module and lists every surviving mutant (``--show``: with its diff); the summary is also
+written to ``<dir>/summary.json``.
+
+Mutants on a line marked ``# pragma: no mutate`` are not generated: the project marks the
+equivalent ones that way, with the reason in a comment beside it.
+
+Not part of CI (minutes to hours on two cores): ``make mutation`` runs every group. Integration
+groups need the test environment of ``scripts/setup.sh`` (registries, dockerd).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = REPO / ".venv" / "bin"
+
+# group -> (modules to mutate, tests that cover them)
+GROUPS: dict[str, tuple[list[str], list[str]]] = {
+    "settings": (["rocmenv/settings/resolve.py"], ["tests/unit/settings"]),
+    "guard": (
+        ["rocmenv/spec/guard.py", "rocmenv/spec/hostpaths.py"],
+        [
+            "tests/unit/spec/test_guard.py",
+            "tests/unit/spec/test_hostpaths.py",
+            "tests/unit/settings/test_untrusted_sources.py",
+        ],
+    ),
+    "lock": (["rocmenv/image/lock.py"], ["tests/unit/image/test_lock.py"]),
+    "grammar": (
+        ["rocmenv/grammar/reference.py", "rocmenv/grammar/tags.py"],
+        ["tests/unit/grammar"],
+    ),
+    "redact": (["rocmenv/redact.py"], ["tests/unit/test_redact.py"]),
+    "registry": (
+        [
+            "rocmenv/registry/transport.py",
+            "rocmenv/registry/auth.py",
+            "rocmenv/registry/client.py",
+            "rocmenv/registry/blobs.py",
+        ],
+        ["tests/unit/registry", "tests/integration/registry"],
+    ),
+    "suite": (
+        ["rocmenv/suite/plan.py", "rocmenv/suite/packer.py", "rocmenv/suite/allocation.py"],
+        ["tests/unit/suite"],
+    ),
+    "launcher": (
+        ["rocmenv/launcher/_runtime.py", "rocmenv/launcher/sitecustomize.py"],
+        ["tests/unit/launcher"],
+    ),
+}
+
+
+def copy_repo(target: Path) -> None:
+    """The tracked files (and the untracked ones not ignored) into ``target``."""
+    if target.exists():
+        shutil.rmtree(target)
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, capture_output=True, check=True,
+    ).stdout.split(b"\0")  # fmt: skip
+    for name in filter(None, files):
+        src = REPO / name.decode()
+        if src.is_file():
+            dst = target / name.decode()
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+
+
+def configure(target: Path, modules: list[str], tests: list[str]) -> None:
+    pyproject = target / "pyproject.toml"
+    lines = [
+        "",
+        "[tool.mutmut]",
+        'source_paths = ["rocmenv"]',
+        f"only_mutate = {json.dumps(modules)}",
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+        # hypothesis derandomised: a mutant is judged by the same examples every time
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--hypothesis-seed=0"]',
+    ]
+    pyproject.write_text(pyproject.read_text() + "\n".join(lines) + "\n")
+
+
+@dataclass
+class Row:
+    killed: int = 0
+    survived: int = 0
+    other: int = 0  # timeout, suspicious, no tests: counted, not killed
+    survivors: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.killed + self.survived + self.other
+
+    @property
+    def score(self) -> float:
+        return 100.0 * self.killed / self.total if self.total else 100.0
+
+
+def run_group(name: str, base: Path, jobs: int) -> dict[str, Row]:
+    modules, tests = GROUPS[name]
+    target = base / name
+    copy_repo(target)
+    configure(target, modules, tests)
+    env = {**os.environ, "ROCMENV_REQUIRE_ENGINE": os.environ.get("ROCMENV_REQUIRE_ENGINE", "1")}
+    log = base / f"{name}.log"
+    t0 = time.monotonic()
+    with log.open("w") as out:
+        subprocess.run(
+            [str(VENV_BIN / "mutmut"), "run", "--max-children", str(jobs)],
+            cwd=target, stdout=out, stderr=subprocess.STDOUT, env=env, check=False,
+        )  # fmt: skip
+    results = subprocess.run(
+        [str(VENV_BIN / "mutmut"), "results", "--all", "true"],
+        cwd=target, capture_output=True, text=True, env=env, check=False,
+    ).stdout  # fmt: skip
+    per_module: dict[str, Row] = {}
+    for line in results.splitlines():
+        key, _, status = line.strip().rpartition(": ")
+        if not key:
+            continue
+        module = key.split(".x_", 1)[0].split(".x\u01c1", 1)[0]
+        row = per_module.setdefault(module, Row())
+        if status == "killed":
+            row.killed += 1
+        elif status == "survived":
+            row.survived += 1
+            row.survivors.append(key)
+        else:
+            row.other += 1
+    print(f"== {name}: {time.monotonic() - t0:.0f}s (log {log})")
+    return per_module
+
+
+def show(target: Path, key: str) -> str:
+    return subprocess.run(
+        [str(VENV_BIN / "mutmut"), "show", key], cwd=target, capture_output=True, text=True,
+        check=False,
+    ).stdout  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "groups", nargs="*", metavar="GROUP", help=f"default: all ({', '.join(GROUPS)})"
+    )
+    parser.add_argument("--list", action="store_true", help="list the groups and exit")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="mutmut children")
+    parser.add_argument("--show", action="store_true", help="print each survivor's diff")
+    args = parser.parse_args()
+    if args.list:
+        for name, (modules, tests) in GROUPS.items():
+            print(f"{name}: {' '.join(modules)}  <-  {' '.join(tests)}")
+        return 0
+    unknown = [g for g in args.groups if g not in GROUPS]
+    if unknown:
+        parser.error(f"unknown group(s): {', '.join(unknown)} (known: {', '.join(GROUPS)})")
+    base = Path(os.environ.get("ROCMENV_MUTATION_DIR", "/tmp/rocmenv-mutation"))
+    base.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Row] = {}
+    for name in args.groups or list(GROUPS):
+        for module, row in run_group(name, base, args.jobs).items():
+            summary[module] = row
+            if args.show:
+                for key in row.survivors:
+                    print(show(base / name, key))
+    doc = {m: {**asdict(r), "score": round(r.score, 1)} for m, r in summary.items()}
+    (base / "summary.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
+    print(f"\n{'module':<40} {'mutants':>8} {'killed':>7} {'survived':>9} {'score':>7}")
+    for module, row in sorted(summary.items()):
+        print(f"{module:<40} {row.total:>8} {row.killed:>7} {row.survived:>9} {row.score:>6.1f}%")
+    print("\nsurviving mutants (`mutmut show NAME` in the group's directory for the diff):")
+    for _module, row in sorted(summary.items()):
+        for key in row.survivors:
+            print(f"  {key}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Attempts driven through a stand-in backend: timeouts stop the attempt, retries are new
+attempts after their wait on freed GPUs, every attempt is kept, fail-fast waits for the
+final failure."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from rocmenv.suite.drive import Cancel, Outcome, RunOptions, SuiteEvent, run_packed
+from rocmenv.suite.packer import Job
+from rocmenv.suite.policy import TIMEOUT_EXIT, RunPolicy
+
+Script = dict[str, list[tuple[str, float]]]  # test -> per attempt: (pass|fail|hang, seconds)
+
+
+class Backend:
+    def __init__(self, tmp: Path, script: Script) -> None:
+        self.tmp, self.script = tmp, script
+        self.starts: list[tuple[str, int, float, tuple[int, ...]]] = []
+        self.lock = threading.Lock()
+
+    def launch(self, job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
+        with self.lock:
+            self.starts.append((job.name, job.attempt, time.monotonic(), gpus))
+        cancel.started()
+        what, seconds = self.script[job.name][job.attempt - 1]
+        log = self.tmp / f"{job.name}.{job.attempt}.log"
+        log.write_text(f"{job.name} attempt {job.attempt}: {what}\n"
+                       + ("AssertionError: accuracy too low\n" if what == "fail" else ""))  # fmt: skip
+        deadline = time.monotonic() + (3600 if what == "hang" else seconds)
+        while time.monotonic() < deadline:
+            if cancel.requested:
+                return Outcome(status="cancelled", exit_code=137, log=str(log))
+            time.sleep(0.01)
+        code = 0 if what == "pass" else 1
+        return Outcome(status="passed" if code == 0 else "failed", exit_code=code, log=str(log))
+
+
+def _run(backend: Backend, jobs: list[Job], pool: list[int], **kw: object):  # type: ignore[no-untyped-def]
+    events: list[SuiteEvent] = []
+    results = run_packed(jobs, pool, backend.launch, threading.Event(),
+                         RunOptions(on_event=events.append, **kw))  # type: ignore[arg-type]  # fmt: skip
+    return {r.name: r for r in results}, events
+
+
+def test_a_test_over_its_timeout_is_stopped_and_reported_as_timeout(tmp_path: Path) -> None:
+    backend = Backend(tmp_path, {"hang": [("hang", 0)], "quick": [("pass", 0.05)]})
+    jobs = [
+        Job(name="hang", gpus=1, estimate=1, timeout=0.3),
+        Job(name="quick", gpus=1, estimate=1, timeout=5),
+    ]
+    t0 = time.monotonic()
+    results, _ = _run(backend, jobs, [0, 1])
+    assert time.monotonic() - t0 < 5
+    hang = results["hang"]
+    assert (hang.status, hang.exit_code) == ("timeout", TIMEOUT_EXIT)
+    assert hang.message.startswith("killed after its timeout")
+    assert 0.25 < hang.wall < 3
+    assert results["quick"].status == "passed"
+
+
+def test_fail_once_then_pass_is_a_flaky_pass_with_both_attempts(tmp_path: Path) -> None:
+    backend = Backend(
+        tmp_path, {"flaky": [("fail", 0.05), ("pass", 0.05)], "other": [("pass", 0.1)]}
+    )
+    policy = RunPolicy(retries=1, retry_wait=0.4, retry_on="AssertionError")
+    jobs = [
+        Job(name="flaky", gpus=1, estimate=10, policy=policy),
+        Job(name="other", gpus=1, estimate=1),
+    ]
+    results, events = _run(backend, jobs, [0])
+    flaky = results["flaky"]
+    assert flaky.status == "passed" and flaky.flaky
+    assert [(a.number, a.status) for a in flaky.attempts] == [(1, "failed"), (2, "passed")]
+    assert flaky.attempts[0].log != flaky.attempts[1].log
+    assert [e.kind for e in events if e.name == "flaky"] == ["start", "retry", "start", "end"]
+    # the one GPU was given back during the wait: "other" ran between the two attempts
+    order = [(name, attempt) for name, attempt, _, _ in backend.starts]
+    assert order == [("flaky", 1), ("other", 1), ("flaky", 2)]
+    first, second = backend.starts[0][2], backend.starts[2][2]
+    assert second - first >= 0.4
+
+
+def test_no_retry_when_the_log_does_not_match_retry_on(tmp_path: Path) -> None:
+    backend = Backend(tmp_path, {"t": [("fail", 0.01), ("pass", 0.01)]})
+    policy = RunPolicy(retries=1, retry_wait=0, retry_on="CUDA error")
+    results, _ = _run(backend, [Job(name="t", gpus=1, estimate=1, policy=policy)], [0])
+    assert results["t"].status == "failed" and len(results["t"].attempts) == 1
+
+
+def test_a_timeout_is_retried_and_every_attempt_is_kept(tmp_path: Path) -> None:
+    backend = Backend(tmp_path, {"t": [("hang", 0), ("hang", 0)]})
+    policy = RunPolicy(retries=1, retry_wait=0)
+    results, _ = _run(backend, [Job(name="t", gpus=1, estimate=1, timeout=0.2, policy=policy)], [0])
+    t = results["t"]
+    assert t.status == "timeout" and [a.status for a in t.attempts] == ["timeout", "timeout"]
+
+
+def test_fail_fast_stops_at_the_final_failure_not_at_a_retried_one(tmp_path: Path) -> None:
+    backend = Backend(tmp_path, {
+        "flaky": [("fail", 0.05), ("pass", 0.05)], "long": [("pass", 0.5)], "later": [("pass", 0)],
+    })  # fmt: skip
+    jobs = [
+        Job(name="long", gpus=1, estimate=100),
+        Job(name="flaky", gpus=1, estimate=50, policy=RunPolicy(retries=1, retry_wait=0)),
+        Job(name="later", gpus=2, estimate=1),
+    ]
+    results, _ = _run(backend, jobs, [0, 1], fail_fast=True)
+    assert results["flaky"].status == "passed"  # the failed first attempt did not stop the run
+    backend2 = Backend(tmp_path, {"bad": [("fail", 0.05), ("fail", 0.05)], "long": [("hang", 0)],
+                                  "later": [("pass", 0)]})  # fmt: skip
+    jobs2 = [
+        Job(name="long", gpus=1, estimate=100),
+        Job(name="bad", gpus=1, estimate=50, policy=RunPolicy(retries=1, retry_wait=0)),
+        Job(name="later", gpus=2, estimate=1),
+    ]
+    results2, _ = _run(backend2, jobs2, [0, 1], fail_fast=True)
+    assert results2["bad"].status == "failed" and len(results2["bad"].attempts) == 2
+    assert results2["long"].status == "cancelled" and results2["later"].status == "skipped"
+
+
+def test_a_stop_while_a_retry_waits_keeps_its_last_attempt(tmp_path: Path) -> None:
+    backend = Backend(tmp_path, {"t": [("fail", 0.01), ("pass", 0.01)]})
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    results = run_packed([Job(name="t", gpus=1, estimate=1, policy=RunPolicy(retries=1, retry_wait=30))],
+                         [0], backend.launch, stop, RunOptions())  # fmt: skip
+    (t,) = results
+    assert t.status == "failed" and len(t.attempts) == 1
