@@ -14,6 +14,7 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
     engine_fixture,
     inspect,
     project_fixture,
+    python_startup_interrupted,
     wait_for,
 )
 
@@ -94,8 +95,7 @@ def test_twenty_interrupted_runs_leave_no_container(project: Project, engine: st
         finally:
             proc.kill()
             proc.wait()
-        # interrupted inside CPython's own start-up (before any of rocmenv runs): exit 1
-        startup = proc.returncode == 1 and "Fatal Python error: init" in err
+        startup = proc.returncode == 1 and python_startup_interrupted(err)
         codes.append(-signal.SIGINT if startup else proc.returncode)
         if codes[-1] not in (130, -signal.SIGINT):
             unexpected.append(f"run {i}: exit {proc.returncode}: {err[-1500:]}")

@@ -32,6 +32,7 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
     engine_fixture,
     project_fixture,
+    python_startup_interrupted,
     remove_containers,
 )
 
@@ -74,8 +75,7 @@ class Figures:
 def _allowed(code: int, first: int, stderr: str) -> bool:
     if code in (128 + first, -first):  # -N: interrupted before Python handled signals
         return True
-    # the interpreter's own start-up, interrupted (CPython exits 1: "Fatal Python error")
-    return code == 1 and "Fatal Python error: init" in stderr
+    return code == 1 and python_startup_interrupted(stderr)
 
 
 def test_interrupts_at_random_moments_are_never_lost(
