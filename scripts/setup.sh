@@ -35,9 +35,10 @@ MIRROR="${ROCMENV_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 ARCHIVE_MIRROR="http://archive.debian.org/debian"
 VENV="$REPO/.venv"
 PY="$VENV/bin/python"
-# gpgv + debian-archive-keyring: debootstrap verifies the Release files (only Recommends)
+# gpgv + debian-archive-keyring: debootstrap verifies the Release files (only Recommends);
+# tmux: the tests read the pull display and the shell off a real terminal's screen
 APT_PACKAGES=(docker.io docker-registry debootstrap skopeo git python3-venv ca-certificates curl
-  gpgv debian-archive-keyring shellcheck tinyproxy openssl)
+  gpgv debian-archive-keyring shellcheck tinyproxy openssl tmux)
 export ROCMENV_TESTENV_STATE="$STATE"
 
 [ "$(id -u)" = 0 ] || die "scripts/setup.sh must run as root (it installs packages and starts dockerd)" \

@@ -206,6 +206,15 @@ def main(argv: Sequence[str] | None = None, *, ctx: Context | None = None) -> in
 def _run_command(argv: Sequence[str] | None, ctx: Context | None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     command = _command_in(args_in)
+    if command in ("run", "shell"):  # from here on a signal is the run's (rocmenv.run.interrupt)
+        from rocmenv.run.interrupt import SignalWatch
+
+        with SignalWatch(until_exit=argv is None):  # the program: to its very end
+            return _main(args_in, command, ctx)
+    return _main(args_in, command, ctx)
+
+
+def _main(args_in: list[str], command: str | None, ctx: Context | None) -> int:
     parser = build_parser(command)
     args = parser.parse_args(args_in)
     if args.rocmenv_command is None:

@@ -4,18 +4,30 @@ Checks, each independent (one failing does not hide the others): the configurati
 lockfile, the container engine, the registries the project uses (``GET /v2/``: reachable,
 and whether they want authentication), the AMD GPUs, and the shim catalogue. Exit 0 when
 every check passes or only warns, 1 when one fails.
+
+Registries are judged the way pulls will happen: the host the engine pulls each image from
+(the canonical registry, or with ``[registry] pull-from-mirror`` the mirror that served the
+pin) must answer; any other host (a mirror, or the registry behind answering mirrors) that
+does not answer is a warning while another host of the same registry answers. Engine
+failures carry their cause's hint (:mod:`rocmenv.engine.hints`).
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 from rocmenv.context import Context
 
+if TYPE_CHECKING:
+    from rocmenv.image.lock import Lock
+    from rocmenv.registry.client import RegistryClient
+    from rocmenv.settings.resolve import Settings
+
 Status = Literal["ok", "warn", "fail"]
+MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,6 +36,25 @@ class Finding:
     status: Status
     detail: str
     hint: str | None = None
+
+
+@dataclass
+class _State:
+    """What one check leaves for the next: the settings, the lock."""
+
+    args: argparse.Namespace
+    ctx: Context
+    config: Settings | None = None
+    lock: Lock | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Route:
+    """A registry as the project uses it: where lookups go, where the engine pulls from."""
+
+    registry: str  # the canonical domain (docker.io)
+    lookups: tuple[str, ...]  # resolve/pin/validate: mirrors first, then the registry itself
+    pulls: frozenset[str] = field(default_factory=frozenset)  # the hosts `run`/`pull` use
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> None:
@@ -37,195 +68,81 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser.set_defaults(func=run)
 
 
-def _guard(check: str, body: Callable[[], list[Finding]]) -> list[Finding]:
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    """Every check in order, then the report; exit 1 when one failed."""
+    state = _State(args=args, ctx=ctx)
+    findings: list[Finding] = []
+    for name, check in CHECKS:
+        if name == "lockfile" and state.config is None:
+            continue  # without a configuration there is no lockfile to name
+        findings += _guard(name, check, state)
+    return _report(ctx, findings, as_json=bool(args.json))
+
+
+def _guard(name: str, check: Callable[[_State], list[Finding]], state: _State) -> list[Finding]:
+    """The check's findings; an error it raised is its one failed finding."""
     from rocmenv.errors import RocmenvError
 
     try:
-        return body()
+        return check(state)
     except RocmenvError as err:
-        return [Finding(check=check, status="fail", detail=err.what, hint=err.hint)]
+        return [Finding(check=name, status="fail", detail=err.what, hint=err.hint)]
 
 
-def run(args: argparse.Namespace, ctx: Context) -> int:
+def _report(ctx: Context, findings: list[Finding], *, as_json: bool) -> int:
     from rocmenv.cli._common import emit, emit_json
-    from rocmenv.redact import redact
-
-    findings: list[Finding] = []
-    state: dict[str, Any] = {}
-
-    def config() -> list[Finding]:
-        from rocmenv.settings.resolve import Flags, settings_for
-
-        cfg = settings_for(ctx, Flags(engine=args.engine))
-        state["config"] = cfg
-        where = (
-            str(cfg.project.path)
-            if cfg.project.path
-            else "no rocmenv.toml (built-in profiles only)"
-        )
-        return [
-            Finding(
-                check="config",
-                status="ok",
-                detail=f"{where}; profiles: {', '.join(cfg.project.profile_names)}; default {cfg.profile.name}",
-            )
-        ]
-
-    def lockfile() -> list[Finding]:
-        from rocmenv.image.lock import read_lock
-
-        cfg = state["config"]
-        lock = read_lock(cfg.lockfile)
-        state["lock"] = lock
-        n = len(lock.profiles) + len(lock.references)
-        if not cfg.lockfile.exists():
-            return [
-                Finding(
-                    check="lockfile",
-                    status="warn",
-                    detail=f"{cfg.lockfile} does not exist",
-                    hint="run `rocmenv pin` to pin your profiles",
-                )
-            ]
-        return [
-            Finding(check="lockfile", status="ok", detail=f"{cfg.lockfile}: {n} pinned image(s)")
-        ]
-
-    def engine() -> list[Finding]:
-        from rocmenv.engine.select import open_engine
-        from rocmenv.settings.choices import EngineName
-
-        cfg = state.get("config")
-        name: EngineName = cfg.engine if cfg else (args.engine or "auto")
-        eng = open_engine(ctx, name)
-        info = eng.ping()
-        detail = f"{info.kind}: {info.name or 'engine'} {info.version} (API {info.api_version}, {info.os})"
-        return [Finding(check="engine", status="ok", detail=redact(detail)), _cdi(info, cfg)]
-
-    def registries() -> list[Finding]:
-        from rocmenv.grammar.reference import parse
-        from rocmenv.image.pinning import make_client
-
-        cfg = state.get("config")
-        if cfg is None:
-            return []
-        hosts: dict[str, None] = {}
-        lock = state.get("lock")
-        if lock is not None:
-            for _, _, entry in lock.entries():
-                hosts[entry.registry or parse(entry.repository).domain] = None
-        with make_client(ctx, cfg) as client:
-            for _, prof in cfg.project.profiles:
-                if prof.image is not None:
-                    for host in client.hosts_for(parse(prof.image.repository)):
-                        hosts[host] = None
-            out: list[Finding] = []
-            for host in hosts:
-                url = f"{client.scheme_for(host)}://{host}/v2/"
-                try:
-                    resp = client.transport.send_with_retries("GET", url, {}, "ping")
-                except Exception as err:  # every failure is a finding
-                    out.append(
-                        Finding(
-                            check=f"registry {host}",
-                            status="fail",
-                            detail=redact(str(err).splitlines()[0]),
-                            hint="check the network, proxy, or [registry] mirrors",
-                        )
-                    )
-                    continue
-                if resp.status == 200:
-                    out.append(
-                        Finding(
-                            check=f"registry {host}",
-                            status="ok",
-                            detail=f"{url} answers (no authentication needed)",
-                        )
-                    )
-                elif resp.status == 401:
-                    out.append(
-                        Finding(
-                            check=f"registry {host}",
-                            status="ok",
-                            detail=f"{url} answers and asks for authentication ({(resp.header('www-authenticate') or '').split(' ', 1)[0]})",
-                        )
-                    )
-                else:
-                    out.append(
-                        Finding(
-                            check=f"registry {host}",
-                            status="fail",
-                            detail=f"{url} answered HTTP {resp.status}",
-                        )
-                    )
-            out += _pull_limits(client, lock, cfg)
-        if not out:
-            out.append(
-                Finding(
-                    check="registry",
-                    status="warn",
-                    detail="no profile or lock entry names an image: nothing to check",
-                )
-            )
-        return out
-
-    def gpus() -> list[Finding]:
-        from rocmenv.spec.gpu import discover
-
-        cfg = state.get("config")
-        if cfg is None:
-            return []
-        inv = discover(cfg.host.sysfs_root, cfg.host.dev_root)
-        if not inv.gpus:
-            return [
-                Finding(
-                    check="gpus",
-                    status="warn",
-                    detail=f"no AMD GPUs under {cfg.host.sysfs_root} (fine for the cpu profile)",
-                    hint="load amdgpu, or use --gpus none / the cpu profile",
-                )
-            ]
-        targets = sorted({g.gfx for g in inv.gpus})
-        return [
-            Finding(
-                check="gpus", status="ok", detail=f"{len(inv.gpus)} GPU(s): {', '.join(targets)}"
-            )
-        ]
-
-    def shims() -> list[Finding]:
-        from rocmenv.shims.catalogue import discover_shims
-
-        found = discover_shims()
-        return [
-            Finding(
-                check="shims",
-                status="ok",
-                detail=f"{len(found)} shim(s): {', '.join(s.name for s in found)}",
-            )
-        ]
-
-    for name, body in (
-        ("config", config),
-        ("lockfile", lockfile),
-        ("engine", engine),
-        ("registry", registries),
-        ("gpus", gpus),
-        ("shims", shims),
-    ):
-        if name == "lockfile" and "config" not in state:
-            continue
-        findings += _guard(name, body)
 
     failed = any(f.status == "fail" for f in findings)
-    if args.json:
+    if as_json:
         emit_json(ctx, {"ok": not failed, "checks": [f.__dict__ for f in findings]})
     else:
-        mark = {"ok": "✓", "warn": "!", "fail": "✗"}
         for f in findings:
-            emit(ctx, f"{mark[f.status]} {f.check}: {f.detail}")
+            emit(ctx, f"{MARKS[f.status]} {f.check}: {f.detail}")
             if f.hint and f.status != "ok":
                 emit(ctx, f"    hint: {f.hint}")
     return 1 if failed else 0
+
+
+# -- the checks ---------------------------------------------------------------------------
+
+
+def _config(state: _State) -> list[Finding]:
+    from rocmenv.settings.resolve import Flags, settings_for
+
+    cfg = state.config = settings_for(state.ctx, Flags(engine=state.args.engine))
+    where = (
+        str(cfg.project.path) if cfg.project.path else "no rocmenv.toml (built-in profiles only)"
+    )
+    profiles = ", ".join(cfg.project.profile_names)
+    return [
+        Finding(check="config", status="ok",
+                detail=f"{where}; profiles: {profiles}; default {cfg.profile.name}")
+    ]  # fmt: skip
+
+
+def _lockfile(state: _State) -> list[Finding]:
+    from rocmenv.image.lock import read_lock
+
+    assert state.config is not None
+    path = state.config.lockfile
+    lock = state.lock = read_lock(path)
+    if not path.exists():
+        return [Finding(check="lockfile", status="warn", detail=f"{path} does not exist",
+                        hint="run `rocmenv pin` to pin your profiles")]  # fmt: skip
+    count = len(lock.profiles) + len(lock.references)
+    return [Finding(check="lockfile", status="ok", detail=f"{path}: {count} pinned image(s)")]
+
+
+def _engine(state: _State) -> list[Finding]:
+    from rocmenv.engine.select import open_engine
+    from rocmenv.redact import redact
+
+    name = state.config.engine if state.config else (state.args.engine or "auto")
+    info = open_engine(state.ctx, name).ping()
+    detail = (
+        f"{info.kind}: {info.name or 'engine'} {info.version} (API {info.api_version}, {info.os})"
+    )
+    return [Finding(check="engine", status="ok", detail=redact(detail)), _cdi(info, state.config)]
 
 
 def _cdi(info: Any, cfg: Any) -> Finding:
@@ -240,6 +157,142 @@ def _cdi(info: Any, cfg: Any) -> Finding:
         status="ok" if ok or not wanted else "warn",
         detail=("supported: " if ok else "not supported: ") + why,
         hint=None if ok else 'use gpu-devices = "nodes" (the default) with this engine',
+    )
+
+
+def _registries(state: _State) -> list[Finding]:
+    from rocmenv.image.pinning import make_client
+
+    cfg = state.config
+    if cfg is None:
+        return []
+    with make_client(state.ctx, cfg) as client:
+        routes = _routes(cfg, state.lock, client)
+        answers = {host: _ping(client, host) for route in routes for host in route.lookups}
+        out = [finding for route in routes for finding in _judge(route, answers, cfg)]
+        out += _pull_limits(client, state.lock, cfg)
+    if not out:
+        nothing = "no profile or lock entry names an image: nothing to check"
+        return [Finding(check="registry", status="warn", detail=nothing)]
+    return out
+
+
+def _gpus(state: _State) -> list[Finding]:
+    from rocmenv.spec.gpu import discover
+
+    cfg = state.config
+    if cfg is None:
+        return []
+    inv = discover(cfg.host.sysfs_root, cfg.host.dev_root)
+    if not inv.gpus:
+        detail = f"no AMD GPUs under {cfg.host.sysfs_root} (fine for the cpu profile)"
+        hint = "load amdgpu, or use --gpus none / the cpu profile"
+        return [Finding(check="gpus", status="warn", detail=detail, hint=hint)]
+    targets = ", ".join(sorted({g.gfx for g in inv.gpus}))
+    return [Finding(check="gpus", status="ok", detail=f"{len(inv.gpus)} GPU(s): {targets}")]
+
+
+def _shims(state: _State) -> list[Finding]:
+    from rocmenv.shims.catalogue import discover_shims
+
+    found = discover_shims()
+    names = ", ".join(s.name for s in found)
+    return [Finding(check="shims", status="ok", detail=f"{len(found)} shim(s): {names}")]
+
+
+CHECKS: tuple[tuple[str, Callable[[_State], list[Finding]]], ...] = (
+    ("config", _config),
+    ("lockfile", _lockfile),
+    ("engine", _engine),
+    ("registry", _registries),
+    ("gpus", _gpus),
+    ("shims", _shims),
+)
+
+
+# -- registries, the way pulls will happen ------------------------------------------------
+
+
+def _routes(cfg: Settings, lock: Lock | None, client: RegistryClient) -> list[_Route]:
+    """Every registry the lock and the profiles name, with its lookup and pull hosts."""
+    from rocmenv.grammar.reference import parse
+    from rocmenv.image.pinning import engine_reference, profile_key
+
+    pulls: dict[str, set[str]] = {}  # canonical domain -> hosts the engine pulls from
+    lookups: dict[str, tuple[str, ...]] = {}
+    pinned = set(lock.profiles) if lock is not None else set()
+    for _, _, entry in lock.entries() if lock is not None else ():
+        ref = parse(entry.repository)
+        source = engine_reference(entry.repository, entry.digest, entry.registry,
+                                  pull_from_mirror=cfg.registry.pull_from_mirror)  # fmt: skip
+        pulls.setdefault(ref.domain, set()).add(client.hosts_for(source)[-1])
+        lookups[ref.domain] = tuple(client.hosts_for(ref))
+    for name, prof in cfg.project.profiles:
+        if prof.image is None:
+            continue
+        ref = parse(prof.image.repository)
+        lookups[ref.domain] = tuple(client.hosts_for(ref))
+        if profile_key(name) not in pinned:  # unpinned: the canonical reference is pulled
+            pulls.setdefault(ref.domain, set()).add(client.hosts_for(ref)[-1])
+    routes = []
+    for domain, hosts in lookups.items():
+        pulled = pulls.get(domain, set())
+        every = tuple(dict.fromkeys([*hosts, *sorted(pulled)]))
+        routes.append(_Route(registry=domain, lookups=every, pulls=frozenset(pulled)))
+    return routes
+
+
+def _ping(client: RegistryClient, host: str) -> tuple[bool, str]:
+    """``GET /v2/`` on ``host``: (answers, what it said)."""
+    from rocmenv.redact import redact
+
+    url = f"{client.scheme_for(host)}://{host}/v2/"
+    try:
+        resp = client.transport.send_with_retries("GET", url, {}, "ping")
+    except Exception as err:  # every failure is a finding
+        return False, redact(str(err).splitlines()[0])
+    if resp.status == 200:
+        return True, f"{url} answers (no authentication needed)"
+    if resp.status == 401:
+        scheme = (resp.header("www-authenticate") or "").split(" ", 1)[0]
+        return True, f"{url} answers and asks for authentication ({scheme})"
+    return False, f"{url} answered HTTP {resp.status}"
+
+
+def _judge(route: _Route, answers: dict[str, tuple[bool, str]], cfg: Settings) -> list[Finding]:
+    """One finding per host of the route: a pull host that does not answer fails; another
+    host fails only when no host of its registry answers."""
+    answering = [h for h in route.lookups if answers[h][0]]
+    out = []
+    for host in route.lookups:
+        ok, detail = answers[host]
+        check = f"registry {host}"
+        if ok:
+            out.append(Finding(check=check, status="ok", detail=detail))
+        elif host in route.pulls or not answering:
+            out.append(Finding(check=check, status="fail", detail=detail,
+                               hint=_pull_hint(route, host, answering, cfg)))  # fmt: skip
+        else:
+            used = ", ".join(answering)
+            out.append(Finding(check=check, status="warn", detail=detail,
+                               hint=f"{route.registry} is reached through {used}, which "
+                               "answers; pulls do not use this host"))  # fmt: skip
+    return out
+
+
+def _pull_hint(route: _Route, host: str, answering: list[str], cfg: Settings) -> str:
+    mirrors = [h for h in answering if h in cfg.registry.mirrors_for(route.registry)]
+    if host not in route.pulls or not mirrors:
+        return "check the network, proxy, or [registry] mirrors"
+    if not cfg.registry.pull_from_mirror:
+        return (
+            f"the engine pulls {route.registry} images from {host}; the mirror {mirrors[0]} "
+            "answers: set [registry] pull-from-mirror = true and pin through it (`rocmenv "
+            "pin --update`), or give the daemon a registry-mirror"
+        )
+    return (
+        f"with pull-from-mirror the engine pulls from the host that served the pin, and an "
+        f"unpinned profile from {host}: pin through {mirrors[0]} (`rocmenv pin --update`)"
     )
 
 

@@ -44,8 +44,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the container afterwards")
     parser.add_argument("--no-shims", action="store_true", help="don't inject the shim launcher")
     parser.add_argument(
-        "--tty", action=argparse.BooleanOptionalAction, default=None,
-        help="allocate a terminal (default: when stdin and stdout are terminals)",
+        "-t", "--tty", action=argparse.BooleanOptionalAction, default=None,
+        help="allocate a terminal of this terminal's size (default: when stdin and stdout "
+        "are terminals)",
     )  # fmt: skip
     if not shell:
         parser.add_argument("-i", "--interactive", action="store_true", help="attach stdin")
@@ -81,9 +82,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         command = command[1:]
     gpus = args.gpus
     if getattr(args, "backend", "local") == "slurm":
+        from rocmenv.run.interrupt import pending
         from rocmenv.settings.resolve import settings_for
         from rocmenv.suite.slurm import gpu_count, run_as_job
 
+        if (signum := pending()) is not None:  # interrupted before there was a job
+            return 128 + signum
         settings = settings_for(ctx, flags_of(args))
         for note in settings.notes:  # what untrusted mode did not read from the checkout
             CliReporter(ctx).note(f"untrusted mode: {note}")

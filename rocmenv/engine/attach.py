@@ -42,7 +42,13 @@ def _write_all(fd: int, data: bytes) -> bool:
 
 
 class AttachStream:
-    """Copies an attach stream to our fds; with a TTY also stdin, raw mode and resizes."""
+    """Copies an attach stream to our fds; with a TTY also stdin, raw mode and resizes.
+
+    Made attached to a created container (:meth:`rocmenv.engine.docker_api.DockerApiEngine.attach`);
+    :meth:`start` starts it. With a TTY the local terminal goes to raw mode *before* the
+    container starts, without discarding what was typed meanwhile (``TCSANOW``, not the
+    default ``TCSAFLUSH``): the first line typed reaches the shell.
+    """
 
     def __init__(
         self,
@@ -51,28 +57,35 @@ class AttachStream:
         *,
         stdout_fd: int,
         stderr_fd: int,
+        stdin_fd: int | None,
         tty: bool,
+        start: Callable[[], None],
         resize: Callable[[int, int], None],
     ) -> None:
+        self._start_container = start
         self._resize_to = resize
         self._sock = sock
         self._buffer = initial
-        self._out, self._err = stdout_fd, stderr_fd
+        self._out, self._err, self._in = stdout_fd, stderr_fd, stdin_fd
         self._tty = tty
         self._reader: threading.Thread | None = None
         self._closed = False
         self._saved_term: Any = None
         self._old_winch: Any = None
 
-    def begin(self, stdin_fd: int | None) -> None:
+    def start(self) -> None:
+        """Start the container, then copy its streams (raises what starting raises)."""
+        if self._tty:
+            self._raw_terminal()
+        self._start_container()
         self._reader = threading.Thread(target=self._copy_out, name="rocmenv-attach", daemon=True)
         self._reader.start()
-        if self._tty:
-            self._setup_terminal(stdin_fd)
-        if stdin_fd is not None:
+        if self._in is not None:
             threading.Thread(
-                target=self._copy_in, args=(stdin_fd,), name="rocmenv-stdin", daemon=True
+                target=self._copy_in, args=(self._in,), name="rocmenv-stdin", daemon=True
             ).start()
+        if self._tty:
+            self._follow_resizes()
 
     def _recv(self) -> bytes:
         if self._buffer:
@@ -117,16 +130,23 @@ class AttachStream:
         except OSError:
             return
 
-    def _setup_terminal(self, stdin_fd: int | None) -> None:
-        if stdin_fd is not None and os.isatty(stdin_fd):
-            import termios
-            import tty
+    def _raw_terminal(self) -> None:
+        fd = self._in
+        if fd is None or not os.isatty(fd):
+            return
+        import termios
+        import tty
 
-            try:
-                self._saved_term = (stdin_fd, termios.tcgetattr(stdin_fd))
-                tty.setraw(stdin_fd)
-            except termios.error:
-                self._saved_term = None
+        try:
+            saved = termios.tcgetattr(fd)
+            tty.setraw(fd, termios.TCSANOW)
+        except termios.error:
+            return
+        self._saved_term = (fd, saved)
+
+    def _follow_resizes(self) -> None:
+        """The size now (a daemon older than API 1.42 ignores the create's ``ConsoleSize``
+        on Linux), then at every SIGWINCH."""
         self._resize()
         if threading.current_thread() is threading.main_thread():
             self._old_winch = signals.signal(signals.SIGWINCH, lambda *_: self._resize())

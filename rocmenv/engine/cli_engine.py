@@ -42,7 +42,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rocmenv.engine.cli_attach import CliAttachment
+from rocmenv.engine.cli_attach import CliAttachment, run_on_terminal
+from rocmenv.engine.hints import cli_unreachable, unreachable_hint
 from rocmenv.engine.podman import podman_args, podman_events
 from rocmenv.engine.protocol import (
     ContainerInfo,
@@ -53,7 +54,7 @@ from rocmenv.engine.protocol import (
     StoreInfo,
     explain_start_failure,
 )
-from rocmenv.engine.select import START_HINT, EngineOptions
+from rocmenv.engine.select import EngineOptions
 from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
 from rocmenv.settings.choices import EngineKind
@@ -106,17 +107,29 @@ class CliEngine:
         self._env = dict(options.env)
         self._cmd: list[str] = [path]
 
-    def _cli(self, *args: str, timeout: float | None = 120) -> str:
+    def _cli(
+        self, *args: str, timeout: float | None = 120, console: tuple[int, int] | None = None
+    ) -> str:
+        """The CLI's stdout. ``console``: stdout is a pseudo-terminal of that size (rows,
+        columns) — ``docker create -t`` then sends it as the container's ``ConsoleSize``."""
+        if console is not None:
+            argv = [*self._cmd, *args]
+            code, out, err = run_on_terminal(argv, self._env, console, timeout, kind=self.kind)
+            if code != 0:
+                raise CliError(argv, code, err)
+            return out
         return self._run(*args, timeout=timeout).stdout.decode(errors="replace")
 
     def _run(self, *args: str, timeout: float | None = 120) -> subprocess.CompletedProcess[bytes]:
         """The CLI with ``args``: its stdout and stderr as bytes; :class:`CliError` unless it
-        exits 0."""
+        exits 0. In a session of its own: a terminal's Ctrl-C reaches rocmenv alone, which
+        decides (a `docker create` cut short by it could leave a container nobody knows of)."""
         argv = [*self._cmd, *args]
         try:
             done = subprocess.run(
-                argv, env=self._env, capture_output=True, timeout=timeout, check=False
-            )
+                argv, env=self._env, capture_output=True, timeout=timeout, check=False,
+                start_new_session=True,
+            )  # fmt: skip
         except subprocess.TimeoutExpired:
             raise CliError(argv, -1, f"timed out after {timeout} s") from None
         except OSError as err:
@@ -127,8 +140,9 @@ class CliEngine:
 
     def _fail(self, action: str, err: CliError) -> EngineError:
         text = redact(err.stderr.strip() or str(err))
-        if "Cannot connect to the Docker daemon" in text or "Is the docker daemon running" in text:
-            return EngineUnavailable(f"{self.kind}: {action} failed: {text}", hint=START_HINT)
+        if cli_unreachable(text):
+            hint = unreachable_hint(text, self._env)
+            return EngineUnavailable(f"{self.kind}: {action} failed: {text}", hint=hint)
         return EngineError(f"{self.kind}: {action} failed: {text}")
 
     # -- images --------------------------------------------------------------------------
@@ -136,9 +150,13 @@ class CliEngine:
         # One `info` call in JSON (no model parsing): docker and podman shape it differently.
         try:
             info = json.loads(self._cli("info", "--format", "{{json .}}"))
+            errors = "; ".join(str(e) for e in info.get("ServerErrors") or ())
+            if errors:  # the docker CLI may exit 0 with only its own half of `info`
+                raise CliError(["docker", "info"], 0, errors)
         except CliError as err:
             raise EngineUnavailable(
-                f"{self.kind}: the engine does not answer: {redact(err.stderr)}", hint=START_HINT
+                f"{self.kind}: the engine does not answer: {redact(err.stderr)}",
+                hint=unreachable_hint(err.stderr, self._env),
             ) from None
         host = info.get("host") or {}
         version = info.get("version") or {}
@@ -266,6 +284,7 @@ class CliEngine:
         tty: bool = False,
         stdin_open: bool = False,
         name: str | None = None,
+        console_size: tuple[int, int] | None = None,
     ) -> str:
         # The options renderer's arguments; host-taken variables (--env NAME) are resolved by
         # the CLI from its environment, which is ours: values never appear on a command line.
@@ -282,8 +301,13 @@ class CliEngine:
             args.append("--interactive")
         if name:
             args.append(f"--name={name}")
+        # podman has no console size at create: `podman start --attach` sets it before the
+        # command runs. The docker CLI sends its stdout's size: give it a terminal that size.
+        console = console_size if tty and self.kind == "docker-cli" else None
         try:
-            out = self._cli("create", "--pull=never", *args, spec.image, *spec.command)
+            out = self._cli(
+                "create", "--pull=never", *args, spec.image, *spec.command, console=console
+            )
         except CliError as err:
             text = redact(err.stderr)
             if "Cannot connect to the Docker daemon" in text:
@@ -306,7 +330,7 @@ class CliEngine:
             failure = explain_start_failure(redact(err.stderr))
             raise EngineStartError(failure.message, failure=failure) from None
 
-    def start_attached(
+    def attach(
         self,
         container_id: str,
         *,
@@ -315,22 +339,15 @@ class CliEngine:
         stdin_fd: int | None = None,
         tty: bool = False,
     ) -> CliAttachment:
+        """``docker|podman start --attach`` is both: :meth:`CliAttachment.start` runs it."""
         argv = [*self._cmd, "start", "--attach"]
         if stdin_fd is not None:
             argv.append("--interactive")
         argv.append(container_id)
-        try:
-            proc = subprocess.Popen(
-                argv,
-                env=self._env,
-                stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
-                stdout=stdout_fd,
-                stderr=stderr_fd if tty else subprocess.PIPE,
-                start_new_session=not tty,
-            )
-        except OSError as err:
-            raise EngineUnavailable(f"{self.kind}: cannot run {argv[0]}: {err}") from None
-        return CliAttachment(self, container_id, proc, stderr_fd=stderr_fd)
+        return CliAttachment(
+            self, container_id, argv, env=self._env, stdout_fd=stdout_fd, stderr_fd=stderr_fd,
+            stdin_fd=stdin_fd, tty=tty,
+        )  # fmt: skip
 
     def wait(self, container_id: str, timeout: float | None = None) -> int:
         try:

@@ -3,7 +3,8 @@
 :class:`Container` creates the container (named and labelled by its spec) on enter, and on
 exit removes it, or keeps it when asked. After a failed create it sweeps whatever the
 engine made anyway under the run's session label. Everything between (attaching, starting,
-supervising signals) is the caller's: :mod:`rocmenv.run.execute`.
+supervising signals) is the caller's: :mod:`rocmenv.run.execute`, whose stages enter and
+leave this context.
 """
 
 from __future__ import annotations
@@ -36,25 +37,28 @@ class Container:
         stdin_open: bool = False,
         keep: bool = False,
         on_kept: Callable[[str], None] | None = None,
+        console_size: tuple[int, int] | None = None,
     ) -> None:
         self.engine, self.spec, self.name = engine, spec, name
         self.tty, self.stdin_open, self.keep, self.on_kept = tty, stdin_open, keep, on_kept
+        self.console_size = console_size
         self.id = ""
         self.attachment: Attachment | None = None
 
     def __enter__(self) -> Container:
         try:
             self.id = self.engine.create(
-                self.spec, tty=self.tty, stdin_open=self.stdin_open, name=self.name
-            )
+                self.spec, tty=self.tty, stdin_open=self.stdin_open, name=self.name,
+                console_size=self.console_size,
+            )  # fmt: skip
         except EngineError as err:
             self.sweep()
             raise RunNotStarted(err.what, hint=err.hint) from err
         return self
 
-    def start_attached(self, *, stdout_fd: int, stderr_fd: int, stdin_fd: int | None) -> Attachment:
-        """Attach and start; raises :class:`EngineStartError` when the engine refuses."""
-        self.attachment = self.engine.start_attached(
+    def attach(self, *, stdout_fd: int, stderr_fd: int, stdin_fd: int | None) -> Attachment:
+        """Attach to the created container (:meth:`Attachment.start` starts it; closed on exit)."""
+        self.attachment = self.engine.attach(
             self.id, stdout_fd=stdout_fd, stderr_fd=stderr_fd, stdin_fd=stdin_fd, tty=self.tty
         )
         return self.attachment

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rocmenv.engine.attach import STDERR, AttachStream, demux
+from rocmenv.engine.hints import unreachable_hint
 from rocmenv.engine.protocol import (
     ContainerInfo,
     EngineInfo,
@@ -29,7 +30,7 @@ from rocmenv.engine.protocol import (
     StoreInfo,
     explain_start_failure,
 )
-from rocmenv.engine.select import START_HINT, EngineOptions
+from rocmenv.engine.select import EngineOptions
 from rocmenv.engine.wire import (
     DockerPyWire,
     Query,
@@ -85,7 +86,8 @@ class DockerApiEngine:
                 self.wire = DockerPyWire(self._env, options.timeout)
         except WireUnavailable as err:
             raise EngineUnavailable(
-                f"the Docker engine does not answer: {redact(str(err))}", hint=START_HINT
+                f"the Docker engine does not answer: {redact(str(err))}",
+                hint=unreachable_hint(str(err), self._env),
             ) from None
 
     @property
@@ -110,7 +112,8 @@ class DockerApiEngine:
             )
         except WireUnavailable as err:
             raise EngineUnavailable(
-                f"the Docker engine does not answer: {redact(str(err))}", hint=START_HINT
+                f"the Docker engine does not answer: {redact(str(err))}",
+                hint=unreachable_hint(str(err), self._env),
             ) from None
         except WireTimeout as err:
             raise EngineError(f"docker-api: {action or path}: {err}") from None
@@ -254,13 +257,18 @@ class DockerApiEngine:
         tty: bool = False,
         stdin_open: bool = False,
         name: str | None = None,
+        console_size: tuple[int, int] | None = None,
     ) -> str:
+        body = create_body(spec, tty=tty, stdin_open=stdin_open)
+        if tty and console_size is not None:
+            # what `docker create -t` sends from a terminal; honoured on Linux from API 1.42
+            body["HostConfig"]["ConsoleSize"] = list(console_size)
         try:
             _, data = self._call(
                 "POST",
                 "/containers/create",
                 query={"name": name} if name else None,
-                body=create_body(spec, tty=tty, stdin_open=stdin_open),
+                body=body,
                 action="creating the container",
             )
         except _StatusError as err:
@@ -287,7 +295,7 @@ class DockerApiEngine:
             failure = explain_start_failure(err.message)
             raise EngineStartError(failure.message, failure=failure) from None
 
-    def start_attached(
+    def attach(
         self,
         container_id: str,
         *,
@@ -301,25 +309,21 @@ class DockerApiEngine:
             sock, initial = self.wire.hijack(f"/containers/{container_id}/attach", query=query)
         except WireUnavailable as err:
             raise EngineUnavailable(
-                f"the Docker engine does not answer: {err}", hint=START_HINT
+                f"the Docker engine does not answer: {redact(str(err))}",
+                hint=unreachable_hint(str(err), self._env),
             ) from None
         except WireStatus as err:
             raise EngineError(f"docker-api: attaching failed: {redact(err.message)}") from None
-        attachment = AttachStream(
+        return AttachStream(
             sock,
             initial,
             stdout_fd=stdout_fd,
             stderr_fd=stderr_fd,
+            stdin_fd=stdin_fd,
             tty=tty,
+            start=lambda: self.start(container_id),
             resize=lambda h, w: self.resize(container_id, height=h, width=w),
         )
-        try:
-            self.start(container_id)
-        except BaseException:
-            attachment.close()
-            raise
-        attachment.begin(stdin_fd)
-        return attachment
 
     def wait(self, container_id: str, timeout: float | None = None) -> int:
         try:

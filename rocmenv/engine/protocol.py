@@ -97,7 +97,12 @@ class CaptureResult:
 
 
 class Attachment(Protocol):
-    """Output of a started container being copied to our stdout/stderr."""
+    """A created container's streams, attached before it starts: :meth:`start` starts it and
+    copies its output live to our stdout/stderr (and our stdin to it when asked)."""
+
+    def start(self) -> None:
+        """Start the container; raises :class:`EngineStartError` when the engine refuses
+        (the CLI adapters learn that when the CLI ends: :meth:`exit_code` raises it)."""
 
     def join(self, timeout: float | None = None) -> None:
         """Wait until the container's streams end (or ``timeout``)."""
@@ -142,13 +147,16 @@ class Engine(Protocol):
         tty: bool = False,
         stdin_open: bool = False,
         name: str | None = None,
+        console_size: tuple[int, int] | None = None,
     ) -> str:
-        """Create (not start) the container; returns its id."""
+        """Create (not start) the container; returns its id. ``console_size``: (rows,
+        columns) of the terminal a ``tty`` container starts with (Docker honours it on Linux
+        from API 1.42; older daemons get the size right after the start)."""
 
     def start(self, container_id: str) -> None:
         """Start detached; raises :class:`EngineStartError` when the engine refuses."""
 
-    def start_attached(
+    def attach(
         self,
         container_id: str,
         *,
@@ -157,7 +165,8 @@ class Engine(Protocol):
         stdin_fd: int | None = None,
         tty: bool = False,
     ) -> Attachment:
-        """Attach, start, and copy output live (stdout and stderr separately unless tty)."""
+        """Attach to a created container (stdout and stderr separately unless tty); nothing
+        runs until :meth:`Attachment.start`."""
 
     def wait(self, container_id: str, timeout: float | None = None) -> int:
         """The container's exit code once it is not running (EngineError on timeout)."""

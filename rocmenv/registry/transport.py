@@ -10,7 +10,8 @@ tunnels, TLS, chunked and gzip bodies. rocmenv keeps its policy above it:
   when ``Content-Length`` already exceeds it; every request has a total deadline
   (``request-deadline``) and the command as a whole another (``command-deadline``), checked
   between reads, so a server dripping a byte every half second cannot hold a command;
-* **retries** — 408/429/5xx answers and connection failures, exponential backoff with jitter,
+* **retries** — 408/429/5xx answers and connection failures (a name that does not resolve is
+  not retried: offline or misspelt, a retry changes neither), exponential backoff with jitter,
   ``Retry-After`` honoured up to 120 s (a connection the server closed while idle — a TLS EOF on
   keep-alive — is noticed by urllib3 before reuse and replaced, at no retry);
 * **schemes** — HTTPS everywhere; plain HTTP for loopback registries (``ipaddress`` loopback or
@@ -297,7 +298,12 @@ class Transport:
                     "only if unverified HTTPS is acceptable",
                 ) from err
             raise _Transient(f"{host}: TLS error: {_short(text)}") from err
+        except urllib3.exceptions.NameResolutionError as err:
+            raise _unresolved(host, err) from err
         except urllib3.exceptions.ProxyError as err:
+            cause = getattr(err, "original_error", None)
+            if isinstance(cause, urllib3.exceptions.NameResolutionError):
+                raise _unresolved(f"proxy {redact(str(proxy))}", cause) from err
             raise _Transient(
                 f"{host}: through proxy {redact(str(proxy))}: {_short(str(err))}"
             ) from err
@@ -502,6 +508,17 @@ _Answer = TypeVar("_Answer", Response, BodyStream)
 
 class _FallBackToHttp(Exception):
     """An insecure registry that does not speak TLS: try plain HTTP (Docker's order)."""
+
+
+def _unresolved(what: str, err: Exception) -> RegistryUnavailable:
+    """A name that does not resolve: not retried (offline, or a typo — a retry changes
+    neither), so an offline command says so at once."""
+    reason = str(getattr(err, "__cause__", None) or err).rsplit("] ", 1)[-1]
+    return RegistryUnavailable(
+        f"{what}: the name does not resolve ({_short(reason)})",
+        hint="check the name, the DNS and the network (is this machine offline?); a mirror "
+        "([registry] mirrors) or a proxy (HTTPS_PROXY) that resolves it may help",
+    )
 
 
 def _short(text: str) -> str:

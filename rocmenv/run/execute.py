@@ -1,11 +1,14 @@
 """``rocmenv run`` / ``shell``: one container from a profile, streamed, never leaked.
 
-Lifecycle (:func:`execute`): choose the image and engine → check/pull the image → build the
-:class:`~rocmenv.spec.runspec.RunSpec` (+ shim launcher) → create (labelled) → attach → start →
-wait → remove, with the removal in ``finally``, then (untrusted) the sweep of what the
-container left in its writable mounts (:mod:`rocmenv.run.planted`), also after an interrupt.
-SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to the container; if it is still
-running ``STOP_GRACE`` seconds later it is killed, then removed. Exit status: the command's own (signals as 128+N); 128+N of the signal
+A run goes through the stages of :mod:`rocmenv.run.stages` — start-up (settings, plan,
+engine) → image (check; pull when needed) → create (labelled) → attach → start → running →
+stopping (after a signal) → removing → cleanup (for an untrusted run, the sweep of what the
+container left in its writable mounts: :mod:`rocmenv.run.planted`) — and every transition and every wait reads
+the one signal state of :mod:`rocmenv.run.interrupt`. A SIGINT/SIGTERM/SIGHUP before the
+container runs ends the run at the next transition (at once while the image is checked or
+pulled), the container, if created, removed. While it runs the signal is forwarded to it;
+if it is still running ``STOP_GRACE`` seconds later, or at a second signal, it is killed,
+then removed. Exit status: the command's own (signals as 128+N); 128+N of the signal
 rocmenv itself received when interrupted; 127/126 when the command is missing/not
 executable; 125 when rocmenv or the engine failed before the command ran.
 """
@@ -13,12 +16,11 @@ executable; 125 when rocmenv or the engine failed before the command ran.
 from __future__ import annotations
 
 import contextlib
-import queue
+import os
 import signal
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -27,17 +29,26 @@ from rocmenv.engine.container import Container
 from rocmenv.engine.protocol import Attachment, Engine, ImageInfo
 from rocmenv.engine.select import choose_engine_kind, in_container, make_engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
+from rocmenv.run.interrupt import Interrupted, Job, SignalWatch
 from rocmenv.run.planted import sweep_after
+from rocmenv.run.stages import Stage, Stages
 from rocmenv.settings.resolve import Flags, Settings, settings_for
 from rocmenv.spec.gpu import family_mismatch
 from rocmenv.spec.labels import Identity
-from rocmenv.spec.plan import PlanRequest, plan
+from rocmenv.spec.plan import Plan, PlanRequest, plan
 from rocmenv.spec.runspec import LauncherMount, Overrides, RunSpec
 
 STOP_GRACE = 3.0  # seconds between the forwarded signal and SIGKILL
 EXIT_WAIT = 10.0  # seconds to wait for the container to go after SIGKILL
-SHELL_COMMAND = ("sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi")
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# The shell starts once the terminal has its size (at most a second): a Docker daemon older
+# than API 1.42 sets it only after the start (podman, and newer daemons, before).
+_SIZED = (
+    'i=0; while [ "$(stty size 2>/dev/null)" = "0 0" ] && [ $i -lt 20 ]; '
+    "do sleep 0.05; i=$((i+1)); done; "
+)
+SHELL_COMMAND = (
+    "sh", "-c", _SIZED + "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"
+)  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,23 +61,13 @@ class RunRequest:
     shell: bool = False
 
 
-@dataclass
-class Timings:
-    enabled: bool
-    start: float = field(default_factory=time.perf_counter)
-    marks: list[tuple[str, float]] = field(default_factory=list)
+@dataclass(frozen=True, kw_only=True)
+class Terminal:
+    """How the container meets ours: a TTY (of ``size``: rows, columns) and stdin or not."""
 
-    def mark(self, name: str) -> None:
-        if self.enabled:
-            self.marks.append((name, time.perf_counter()))
-
-    def summary(self) -> str:
-        last = self.start
-        parts = []
-        for name, t in self.marks:
-            parts.append(f"{name} {1000 * (t - last):.0f}ms")
-            last = t
-        return f"timings: {', '.join(parts)}; total {1000 * (last - self.start):.0f}ms"
+    tty: bool
+    interactive: bool
+    size: tuple[int, int] | None = None
 
 
 def _fileno(stream: Any, default: int) -> int:
@@ -105,26 +106,6 @@ def ensure_image(engine: Engine, image: str, settings: Settings, reporter: Repor
     return info
 
 
-@contextlib.contextmanager
-def _forwarded_signals(events: queue.SimpleQueue[tuple[str, Any]]) -> Iterator[None]:
-    """Signals become events on the queue (SimpleQueue.put is safe in a signal handler)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous: dict[int, Any] = {}
-
-    def handler(signum: int, _frame: Any) -> None:
-        events.put(("signal", signum))
-
-    for sig in FORWARDED:
-        previous[sig] = signal.signal(sig, handler)
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
-
-
 def execute(
     ctx: Context,
     request: RunRequest,
@@ -133,34 +114,95 @@ def execute(
     on_created: Callable[[str], None] | None = None,
 ) -> int:
     """Run the request; returns the exit status (see the module docstring)."""
-    timings = Timings(enabled=ctx.flag("ROCMENV_TIMINGS"))
+    with SignalWatch() as watch:
+        stages = Stages(watch, ctx.env, timings=ctx.flag("ROCMENV_TIMINGS"))
+        status = 0  # replaced by the run's, or by 128+N below
+        try:
+            stages.enter(Stage.STARTUP)
+            status = _run(ctx, request, reporter, stages, on_created)
+        except Interrupted:
+            pass  # the status is the signal's, below
+        except RocmenvError:
+            if watch.first() is None:
+                raise  # else e.g. a CLI child that the terminal's Ctrl-C reached too
+        if stages.timings.enabled:
+            reporter.note(stages.timings.summary())
+        signum = watch.first()
+        return status if signum is None else 128 + signum  # interrupted at any stage
+
+
+def _run(
+    ctx: Context,
+    request: RunRequest,
+    reporter: Reporter,
+    stages: Stages,
+    on_created: Callable[[str], None] | None,
+) -> int:
+    """Start-up, then the image, then the container's life."""
     settings = settings_for(ctx, request.flags)
     kind = choose_engine_kind(ctx, settings.engine)
-    timings.mark("config")
     command = SHELL_COMMAND if request.shell else request.overrides.command
     planned = plan(
         ctx, settings, PlanRequest(overrides=replace(request.overrides, command=tuple(command)))
     )
-    assert planned.image is not None  # a run needs an image (choose_image says so otherwise)
-    choice = planned.image
-    timings.mark("host")
     try:
         engine = make_engine(kind, ctx)
     except EngineError as err:
         raise RunNotStarted(err.what, hint=err.hint) from err
-    timings.mark("engine")
-    # The image check (a CLI process for docker-cli, a pull maybe) runs on a thread while
-    # this one prepares the shim launcher.
-    image_check = _Background(lambda: ensure_image(engine, choice.image, settings, reporter))
+    stages.enter(Stage.IMAGE)
+    info, launcher = _image_and_launcher(ctx, stages, engine, planned, settings, reporter)
+    identity = Identity.current()
+    spec = _complete(planned, info, launcher, identity, reporter)
+    hint = (
+        stages.watch.start(lambda: _sibling_note(engine), name="sibling")
+        if spec.mounts and in_container()
+        else None
+    )
+    terminal = _terminal(ctx, request)
+    box = Container(
+        engine, spec, name=identity.container_name, tty=terminal.tty,
+        stdin_open=terminal.interactive, keep=request.keep, console_size=terminal.size,
+        on_kept=lambda cid: reporter.note(
+            f"kept container {cid[:12]} (--keep); remove it with `docker rm -f {cid[:12]}`"
+        ),
+    )  # fmt: skip
+    return _container_life(ctx, reporter, stages, box, terminal, on_created, hint)
+
+
+def _image_and_launcher(
+    ctx: Context,
+    stages: Stages,
+    engine: Engine,
+    planned: Plan,
+    settings: Settings,
+    reporter: Reporter,
+) -> tuple[ImageInfo, LauncherMount | None]:
+    """The image check (a CLI process for docker-cli, a pull maybe) on a thread while this
+    one prepares the shim launcher; a signal meanwhile ends the wait at once."""
+    assert planned.image is not None  # a run needs an image (choose_image says so otherwise)
+    image = planned.image.image
+    check = stages.watch.start(
+        lambda: ensure_image(engine, image, settings, reporter), name="image"
+    )
     launcher = _launcher_mount(ctx) if settings.shims else None
     try:
-        info: ImageInfo = image_check.result()
+        return stages.watch.result(check), launcher
     except EngineError as err:
         if isinstance(err, RunNotStarted):
             raise
         raise RunNotStarted(err.what, hint=err.hint) from err
-    timings.mark("image")
-    identity = Identity.current()
+
+
+def _complete(
+    planned: Plan,
+    info: ImageInfo,
+    launcher: LauncherMount | None,
+    identity: Identity,
+    reporter: Reporter,
+) -> RunSpec:
+    """The planned draft completed with what the image and this run add; its notes told."""
+    choice = planned.image
+    assert choice is not None
     spec = planned.complete(
         identity=identity,
         image_digest=choice.digest or info.digest_for(choice.repository) or info.id,
@@ -175,43 +217,114 @@ def execute(
             reporter.warning(mismatch)
     for text in spec.notes:
         reporter.note(text)
-    hint = _Background(lambda: _sibling_note(engine)) if spec.mounts and in_container() else None
-    timings.mark("spec")
+    return spec
+
+
+def _terminal(ctx: Context, request: RunRequest) -> Terminal:
     tty = request.tty
     if tty is None:
         tty = ctx.stdin_is_tty and ctx.stdout_is_tty
     interactive = request.interactive or request.shell or (tty and ctx.stdin_is_tty)
-    status = _run_container(
-        ctx, reporter, engine, spec, name=identity.container_name, tty=tty,
-        interactive=interactive, keep=request.keep, timings=timings, on_created=on_created,
-        hint=hint,
-    )  # fmt: skip
-    if timings.enabled:
-        reporter.note(timings.summary())
-    return status
+    size = None
+    if tty:
+        with contextlib.suppress(OSError):
+            columns, rows = os.get_terminal_size(_fileno(ctx.stdout, 1))
+            size = (rows, columns) if rows and columns else None
+    return Terminal(tty=tty, interactive=interactive, size=size)
 
 
-class _Background:
-    """A call on a daemon thread; :meth:`result` waits and re-raises its exception."""
+def _container_life(
+    ctx: Context,
+    reporter: Reporter,
+    stages: Stages,
+    box: Container,
+    terminal: Terminal,
+    on_created: Callable[[str], None] | None,
+    hint: Job[str | None] | None,
+) -> int:
+    """Create → … → removing → cleanup: the container is :class:`Container`'s, removed (or
+    kept) when the ``with`` ends, whatever ended it."""
+    stages.enter(Stage.CREATE)
+    try:
+        with box:
+            try:
+                return _attached_run(ctx, reporter, stages, box, terminal, on_created, hint)
+            finally:
+                stages.enter(Stage.REMOVING)
+    finally:
+        stages.enter(Stage.CLEANUP)  # after the container is gone, before the status returns
+        sweep_after(box.spec, reporter)  # untrusted: what the host would honour, neutralised
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
-        self._thread.start()
 
-    def _run(self, fn: Callable[[], Any]) -> None:
+def _attached_run(
+    ctx: Context,
+    reporter: Reporter,
+    stages: Stages,
+    box: Container,
+    terminal: Terminal,
+    on_created: Callable[[str], None] | None,
+    hint: Job[str | None] | None,
+) -> int:
+    """Attach → start → running (→ stopping): from a created container to its exit status."""
+    stages.enter(Stage.ATTACH)
+    if on_created is not None:
+        on_created(box.id)
+    if hint is not None and stages.watch.wait(hint.finished, timeout=2.0, since=0):
+        note = hint.result()
+        if note:
+            reporter.note(note)
+    for stream in (ctx.stdout, ctx.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    try:
+        attachment = box.attach(
+            stdout_fd=_fileno(ctx.stdout, 1),
+            stderr_fd=_fileno(ctx.stderr, 2),
+            stdin_fd=_fileno(ctx.stdin, 0) if terminal.interactive else None,
+        )
+        stages.enter(Stage.START)
+        attachment.start()
+    except EngineStartError as err:
+        return _start_failed(reporter, err)
+    except EngineError as err:
+        raise RunNotStarted(err.what, hint=err.hint) from err
+    stages.enter(Stage.RUNNING)
+    return _supervise(reporter, stages, box, attachment)
+
+
+def _supervise(reporter: Reporter, stages: Stages, box: Container, attachment: Attachment) -> int:
+    """Running: the container's exit status, or — at a signal — stopping, then 128+N."""
+    watch = stages.watch
+    exited = watch.start(lambda: _exit_code(box.engine, box.id, attachment), name="wait")
+    watch.wait(exited.finished, since=0)  # any signal, also one from before, ends it
+    signum = watch.first()
+    if signum is None:
         try:
-            self._value = fn()
-        except BaseException as err:  # handed to the caller
-            self._error = err
+            return exited.result()
+        except EngineStartError as err:
+            return _start_failed(reporter, err)
+    stages.enter(Stage.STOPPING)
+    _stop(watch, box, signum, exited)
+    return 128 + signum
 
-    def result(self, timeout: float | None = None) -> Any:
-        """The value (None when ``timeout`` passed first)."""
-        self._thread.join(timeout)
-        if self._error is not None:
-            raise self._error
-        return self._value
+
+def _exit_code(engine: Engine, container_id: str, attachment: Attachment) -> int:
+    """Once the output has ended: from the attach channel, else the engine's wait."""
+    attachment.join()
+    code = attachment.exit_code()
+    return engine.wait(container_id) if code is None else code
+
+
+def _stop(watch: SignalWatch, box: Container, signum: int, exited: Job[int]) -> None:
+    """Stopping: the signal forwarded; SIGKILL after ``STOP_GRACE`` or at the next signal;
+    then up to ``EXIT_WAIT`` for the engine to confirm (removal follows either way)."""
+    _quietly(box.engine.kill, box.id, signal.Signals(signum).name)
+    if watch.wait(exited.finished, timeout=STOP_GRACE, since=1):  # a second signal: no grace
+        return
+    _quietly(box.engine.kill, box.id, "SIGKILL")
+    deadline = time.monotonic() + EXIT_WAIT
+    while not exited.finished() and time.monotonic() < deadline:  # more signals: no matter
+        watch.wait(exited.finished, timeout=deadline - time.monotonic(), since=watch.count())
 
 
 def _launcher_mount(ctx: Context) -> LauncherMount:
@@ -240,96 +353,6 @@ def _sibling_note(engine: Engine) -> str | None:
     )
 
 
-def _run_container(
-    ctx: Context,
-    reporter: Reporter,
-    engine: Engine,
-    spec: RunSpec,
-    *,
-    name: str,
-    tty: bool,
-    interactive: bool,
-    keep: bool,
-    timings: Timings,
-    on_created: Callable[[str], None] | None,
-    hint: _Background | None = None,
-) -> int:
-    """Create, attach, start and supervise; the container is :class:`Container`'s."""
-    events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-
-    def kept(container_id: str) -> None:
-        reporter.note(
-            f"kept container {container_id[:12]} (--keep); remove it with "
-            f"`docker rm -f {container_id[:12]}`"
-        )
-
-    box = Container(
-        engine, spec, name=name, tty=tty, stdin_open=interactive, keep=keep, on_kept=kept
-    )
-    with _forwarded_signals(events):
-        try:
-            with box:
-                return _drive(ctx, reporter, engine, box, events, interactive, timings,
-                              on_created, hint)  # fmt: skip
-        except RunNotStarted:
-            pending = None if box.id else _pending_signal(events)
-            if pending is not None:  # the create failed: e.g. Ctrl-C reached a CLI child too
-                return 128 + pending
-            raise
-        finally:  # the container is gone (or kept, stopped): also after an interrupt
-            sweep_after(spec, reporter)
-
-
-def _drive(
-    ctx: Context,
-    reporter: Reporter,
-    engine: Engine,
-    box: Container,
-    events: queue.SimpleQueue[tuple[str, Any]],
-    interactive: bool,
-    timings: Timings,
-    on_created: Callable[[str], None] | None,
-    hint: _Background | None,
-) -> int:
-    """From a created container to its exit status, forwarding signals meanwhile."""
-    timings.mark("create")
-    if on_created is not None:
-        on_created(box.id)
-    if hint is not None:
-        note = hint.result(timeout=2.0)
-        if note:
-            reporter.note(note)
-    pending = _pending_signal(events)
-    if pending is not None:
-        return 128 + pending
-    for stream in (ctx.stdout, ctx.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    try:
-        attachment = box.start_attached(
-            stdout_fd=_fileno(ctx.stdout, 1),
-            stderr_fd=_fileno(ctx.stderr, 2),
-            stdin_fd=_fileno(ctx.stdin, 0) if interactive else None,
-        )
-    except EngineStartError as err:
-        return _start_failed(reporter, err)
-    except EngineError as err:
-        raise RunNotStarted(err.what, hint=err.hint) from err
-    timings.mark("start")
-    waiter = threading.Thread(
-        target=_wait_for_exit, args=(engine, box.id, attachment, events), daemon=True
-    )
-    waiter.start()
-    status, received = _supervise(engine, box.id, events)
-    if isinstance(status, BaseException):
-        if isinstance(status, EngineStartError):
-            return _start_failed(reporter, status)
-        raise status
-    timings.mark("run")
-    attachment.join(timeout=5.0)
-    return 128 + received if received is not None else int(status)
-
-
 def _start_failed(reporter: Reporter, err: EngineStartError) -> int:
     if err.failure.exit_code in (126, 127):
         reporter.note(err.failure.message)
@@ -339,67 +362,6 @@ def _start_failed(reporter: Reporter, err: EngineStartError) -> int:
         hint="change that option in the profile (see `rocmenv options`), or run where the "
         "engine allows it",
     )
-
-
-def _pending_signal(events: queue.SimpleQueue[tuple[str, Any]]) -> int | None:
-    found = None
-    while True:
-        try:
-            kind, value = events.get_nowait()
-        except queue.Empty:
-            return found
-        if kind == "signal":
-            found = int(value)
-
-
-def _wait_for_exit(
-    engine: Engine,
-    container_id: str,
-    attachment: Attachment,
-    events: queue.SimpleQueue[tuple[str, Any]],
-) -> None:
-    try:
-        attachment.join()
-        code = attachment.exit_code()
-        if code is None:
-            code = engine.wait(container_id)
-        events.put(("exit", code))
-    except BaseException as err:
-        events.put(("error", err))
-
-
-def _supervise(
-    engine: Engine, container_id: str, events: queue.SimpleQueue[tuple[str, Any]]
-) -> tuple[Any, int | None]:
-    """Wait for the exit event, forwarding signals; returns (exit code or error, signal)."""
-    received: int | None = None
-    deadline: float | None = None
-    killed_at: float | None = None
-    while True:
-        timeout = None
-        if deadline is not None:
-            timeout = max(0.0, deadline - time.monotonic())
-        try:
-            kind, value = events.get(timeout=timeout)
-        except queue.Empty:
-            if killed_at is None:
-                _quietly(engine.kill, container_id, "SIGKILL")
-                killed_at = time.monotonic()
-                deadline = killed_at + EXIT_WAIT
-                continue
-            return -1, received  # the engine did not confirm the exit: give up waiting
-        if kind == "signal":
-            signum = int(value)
-            if received is None:
-                received = signum
-                _quietly(engine.kill, container_id, signal.Signals(signum).name)
-                deadline = time.monotonic() + STOP_GRACE
-            elif killed_at is None:  # a second signal: no more grace
-                _quietly(engine.kill, container_id, "SIGKILL")
-                killed_at = time.monotonic()
-                deadline = killed_at + EXIT_WAIT
-            continue
-        return value, received
 
 
 def _quietly(fn: Callable[..., None], *args: Any) -> None:

@@ -1,7 +1,12 @@
 """How a pull looks: a live display on a terminal, a few plain lines in a CI log.
 
 On a terminal: one line per layer being downloaded (at most :data:`MAX_LAYER_LINES`) and a
-total line (bytes, rate, ETA), redrawn in place at most ten times a second. Hand-written
+total line (bytes, rate, ETA), redrawn in place at most ten times a second. Every line fits
+the terminal's width, read at each redraw (so a resize is followed): the image reference is
+shortened (its digest to 12 hex digits, then its name in the middle), never the numbers. A
+redraw moves up by the rows the last frame occupies at the current width (a terminal that
+re-wraps lines on a resize — tmux, VTE, kitty, iTerm2 — may have made one line two) and
+erases to the end of the screen. ``TERM=dumb`` gets the plain lines below. Hand-written
 rather than ``rich``: the display is a dozen lines of ANSI, and ``rich`` (not otherwise a
 dependency) would add a package and ~60 ms of imports to every ``run`` that pulls.
 
@@ -13,6 +18,7 @@ line with the size and time; inside GitHub Actions all of it sits in a
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +40,7 @@ from rocmenv.settings.resolve import Settings
 PLAIN_INTERVAL = 15.0
 TTY_INTERVAL = 0.1
 MAX_LAYER_LINES = 6
+MIN_REFERENCE = 16  # characters of a shortened reference below which the prefix goes first
 _KIND = {
     "rate-limit": "rate limited by the registry (429)",
     "server": "registry server error",
@@ -56,6 +63,7 @@ class PullDisplay:
         clock: Callable[[], float] = time.monotonic,
         interval: float = PLAIN_INTERVAL,
         ticker: bool = False,
+        columns: Callable[[], int] | None = None,
     ) -> None:
         self.stream, self.image = stream, image
         self.quiet = quiet
@@ -67,8 +75,9 @@ class PullDisplay:
         self.progress = PullProgress(plan=PullPlan(image=image), clock=clock)
         self.last_line = 0.0
         self.last_decile = 0
-        self.drawn = 0  # lines of the live display currently on screen
+        self.drawn: list[int] = []  # the lengths of the live display's lines on screen
         self.grouped = False
+        self._columns = columns or self._terminal_columns
 
     def _write(self, text: str) -> None:
         with self._lock:
@@ -105,7 +114,7 @@ class PullDisplay:
             self._write(f"::group::rocmenv: pulling {self.image}{what}\n")
             self.grouped = True
         else:
-            self._write(f"rocmenv: pulling {self.image}{what}\n")
+            self._write(self._line("rocmenv: pulling ", what) + "\n")
         if self._ticker:
             threading.Thread(target=self._tick, daemon=True).start()
 
@@ -146,10 +155,8 @@ class PullDisplay:
         size = human_bytes(result.missing_bytes or self.progress.total)
         rate = (result.missing_bytes or self.progress.total) / max(result.seconds, 1e-6)
         tries = f", {result.attempts} attempts" if result.attempts > 1 else ""
-        self._write(
-            f"rocmenv: pulled {self.image}: {size} in {human_seconds(result.seconds)} "
-            f"({human_bytes(rate)}/s{tries})\n"
-        )
+        took = f": {size} in {human_seconds(result.seconds)} ({human_bytes(rate)}/s{tries})"
+        self._write(self._line("rocmenv: pulled ", took) + "\n")
         self.close()
 
     def close(self) -> None:
@@ -170,25 +177,79 @@ class PullDisplay:
             f"ETA {human_seconds(p.eta)}"
         )
 
+    def _terminal_columns(self) -> int:
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns or 80
+        except (AttributeError, ValueError, OSError):
+            return 80
+
+    def _line(self, prefix: str, rest: str) -> str:
+        """``prefix`` + the image + ``rest``: fitted on a terminal, whole in a log."""
+        if not self.tty:
+            return f"{prefix}{self.image}{rest}"
+        return fit_line(prefix, self.image, rest, self._columns())
+
     def _clear(self) -> None:
         if self.tty and self.drawn:
-            self._write("\x1b[1A\x1b[2K" * (self.drawn - 1) + "\r\x1b[2K")
-            self.drawn = 0
+            width = self._columns()
+            rows = sum(max(1, -(-n // width)) for n in self.drawn)  # as wrapped now
+            up = f"\x1b[{rows - 1}A" if rows > 1 else ""
+            self._write(f"\r{up}\x1b[J")
+            self.drawn = []
 
     def _draw(self) -> None:
+        width = self._columns()
         lines = []
         for layer, (done, total) in self.progress.layers.items():
             if total and done >= total:
                 continue
-            status = self.progress.last_status.get(layer, "waiting")
+            status = self.progress.last_status.get(layer, "waiting").split(" ", 1)[0]
             size = f"{human_bytes(done)}/{human_bytes(total)}" if total else ""
-            lines.append(f"  {layer}  {status.split(' ', 1)[0]:<12} {size}")
+            lines.append(fit_layer(layer, status, size, width))
         extra = len(lines) - MAX_LAYER_LINES
         lines = lines[:MAX_LAYER_LINES] + ([f"  … {extra} more"] if extra > 0 else [])
-        lines.append(f"rocmenv: pulling {self.image}: {self.summary()}")
+        lines.append(fit_line("rocmenv: pulling ", self.image, f": {self.summary()}", width))
         self._clear()
         self._write("\n".join(lines))
-        self.drawn = len(lines)
+        self.drawn = [len(line) for line in lines]
+
+
+def fit_reference(reference: str, room: int) -> str:
+    """``reference`` in at most ``room`` characters: its digest cut to 12 hex digits, else
+    the digest left out (``@…``), else the name shortened in the middle."""
+    if len(reference) <= room:
+        return reference
+    name, at, digest = reference.partition("@")
+    if at:
+        algorithm, _, hexa = digest.partition(":")
+        for short in (f"{name}@{algorithm}:{hexa[:12]}…", f"{name}@…"):
+            if len(short) <= room:
+                return short
+    if room < 3:
+        return reference[: max(room, 0)]
+    head = room // 2
+    return name[:head] + "…" + name[len(name) - (room - 1 - head) :]
+
+
+def fit_line(prefix: str, reference: str, rest: str, width: int) -> str:
+    """``prefix`` + ``reference`` + ``rest`` in under ``width`` columns (the last column
+    would wrap on some terminals): the reference shortened first, the prefix dropped next,
+    ``rest`` (the numbers) cut only when nothing else is left."""
+    limit = max(width - 1, 1)
+    for lead in (prefix, ""):
+        room = limit - len(lead) - len(rest)
+        if room >= min(MIN_REFERENCE, len(reference)):
+            return lead + fit_reference(reference, room) + rest
+    return rest.removeprefix(": ")[:limit]
+
+
+def fit_layer(layer: str, status: str, size: str, width: int) -> str:
+    """A layer's line: id, state, bytes; the state column goes before the bytes do."""
+    limit = max(width - 1, 1)
+    for line in (f"  {layer}  {status:<12} {size}", f"  {layer} {size}"):
+        if len(line.rstrip()) <= limit:
+            return line.rstrip()
+    return f"  {layer} {size}"[:limit]
 
 
 def pull_with_display(
@@ -209,7 +270,7 @@ def pull_with_display(
     display = PullDisplay(
         ctx.stderr,
         image,
-        tty=ctx.stderr_is_tty,
+        tty=ctx.stderr_is_tty and ctx.env.get("TERM") != "dumb",
         github=ctx.in_github_actions,
         quiet=quiet,
         ticker=True,

@@ -5,12 +5,14 @@ contract suite (``tests/integration/engine/test_engine_api.py``) beside the real
 it cannot drift from them. What a container does is a tiny program model of its command:
 ``true``, ``false``, ``sleep N``, ``echo …``, ``id`` and ``sh -c`` scripts made of those
 plus ``exit N`` and ``>&2``; any other command is "not found" (exit 127) as in an image
-without it. Time is real (``sleep 60`` runs until killed or waited out), signals end a
-program with 128+N, a ulimit above this host's hard limit is refused at start as Docker
-refuses it.
+without it. Time is real (``sleep 60`` runs until killed or waited out); a program is its
+container's PID 1 without signal handlers, so, as the kernel does for PID 1, only SIGKILL
+ends it (with 137): SIGINT/SIGTERM/SIGHUP are ignored. A ulimit above this host's hard
+limit is refused at start as Docker refuses it.
 
 Fault knobs for the run tests: ``create_error`` (and ``leave_behind``: the failed create
-still made a container), ``start_error``, ``exit_code`` (overrides the program's).
+still made a container), ``start_error``, ``exit_code`` (overrides the program's); what
+the run asked of it: ``created``, ``terminals`` (tty, console size), ``kills``, ``removed``.
 """
 
 from __future__ import annotations
@@ -118,12 +120,27 @@ class FakeContainer:
 
 
 class FakeAttachment:
-    def __init__(self, engine: FakeEngine, box: FakeContainer, stdout_fd: int, stderr_fd: int,
-                 error: BaseException | None = None) -> None:  # fmt: skip
-        self.engine, self.box, self.error, self.closed = engine, box, error, False
-        if error is None:
-            os.write(stdout_fd, box.program.stdout) if box.program.stdout else None
-            os.write(stderr_fd, box.program.stderr) if box.program.stderr else None
+    def __init__(self, engine: FakeEngine, box: FakeContainer, stdout_fd: int,
+                 stderr_fd: int) -> None:  # fmt: skip
+        self.engine, self.box, self.closed = engine, box, False
+        self.stdout_fd, self.stderr_fd = stdout_fd, stderr_fd
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        if (
+            isinstance(self.engine.start_error, EngineStartError)
+            and self.engine.start_error.failure.exit_code == 125
+        ):
+            raise self.engine.start_error
+        self.error = self.engine.start_error
+        if self.error is None:
+            try:
+                self.engine.start(self.box.id)
+            except EngineStartError as err:
+                self.error = err
+        if self.error is None:
+            os.write(self.stdout_fd, self.box.program.stdout) if self.box.program.stdout else None
+            os.write(self.stderr_fd, self.box.program.stderr) if self.box.program.stderr else None
 
     def join(self, timeout: float | None = None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -152,6 +169,8 @@ class FakeEngine:
         self.containers: dict[str, FakeContainer] = {}
         self.created: dict[str, RunSpec] = {}  # every container ever created (tests read it)
         self.names: dict[str, str | None] = {}
+        self.terminals: dict[str, tuple[bool, tuple[int, int] | None]] = {}  # tty, console size
+        self.kills: list[tuple[str, str]] = []  # (container id, signal) as asked
         self.removed: list[str] = []
         self.pulled: list[str] = []
         self.present = True  # False: no image is present (the run tests' pull paths)
@@ -202,7 +221,8 @@ class FakeEngine:
 
     # -- containers -------------------------------------------------------------------------
     def create(self, spec: RunSpec, *, tty: bool = False, stdin_open: bool = False,
-               name: str | None = None) -> str:  # fmt: skip
+               name: str | None = None, console_size: tuple[int, int] | None = None,
+               ) -> str:  # fmt: skip
         cid = f"{len(self.created):04x}" + "0" * 60
         if self.create_error is not None:
             if self.leave_behind:
@@ -211,6 +231,7 @@ class FakeEngine:
         if self.image_info(spec.image) is None:
             raise EngineError(f"No such image: {spec.image}")
         self._add(cid, name, spec)
+        self.terminals[cid] = (tty, console_size)
         return cid
 
     def _add(self, cid: str, name: str | None, spec: RunSpec) -> None:
@@ -258,21 +279,9 @@ class FakeEngine:
                                     option=f"--ulimit {ulimit.render()}")  # fmt: skip
         return None
 
-    def start_attached(self, container_id: str, *, stdout_fd: int, stderr_fd: int,
-                       stdin_fd: int | None = None, tty: bool = False) -> FakeAttachment:  # fmt: skip
-        box = self._box(container_id)
-        if (
-            isinstance(self.start_error, EngineStartError)
-            and self.start_error.failure.exit_code == 125
-        ):
-            raise self.start_error
-        error = self.start_error
-        if error is None:
-            try:
-                self.start(container_id)
-            except EngineStartError as err:
-                error = err
-        return FakeAttachment(self, box, stdout_fd, stderr_fd, error)
+    def attach(self, container_id: str, *, stdout_fd: int, stderr_fd: int,
+               stdin_fd: int | None = None, tty: bool = False) -> FakeAttachment:  # fmt: skip
+        return FakeAttachment(self, self._box(container_id), stdout_fd, stderr_fd)
 
     def wait(self, container_id: str, timeout: float | None = None) -> int:
         box = self._box(container_id)
@@ -287,8 +296,9 @@ class FakeEngine:
         return box.exit_code if box.exit_code is not None else 0
 
     def kill(self, container_id: str, signal: str = "SIGKILL") -> None:
+        self.kills.append((container_id, signal))
         box = self._box(container_id)
-        if box.state == "running":
+        if box.state == "running" and signal == "SIGKILL":  # PID 1 ignores the others
             box.state, box.exit_code = "exited", 128 + int(signals.Signals[signal])
 
     def remove(self, container_id: str, *, force: bool = True) -> None:

@@ -200,6 +200,18 @@ def wait_for(predicate, timeout: float, interval: float = 0.05) -> bool:  # type
     return bool(predicate())
 
 
+def python_startup_interrupted(stderr: str) -> bool:
+    """CPython's own start-up (``site``, ``runpy``, the standard library's imports) was cut by
+    a KeyboardInterrupt before any of rocmenv ran: CPython exits 1 then ("Fatal Python
+    error: init…", or a traceback of its own imports ending in KeyboardInterrupt). rocmenv
+    itself answers an interrupt with 130, never 1."""
+    if "Fatal Python error: init" in stderr:
+        return True
+    lines = stderr.strip().splitlines()
+    ours = [line for line in lines if line.strip().startswith("File") and "/rocmenv/" in line]
+    return bool(lines) and lines[-1] == "KeyboardInterrupt" and not ours
+
+
 def remove_containers(ids: Sequence[str]) -> None:
     if ids:
         for cli in _engines_clis():

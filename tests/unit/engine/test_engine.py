@@ -262,5 +262,5 @@ def test_pull_progress_redraws_in_place_on_a_terminal() -> None:
     display.done(PullResult(image="img:1", total_bytes=0, missing_bytes=0, seconds=2, attempts=1))
     text = term.getvalue()
     assert text.startswith("rocmenv: pulling img:1")
-    assert "5.0 MB/10.0 MB (50%)" in text and "\x1b[2K" in text
+    assert "5.0 MB/10.0 MB (50%)" in text and "\r\x1b[1A\x1b[J" in text  # 2 rows erased
     assert text.endswith("rocmenv: pulled img:1: 10.0 MB in 2s (5.0 MB/s)\n")

@@ -24,7 +24,7 @@ def parameters(cls: type, name: str) -> list[tuple[str, object, object]]:
 
 
 def test_the_protocol_has_the_methods_the_pipeline_calls() -> None:
-    assert {"create", "start", "start_attached", "wait", "kill", "remove", "pull",
+    assert {"create", "start", "attach", "wait", "kill", "remove", "pull",
             "image_info", "list_containers", "inspect_container", "logs"} <= set(METHODS)  # fmt: skip
 
 

@@ -337,9 +337,10 @@ def test_an_attach_stream_ending_inside_a_frame_is_reported_not_dropped(tmp_path
     whole = b"\x01\x00\x00\x00\x00\x00\x00\x03hi\n"
     cut = b"\x02\x00\x00\x00\x00\x00\x01\x00" + b"x" * 10  # announces 256 bytes, sends 10
     stream = AttachStream(
-        ours, whole, stdout_fd=out_w, stderr_fd=err_w, tty=False, resize=lambda h, w: None
-    )
-    stream.begin(None)
+        ours, whole, stdout_fd=out_w, stderr_fd=err_w, stdin_fd=None, tty=False,
+        start=lambda: None, resize=lambda h, w: None,
+    )  # fmt: skip
+    stream.start()
     theirs.sendall(cut)
     theirs.close()
     stream.join(5)

@@ -130,3 +130,24 @@ def test_a_streamed_body_stops_at_the_command_deadline_not_the_request_deadline(
         stop.set()
         server.close()
     assert 8 < received < 1000  # went on well past request-deadline (~4 bytes), stopped
+
+
+def test_a_name_that_does_not_resolve_is_not_retried_a_refused_connection_is() -> None:
+    from rocmenv.errors import RegistryUnavailable
+
+    slept: list[float] = []
+    settings = RegistrySettings(retries=4)
+    client = Transport(settings, {"ROCMENV_REGISTRY_BACKOFF": "0"}, slept.append)
+    with pytest.raises(RegistryUnavailable, match="does not resolve") as unresolved:
+        client.send_with_retries("GET", "https://nosuch.invalid/v2/", {}, "ping")
+    assert slept == []  # offline or misspelt: a retry changes neither
+    assert "offline" in (unresolved.value.hint or "")
+    refused = socket.socket()
+    refused.bind(("127.0.0.1", 0))  # bound, not listening: connection refused
+    try:
+        port = refused.getsockname()[1]
+        with pytest.raises(RegistryUnavailable, match="after 5 attempts"):
+            client.send_with_retries("GET", f"http://127.0.0.1:{port}/v2/", {}, "ping")
+    finally:
+        refused.close()
+    assert len(slept) == 4

@@ -4,7 +4,17 @@ Docker engine are in tests/integration/test_run*.py; this file checks the decisi
 
 from __future__ import annotations
 
+import fcntl
 import io
+import os
+import pty
+import signal
+import struct
+import termios
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +24,7 @@ from rocmenv.context import Context
 from rocmenv.engine.protocol import ImageInfo
 from rocmenv.errors import EngineError, EngineStartError, RunNotStarted, StartFailure
 from rocmenv.run.execute import RunRequest, execute
+from rocmenv.run.stages import Stage
 from rocmenv.settings.resolve import Flags
 from rocmenv.spec.labels import LABEL_IMAGE_DIGEST, LABEL_OWNER_PID, LABEL_SESSION
 from rocmenv.spec.runspec import Overrides
@@ -180,3 +191,154 @@ def test_engine_choice_follows_the_precedence_rule(project: Path, engine: FakeEn
     run(project, engine, RunRequest(flags=Flags(engine="docker-api")), ROCMENV_ENGINE="podman")
     run(project, engine)
     assert kinds == ["podman", "docker-api", "docker-cli"]
+
+
+# -- interrupts: real signals, the stages of rocmenv.run.stages ----------------------------
+HANG = 30.0  # a ceiling that only catches a hang
+
+
+def _thread_id(name: str) -> int | None:
+    """The id of the running thread of that name (None: none yet, or not running yet)."""
+    for thread in threading.enumerate():
+        if thread.name == name and thread.ident:
+            return thread.ident
+    return None
+
+
+def _when(predicate: Callable[[], bool], then: Callable[[], None]) -> threading.Thread:
+    """``then()`` on a helper thread once ``predicate()`` holds (polled; HANG at most)."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + HANG
+        while not predicate() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        then()
+
+    helper = threading.Thread(target=watch, daemon=True)
+    helper.start()
+    return helper
+
+
+def _running(engine: FakeEngine) -> bool:
+    return any(box.state == "running" for box in list(engine.containers.values()))
+
+
+def test_an_interrupt_the_image_thread_takes_ends_the_run_while_the_pull_still_runs(
+    project: Path, engine: FakeEngine
+) -> None:
+    engine.present = False
+    release = threading.Event()
+
+    class SlowPull(Notes):
+        def pull(self, settings: Any, engine: Any, image: str) -> None:
+            # the kernel may hand the signal to this thread: the main thread must still wake
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+            release.wait(HANG)
+
+    try:
+        status = execute(ctx_in(project), RunRequest(), SlowPull())
+        pulling = not release.is_set()
+    finally:
+        release.set()
+    assert status == 130
+    assert pulling  # it did not wait for the pull to end
+    assert engine.created == {}
+
+
+def test_an_interrupt_the_waiting_thread_takes_is_forwarded_then_the_container_killed(
+    project: Path, engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("rocmenv.run.execute.STOP_GRACE", 0.2)
+    request = RunRequest(overrides=Overrides(command=("sleep", "60")))
+    helper = _when(
+        lambda: _running(engine) and _thread_id("rocmenv-wait") is not None,
+        # to the thread waiting for the exit (the old design's lost interrupt)
+        lambda: signal.pthread_kill(_thread_id("rocmenv-wait") or 0, signal.SIGTERM),
+    )
+    status = execute(ctx_in(project), request, Notes())
+    helper.join(HANG)
+    assert status == 143
+    ((cid, _),) = engine.created.items()
+    assert [s for c, s in engine.kills if c == cid] == ["SIGTERM", "SIGKILL"]  # sleep ignored it
+    assert engine.alive == set()
+
+
+def test_a_second_interrupt_kills_at_once(
+    project: Path, engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("rocmenv.run.execute.STOP_GRACE", HANG)  # only the second signal ends it
+    request = RunRequest(overrides=Overrides(command=("sleep", "60")))
+
+    def twice() -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        while not engine.kills:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    helper = _when(lambda: _running(engine), twice)
+    start = time.monotonic()
+    status = execute(ctx_in(project), request, Notes())
+    helper.join(HANG)
+    assert status == 130
+    assert [s for _, s in engine.kills] == ["SIGINT", "SIGKILL"]
+    assert time.monotonic() - start < HANG  # not the grace period
+    assert engine.alive == set()
+
+
+STAGES = [stage.value for stage in Stage]
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_an_interrupt_parked_at_each_stage_ends_the_run_with_no_container_left(
+    project: Path, engine: FakeEngine, tmp_path: Path, stage: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setattr("rocmenv.run.execute.STOP_GRACE", 0.2)
+    parked = tmp_path / "parked"
+    finishes = stage in ("removing", "cleanup")  # reached without a signal
+    command = ("true",) if finishes else ("sleep", "60")
+
+    def interrupt() -> None:
+        if stage == "stopping":  # reached by a first signal while the command runs
+            _when(lambda: _running(engine), lambda: os.kill(os.getpid(), signal.SIGTERM)).join()
+        deadline = time.monotonic() + HANG
+        while not parked.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    helper = threading.Thread(target=interrupt, daemon=True)
+    helper.start()
+    status = execute(
+        ctx_in(project, ROCMENV_TEST_PARK=f"{stage}:{parked}"),
+        RunRequest(overrides=Overrides(command=command)),
+        Notes(),
+    )
+    helper.join(HANG)
+    assert parked.read_text().split()[0] == stage  # it was parked there
+    assert status == (143 if stage == "stopping" else 130)  # the first signal's
+    assert engine.alive == set()
+    created = stage not in ("start-up", "image", "create")
+    assert bool(engine.created) == created
+
+
+def test_the_timings_note_lists_every_stage_a_run_went_through(
+    project: Path, engine: FakeEngine
+) -> None:
+    reporter = Notes()
+    assert execute(ctx_in(project, ROCMENV_TIMINGS="1"), RunRequest(), reporter) == 0
+    (line,) = [n for n in reporter.notes if n.startswith("timings:")]
+    names = [part.split()[0] for part in line.removeprefix("timings: ").split("; ")[0].split(", ")]
+    assert names == ["start-up", "image", "create", "attach", "start", "running", "removing",
+                     "cleanup"]  # fmt: skip
+
+
+def test_a_tty_container_is_created_with_the_terminals_size(
+    project: Path, engine: FakeEngine
+) -> None:
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 37, 111, 0, 0))
+    with os.fdopen(secondary, "w") as terminal:
+        ctx = replace(ctx_in(project), stdout=terminal, stdin=terminal)
+        assert execute(ctx, RunRequest(tty=True), Notes()) == 0
+    os.close(primary)
+    assert list(engine.terminals.values()) == [(True, (37, 111))]

@@ -110,8 +110,11 @@ def test_real_threads_start_the_next_test_as_soon_as_gpus_free() -> None:
             Job(name="c", gpus=1, estimate=0.3), Job(name="d", gpus=2, estimate=0.1)]  # fmt: skip
     results, events = _run(jobs, [5, 6, 7], launch)
     assert [e.name for e in events if e.kind == "start"][:2] == ["a", "c"]
-    # b (2 GPUs) cannot start when c frees one GPU, only when a frees two: right then
-    assert 0 <= seen["b"][0] - seen["a"][1] < 0.5
+    # b (2 GPUs) cannot start when c frees one GPU, only when a frees two: right then (the
+    # next thing the packer does; a clock would measure the machine's speed, not this)
+    order = [(e.kind, e.name) for e in events if e.kind in ("start", "end")]
+    assert order[order.index(("end", "a")) + 1] == ("start", "b"), order
+    assert seen["b"][0] >= seen["a"][1]
     for x, y in combinations(seen, 2):
         (s1, e1, g1), (s2, e2, g2) = seen[x], seen[y]
         if s1 < e2 and s2 < e1:
@@ -130,14 +133,14 @@ def test_fail_fast_cancels_running_tests_and_skips_the_rest() -> None:
             return Outcome(status="failed", exit_code=1)
         gone = threading.Event()
         cancel.on_cancel(lambda: (stopped.append(job.name), gone.set()))
-        gone.wait(10)
+        gone.wait(120)  # not cancelled: the run takes this long
         return Outcome(status="failed", exit_code=137)
 
     jobs = [Job(name="long", gpus=1, estimate=100), Job(name="fails", gpus=1, estimate=50),
             Job(name="later", gpus=2, estimate=10)]  # fmt: skip
     t0 = time.monotonic()
     results, _ = _run(jobs, [0, 1], launch, fail_fast=True)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 60  # a ceiling: the missing cancel above, not the speed
     by = {r.name: r.status for r in results}
     assert by == {"fails": "failed", "long": "cancelled", "later": "skipped"}
     assert stopped == ["long"]
