@@ -11,6 +11,8 @@ import pytest
 from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
     engine_fixture,
+    every_engine,
+    one_engine,
     project_fixture,
 )
 
@@ -63,6 +65,7 @@ def test_env_isolation_passes_all_nodes_and_sets_the_visible_devices(
     assert done.stdout.split() == ["17", "1,6"]
 
 
+@one_engine
 def test_no_kfd_without_gpus_none_is_a_clear_error(project: Project, engine: str) -> None:
     (project.host.dev_root / "kfd").unlink()
     done = run(project, engine, "--", "true")
@@ -72,6 +75,7 @@ def test_no_kfd_without_gpus_none_is_a_clear_error(project: Project, engine: str
 
 
 @pytest.mark.parametrize("gpus", ["8", "0-9", "0,0", "x"])
+@one_engine
 def test_bad_gpus_are_refused_before_anything_runs(
     project: Project, engine: str, gpus: str
 ) -> None:
@@ -204,6 +208,7 @@ def test_only_declared_variables_pass(project: Project, engine: str) -> None:
     assert seen["ROCM_PATH"] == "/opt/rocm"  # the image's own environment stays
 
 
+@one_engine
 def test_proxy_variables_pass_when_the_profile_keeps_them(project: Project, engine: str) -> None:
     done = run(
         project, engine, "--", "env", profile="proxy-kept", env={"HTTPS_PROXY": "http://p:1"}
@@ -211,6 +216,7 @@ def test_proxy_variables_pass_when_the_profile_keeps_them(project: Project, engi
     assert "HTTPS_PROXY=http://p:1" in done.stdout.splitlines()
 
 
+@every_engine
 def test_stdout_and_stderr_stay_separate(project: Project, engine: str) -> None:
     script = "for i in 1 2 3; do echo out$i; echo err$i >&2; done"
     done = run(project, engine, "--", "sh", "-c", script, profile="plain")
@@ -242,6 +248,7 @@ def test_exit_codes_are_the_commands(
         assert "not found" in done.stderr and "OCI runtime" not in done.stderr
 
 
+@every_engine
 def test_a_container_killed_from_outside_exits_137(project: Project, engine: str) -> None:
     from tests.support.run_project import docker, podman, wait_for
 
@@ -294,6 +301,7 @@ def test_containers_are_removed_and_labelled(project: Project, engine: str) -> N
     assert project.containers() == []
 
 
+@every_engine
 def test_stdin_is_attached_for_shell(project: Project, engine: str) -> None:
     done = project.run(
         "shell", "--engine", engine, "--profile", "plain", "--image", project.image, "--no-tty",
@@ -303,6 +311,7 @@ def test_stdin_is_attached_for_shell(project: Project, engine: str) -> None:
     assert done.stdout.splitlines() == ["hello-from-shell", "bash"]
 
 
+@every_engine
 def test_a_terminal_gets_a_tty(project: Project, engine: str) -> None:
     import pty
     import subprocess
@@ -331,6 +340,7 @@ def test_a_terminal_gets_a_tty(project: Project, engine: str) -> None:
     assert re.search(r"/dev/pts/\d+", text) and "done" in text
 
 
+@one_engine
 def test_pull_never_with_an_absent_image_says_so(project: Project, engine: str) -> None:
     done = project.run(
         "run", "--engine", engine, "--profile", "plain", "--pull", "never",
@@ -440,6 +450,7 @@ def test_docker_api_works_from_a_sibling_container_with_only_the_socket(
     assert "bind-mount sources are paths on the engine's host" in done.stderr
 
 
+@one_engine
 def test_an_image_for_another_gpu_family_is_warned_about(
     project: Project, engine: str, family
 ) -> None:  # type: ignore[no-untyped-def]
@@ -498,6 +509,7 @@ def test_pull_policies_fetch_an_absent_image(
         subprocess.run(["docker", "rmi", ref], capture_output=True, check=False)
 
 
+@one_engine
 def test_a_pinned_profile_runs_the_locked_digest(project: Project, engine: str, family) -> None:  # type: ignore[no-untyped-def]
     from tests.support.run_project import inspect, remove_containers
 

@@ -28,6 +28,7 @@ from tests.support import testenv
 from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
     engine_fixture,
+    every_engine,
     inspect,
     project_fixture,
     remove_containers,
@@ -83,6 +84,7 @@ def _on_terminal(
 
 
 @pytest.mark.parametrize(("rows", "cols"), SIZES)
+@every_engine
 def test_shell_on_a_terminal_has_its_size_from_the_first_prompt_and_runs_the_first_line(
     project: Project, engine: str, rows: int, cols: int
 ) -> None:
@@ -145,6 +147,7 @@ def test_shell_in_tmux_shows_the_right_size_and_runs_the_first_line(
 
 
 @pytest.mark.parametrize(("rows", "cols"), SIZES)
+@every_engine
 def test_run_with_a_tty_creates_the_container_with_the_terminals_size(
     project: Project, engine: str, rows: int, cols: int
 ) -> None:

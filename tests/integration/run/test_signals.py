@@ -12,6 +12,7 @@ import pytest
 from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
     engine_fixture,
+    every_engine,
     inspect,
     project_fixture,
     python_startup_interrupted,
@@ -47,6 +48,7 @@ def _running(project: Project) -> bool:
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@every_engine
 def test_a_signal_is_forwarded_then_the_container_is_removed(
     project: Project, engine: str, sig: signal.Signals, code: int
 ) -> None:
@@ -62,6 +64,7 @@ def test_a_signal_is_forwarded_then_the_container_is_removed(
     assert project.containers() == []
 
 
+@every_engine
 def test_a_container_that_ignores_sigint_is_killed(project: Project, engine: str) -> None:
     # sleep as PID 1 has no handler, so the kernel ignores SIGINT for it
     proc = _start(project, engine, "sleep", "300")
@@ -76,6 +79,7 @@ def test_a_container_that_ignores_sigint_is_killed(project: Project, engine: str
 
 
 @pytest.mark.slow
+@every_engine
 def test_twenty_interrupted_runs_leave_no_container(project: Project, engine: str) -> None:
     """Interrupt at every stage (start-up, create, start, running), half of them the way a
     terminal does (SIGINT to the whole process group, CLI children included)."""

@@ -31,6 +31,7 @@ import pytest
 from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
     engine_fixture,
+    every_engine,
     project_fixture,
     python_startup_interrupted,
     remove_containers,
@@ -78,6 +79,7 @@ def _allowed(code: int, first: int, stderr: str) -> bool:
     return code == 1 and python_startup_interrupted(stderr)
 
 
+@every_engine
 def test_interrupts_at_random_moments_are_never_lost(
     project: Project, engine: str, cpu_load: None, request: pytest.FixtureRequest
 ) -> None:

@@ -17,6 +17,7 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
     ENGINES,
     Project,
     engine_fixture,
+    every_engine,
     inspect,
     project_fixture,
     wait_for,
@@ -49,6 +50,7 @@ def _command(stage: str) -> tuple[str, ...]:
 
 
 @pytest.mark.parametrize("stage", STAGES)
+@every_engine
 def test_an_interrupt_at_each_stage_ends_the_run_and_leaves_no_container(
     project: Project, engine: str, stage: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

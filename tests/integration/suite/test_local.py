@@ -12,6 +12,7 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
     engine_fixture,
     inspect,
+    one_engine,
     project_fixture,
     wait_for,
 )
@@ -28,6 +29,7 @@ MIXED = [
 ]
 
 
+@one_engine
 def test_mixed_suite_packs_disjoint_gpus_longest_first(project: Project, engine: str) -> None:
     out = write_suite(project, "mixed", MIXED)
     done = project.run(
