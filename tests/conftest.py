@@ -128,6 +128,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if INTEGRATION_DIR in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.integration)
+        if _uses_slurm(item):
+            item.add_marker(pytest.mark.serial)  # one cluster of 8 GPUs for every test
+
+
+def _uses_slurm(item: pytest.Item) -> bool:
+    """The test submits to the Slurm test bed (its ``slurm`` fixture, or a backend param)."""
+    callspec = getattr(item, "callspec", None)
+    backend = callspec.params.get("backend") if callspec is not None else None
+    return "slurm" in getattr(item, "fixturenames", ()) or backend == "slurm"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -210,8 +210,24 @@ def _run_command(argv: Sequence[str] | None, ctx: Context | None) -> int:
         from rocmenv.run.interrupt import SignalWatch
 
         with SignalWatch(until_exit=argv is None):  # the program: to its very end
-            return _main(args_in, command, ctx)
+            status = _main(args_in, command, ctx)
+            if argv is None:
+                _end_now(status)
+            return status
     return _main(args_in, command, ctx)
+
+
+def _end_now(status: int) -> NoReturn:
+    """A run's status is final: the process ends with it, now. Python's own shutdown would
+    first give SIGINT/SIGTERM their default actions back, so a second Ctrl-C landing in it
+    would kill the process by the signal instead of returning the run's status (and it
+    would tear down the run's finished daemon threads for nothing)."""
+    import contextlib
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nobody reads any more
+            stream.flush()
+    os._exit(status)
 
 
 def _main(args_in: list[str], command: str | None, ctx: Context | None) -> int:

@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from rocmenv.spec.labels import process_start
 from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
@@ -19,6 +21,9 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
     project_fixture,
     wait_for,
 )
+
+# gc sweeps every engine-wide container whose owner is gone: other tests' too, so alone
+pytestmark = pytest.mark.serial
 
 
 def _dead_pid() -> int:

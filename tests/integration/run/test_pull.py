@@ -246,6 +246,7 @@ def test_the_disk_budget_refuses_a_pull_that_would_not_leave_the_reserve(
     assert again.returncode == 0, again.stderr
 
 
+@pytest.mark.serial  # gc --images removes engine-wide images: alone
 def test_gc_images_removes_exactly_the_unreferenced_images_rocmenv_pulled_oldest_first(
     tmp_path: Path, scratch_repo: str, cleanup: list[str]
 ) -> None:

@@ -33,8 +33,24 @@ def _start(
 ) -> subprocess.Popen[str]:
     return project.popen(
         "run", "--engine", engine, "--profile", "plain", "--image", project.image, "--", *command,
-        start_new_session=new_session,
+        start_new_session=new_session, env={"PYTHONFAULTHANDLER": "1"},
     )  # fmt: skip
+
+
+def _communicate_or_dump(proc: subprocess.Popen[str], timeout: float) -> str:
+    """rocmenv's stderr once it exits; if it is still running after ``timeout`` (a lost
+    interrupt), SIGABRT makes Python's fault handler print every thread's stack, and the
+    test fails with it — where the run was stuck is the bug report."""
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            err = proc.communicate(timeout=30)[1]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            err = proc.communicate()[1]
+        pytest.fail(f"rocmenv still ran {timeout:.0f} s after the signal; its threads:\n{err}")
 
 
 def _running(project: Project) -> bool:
@@ -95,7 +111,7 @@ def test_twenty_interrupted_runs_leave_no_container(project: Project, engine: st
                 os.killpg(proc.pid, signal.SIGINT)
             else:
                 proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=HANG)
+            err = _communicate_or_dump(proc, HANG)
         finally:
             proc.kill()
             proc.wait()

@@ -94,7 +94,7 @@ def test_interrupts_at_random_moments_are_never_lost(
         second = rng.random() < 0.2
         proc = project.popen(
             "run", "--engine", engine, "--profile", "plain", "--image", project.image,
-            "--", *command, start_new_session=group,
+            "--", *command, start_new_session=group, env={"PYTHONFAULTHANDLER": "1"},
         )  # fmt: skip
         time.sleep(rng.uniform(0.0, 2.0))
         sent = time.monotonic()
@@ -109,9 +109,16 @@ def test_interrupts_at_random_moments_are_never_lost(
             _, err = proc.communicate(timeout=LOST)
         except subprocess.TimeoutExpired:
             figures.lost += 1
-            proc.kill()
-            _, err = proc.communicate()
-            failures.append(f"lost: {command[0]} signal {first} after the start, group={group}")
+            proc.send_signal(signal.SIGABRT)  # the fault handler prints every thread's stack
+            try:
+                _, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+            failures.append(
+                f"lost: {command[0]} signal {first} after the start, group={group}; "
+                f"its threads:\n{err[-4000:]}"
+            )
         figures.runs += 1
         figures.worst_seconds = max(figures.worst_seconds, time.monotonic() - sent)
         figures.codes[str(proc.returncode)] = figures.codes.get(str(proc.returncode), 0) + 1
