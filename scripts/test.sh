@@ -9,6 +9,8 @@
 #                              system Python, tool …); the skip count printed at the end must
 #                              be 0 or the run fails (.ci/run sets it)
 #   ROCMENV_SKIP_SETUP=1       do not run scripts/setup.sh (environment already up, not root)
+#   ROCMENV_TEST_WORKERS=N     pytest-xdist workers for the whole-suite run (default: cores + 1;
+#                              1: one process). With PYTEST ARGS, one process runs exactly them.
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,20 +29,37 @@ run_check() { # NAME CMD...
   if ! "$@"; then failed+=("$name"); fi
 }
 
-if [ $# -eq 0 ]; then set -- tests/; fi
-JUNIT="$(mktemp "${TMPDIR:-/tmp}/rocmenv-junit.XXXXXX.xml")"
-trap 'rm -f "$JUNIT"' EXIT
-run_check pytest "$BIN/pytest" --junitxml="$JUNIT" "$@"
-# The skip count, from pytest's own report (junit testsuite attributes).
+JUNIT_DIR="$(mktemp -d "${TMPDIR:-/tmp}/rocmenv-junit.XXXXXX")"
+trap 'rm -rf "$JUNIT_DIR"' EXIT
+if [ $# -eq 0 ]; then
+  # The whole suite in two parts: everything that shares nothing on pytest-xdist workers
+  # (most tests wait on the engine, not the CPU), then the `serial` tests alone (gc sweeps
+  # engine-wide, the one Slurm cluster). Soaks stay out (-m soak; `make soak`).
+  workers="${ROCMENV_TEST_WORKERS:-$(($(nproc) + 1))}"
+  if [ "$workers" -gt 1 ]; then
+    run_check "pytest (parallel, $workers workers)" "$BIN/pytest" -n "$workers" \
+      -m "not serial and not soak" --junitxml="$JUNIT_DIR/parallel.xml" tests/
+    run_check "pytest (serial)" "$BIN/pytest" -m "serial and not soak" \
+      --junitxml="$JUNIT_DIR/serial.xml" tests/
+  else
+    run_check pytest "$BIN/pytest" --junitxml="$JUNIT_DIR/all.xml" tests/
+  fi
+else
+  run_check pytest "$BIN/pytest" --junitxml="$JUNIT_DIR/args.xml" "$@"
+fi
+# The skip count, from pytest's own reports (junit testsuite attributes).
 skips=$("$BIN/python" -c '
 import sys, xml.etree.ElementTree as ET
-try:
-    root = ET.parse(sys.argv[1]).getroot()
-except (OSError, ET.ParseError):
-    print("unknown"); raise SystemExit
-# an xfail is reported as <skipped type="pytest.xfail">: not a skip
-print(sum(1 for s in root.iter("skipped") if s.get("type") != "pytest.xfail"))
-' "$JUNIT")
+total = 0
+for path in sys.argv[1:]:
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        print("unknown"); raise SystemExit
+    # an xfail is reported as <skipped type="pytest.xfail">: not a skip
+    total += sum(1 for s in root.iter("skipped") if s.get("type") != "pytest.xfail")
+print(total)
+' "$JUNIT_DIR"/*.xml)
 printf 'test: %s skipped\n' "$skips"
 case "${ROCMENV_REQUIRE_ENGINE:-}" in
   1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss])

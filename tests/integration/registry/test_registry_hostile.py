@@ -20,7 +20,9 @@ import pytest
 
 from tests.support.hostile_registry import HostileRegistry
 
-pytestmark = pytest.mark.integration
+# alone: the hostile servers' deadlines and drips are timed (a starved test server is not a
+# registry that stalls)
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 #: Peak RSS of the whole `rocmenv` process; the pre-urllib3 client reached 818 MB on the
 #: 400 MB chunked body. The tag-list cap is 16 MiB; Python + rocmenv is ~60 MB.

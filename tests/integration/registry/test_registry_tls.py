@@ -24,7 +24,8 @@ from rocmenv.registry.client import RegistryClient
 from rocmenv.settings.registry import RegistrySettings
 from tests.support import testenv
 
-pytestmark = pytest.mark.integration
+# alone: the tests count the requests and connections the shared TLS Hub and proxy saw
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 REPO = "rocm/sgl-dev"
 
