@@ -1,7 +1,7 @@
 """``rocmenv run`` vs the equivalent plain ``docker run --rm`` on a no-op command (issue 20).
 
     .venv/bin/python benchmarks/bench_run.py [--rounds 15] [--image REF] [--profile cpu]
-        [--engines docker-api,docker-cli] [--baseline REV]… [--json]
+        [--engines auto,docker-api,docker-cli] [--baseline REV]… [--json]
 
 Cases, interleaved (each round runs every case once, in a rotated order, so that machine
 load hits every case alike):
@@ -10,7 +10,8 @@ load hits every case alike):
   renders for the profile, and the same with the launcher mount, its ``__pycache__`` tmpfs
   and ``PYTHONPATH`` (what ``rocmenv run`` adds with shims): both sides create the same
   container;
-- ``rocmenv run --profile P --pull never --image IMAGE -- true`` per engine, with shims
+- ``rocmenv run --profile P --pull never --image IMAGE -- true`` per engine (``auto``, the
+  default, is what users get: docker-api where the socket answers), with shims
   (against ``docker run +launcher``) and ``--no-shims`` (against ``docker run``), with
   ``ROCMENV_TIMINGS=1``: the per-stage breakdown; "python + imports" is the wall time
   before the first stage;
@@ -97,7 +98,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--image", default=None)
     parser.add_argument("--profile", default="cpu")
-    parser.add_argument("--engines", default="docker-api", help="comma-separated")
+    parser.add_argument(
+        "--engines", default="auto", help="comma-separated; auto: what `rocmenv run` picks"
+    )
     parser.add_argument("--baseline", metavar="REV", action="append", default=[])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
