@@ -1,6 +1,7 @@
 """Registry benchmark at a distance: rocmenv vs skopeo over TLS with token auth (issue 10).
 
     .venv/bin/python benchmarks/bench_registry_tls.py [--runs N] [--rtt 0,30] [--cases tags,digest,validate]
+        [--baseline REV]
 
 Set-up (needs the test bed of scripts/setup.sh: /etc/hosts names, the test CA, the open
 registry with the ~2,850-tag set): a private tests/support/hub_server.py (TLS, anonymous
@@ -12,6 +13,8 @@ Cases (interleaved runs, median wall time; ratio < 1: rocmenv is faster), each a
 - tags list:  `rocmenv tags list REPO --json`         vs `skopeo list-tags`
 - digest:     `rocmenv resolve REPO:TAG --digest`     vs `skopeo inspect --no-tags`
 - validate:   `rocmenv validate` of 20 lock entries   vs 20 × `skopeo inspect --raw`
+- with ``--baseline REV``: rocmenv's cases of that git revision too (exported, byte-compiled,
+  run by the same interpreter), interleaved with the others;
 - the floor: ``python -c "import ssl, socket, json"`` plus one TCP connection and TLS
   handshake with the registry, by the same interpreter: what any Python client pays.
 rocmenv with a cold token cache (emptied before each run) and a warm one. Round trips are
@@ -43,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import ROOT, machine_note, median_ms, rocmenv_cmd, table, time_once
 from benchmarks._delay_proxy import DelayProxy
+from benchmarks._layers import export_revision
 
 STATE = Path(os.environ.get("ROCMENV_TESTENV_STATE", "/var/lib/rocmenv-testenv"))
 SKOPEO = ["skopeo", "--override-os", "linux", "--override-arch", "amd64"]
@@ -128,6 +132,7 @@ def main() -> int:
     parser.add_argument("--tag", default="v0.5.8-rocm700-mi30x-20260215")
     parser.add_argument("--entries", type=int, default=20)
     parser.add_argument("--cases", default="tags,digest,validate", help="comma-separated")
+    parser.add_argument("--baseline", metavar="REV", help="also time this git revision")
     args = parser.parse_args()
     wanted = set(args.cases.split(","))
     compileall.compile_dir(str(ROOT / "rocmenv"), quiet=1)
@@ -146,7 +151,12 @@ def main() -> int:
     }
     rows = []
     verdicts = []
+    envs: dict[str, dict[str, str]] = {}  # per case, when not base_env
     try:
+        if args.baseline:
+            tree = export_revision(args.baseline, work / "baseline")
+            compileall.compile_dir(str(tree), quiet=1)
+            baseline_env = {**base_env, "PYTHONPATH": str(tree)}
         for rtt in (float(x) for x in args.rtt.split(",")):
             with hub_behind_delay(rtt / 2000, args.upstream) as (port, _):
                 host = f"registry.rocmenv.test:{port}"
@@ -186,6 +196,11 @@ def main() -> int:
                 if "validate" in wanted:
                     cases["rocmenv validate"] = [*rocmenv, "validate"]
                     cases["skopeo loop"] = ["sh", "-c", loop]
+                if args.baseline:
+                    for name in [n for n in cases if n.startswith("rocmenv ")]:
+                        twin = f"{args.baseline} {name.removeprefix('rocmenv ')}"
+                        cases[twin], envs[twin] = cases[name], baseline_env
+                ours_names = [n for n in cases if not n.startswith(("skopeo", "sh"))]
                 floor = [sys.executable, "-c", FLOOR, "registry.rocmenv.test", str(port)]
                 time_once(floor, base_env, project)  # warm
                 # round trips, once each: cold token cache, then warm (rocmenv)
@@ -194,10 +209,10 @@ def main() -> int:
                 for name, argv in cases.items():
                     shutil.rmtree(cache, ignore_errors=True)
                     before = hub_seq(port)
-                    time_once(argv, base_env, project)
+                    time_once(argv, envs.get(name, base_env), project)
                     trips[name] = hub_seq(port) - before
                     before = hub_seq(port)
-                    time_once(argv, base_env, project)
+                    time_once(argv, envs.get(name, base_env), project)
                     warm_trips[name] = hub_seq(port) - before
                 samples: dict[str, list[float]] = {
                     f"{n} ({c})": [] for n in cases for c in ("cold", "warm")
@@ -206,18 +221,25 @@ def main() -> int:
                 for _ in range(args.runs):
                     samples["floor"].append(time_once(floor, base_env, project))
                     for name, argv in cases.items():
-                        if name.startswith("rocmenv"):
+                        env = envs.get(name, base_env)
+                        if name in ours_names:
                             shutil.rmtree(cache, ignore_errors=True)
-                            samples[f"{name} (cold)"].append(time_once(argv, base_env, project))
-                            samples[f"{name} (warm)"].append(time_once(argv, base_env, project))
+                            samples[f"{name} (cold)"].append(time_once(argv, env, project))
+                            samples[f"{name} (warm)"].append(time_once(argv, env, project))
                         else:
                             samples[f"{name} (cold)"].append(time_once(argv, base_env, project))
                 med = {k: median_ms(v) for k, v in samples.items() if v}
-                for label, ours, theirs, target in (
+                compared = [
                     ("tags list", "rocmenv tags list", "skopeo list-tags", 1.2),
                     ("digest lookup", "rocmenv resolve --digest", "skopeo inspect --no-tags", 0.8),
                     (f"validate {len(tags)}", "rocmenv validate", "skopeo loop", None),
-                ):
+                ]
+                if args.baseline:
+                    compared += [
+                        (f"{label} ({args.baseline})", f"{args.baseline} {ours[8:]}", theirs, None)
+                        for label, ours, theirs, _ in list(compared)
+                    ]
+                for label, ours, theirs, target in compared:
                     if ours not in cases:
                         continue
                     base = med[f"{theirs} (cold)"]
@@ -235,7 +257,7 @@ def main() -> int:
                             f"{trips[ours]} ({warm_trips[ours]} warm) vs {trips[theirs]}",
                         ]
                     )
-                    if rtt == 30:
+                    if rtt == 30 and not ours.startswith(str(args.baseline)):
                         if target is not None:
                             verdicts.append(
                                 f"{label} cold ≤ {target}x: {'met' if cold / base <= target else 'MISSED'} "
