@@ -19,7 +19,8 @@ load hits every case alike):
 - with ``--baseline REV`` (repeatable): the same rocmenv cases of that git revision,
   exported and byte-compiled, run by the same interpreter.
 
-Everything is byte-compiled first (``compileall``; the machines set
+CPU: the median user + system time of the command itself (robust to load, unlike the wall
+time; the engine daemon's work is not counted). Everything is byte-compiled first (``compileall``; the machines set
 ``PYTHONDONTWRITEBYTECODE``). Printed: median and interquartile range of every case, the
 ratio of medians and the median and range of the per-round ratios, the stage medians, and
 the load average before and after. Target: ``rocmenv run`` ≤ 1.10× ``docker run``.
@@ -32,6 +33,7 @@ import compileall
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -62,12 +64,19 @@ def _default_image() -> str:
         return "rocmenv-test/base:py311"
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _time(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str]:
-    t0 = time.perf_counter()
+    """Wall seconds (and stderr); the child's CPU seconds go to ``_time.cpu``."""
+    cpu0, t0 = _cpu(), time.perf_counter()
     done = subprocess.run(
         argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
     )
     elapsed = time.perf_counter() - t0
+    _time.cpu = _cpu() - cpu0  # type: ignore[attr-defined]
     if done.returncode != 0:
         raise SystemExit(
             f"benchmark command failed ({done.returncode}): {' '.join(argv)}\n{done.stderr.decode()}"
@@ -149,6 +158,7 @@ def main() -> int:
         for argv, case_env in variants.values():  # warm: image layers, launcher bundle, .pyc
             _time(argv, project, case_env)
         times: dict[str, list[float]] = {name: [] for name in variants}
+        cpu: dict[str, list[float]] = {name: [] for name in variants}
         stages: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
         names = list(variants)
         for r in range(args.rounds):
@@ -157,6 +167,7 @@ def main() -> int:
                 argv, case_env = variants[name]
                 wall, stderr = _time(argv, project, case_env)
                 times[name].append(wall)
+                cpu[name].append(_time.cpu * 1000)  # type: ignore[attr-defined]
                 found = _stages(stderr, wall)
                 if found is not None:
                     stages[name].append(found)
@@ -164,6 +175,8 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()
     report = _report(args, image, times, stages, load_before, load_after)
+    for name, case in report["cases"].items():  # type: ignore[attr-defined]
+        case["cpu_ms"] = round(statistics.median(cpu[name]), 1)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -225,10 +238,12 @@ def _print(report: dict[str, object]) -> None:
         f"rounds; load average {loads['before'][0]:.2f} before, {loads['after'][0]:.2f} after, "
         f"{report['cpus']} CPUs"
     )
-    print(f"  {'case':34s} {'median':>7s} {'IQR':>11s}   ratio (per round: median, IQR)")
+    print(
+        f"  {'case':34s} {'median':>7s} {'IQR':>11s} {'CPU':>6s}   ratio (per round: median, IQR)"
+    )
     for name, case in cases.items():
         iqr = f"{case['iqr_ms'][0]}-{case['iqr_ms'][1]}"
-        line = f"  {name:34s} {case['median_ms']:5.0f}ms {iqr:>11s}"
+        line = f"  {name:34s} {case['median_ms']:5.0f}ms {iqr:>11s} {case['cpu_ms']:4.0f}ms"
         if "ratio" in case:
             pr = case["ratio_per_round"]
             line += f"   {case['ratio']:.2f}x ({pr['median']:.2f}x, {pr['iqr'][0]:.2f}-{pr['iqr'][1]:.2f})"
@@ -240,7 +255,10 @@ def _print(report: dict[str, object]) -> None:
         if "stages_ms" in case:
             parts = ", ".join(f"{k} {v:.0f}" for k, v in case["stages_ms"].items())
             print(f"    {name}: {parts}")
-    print("  ratio: rocmenv / docker run (shims against docker run +launcher); target <= 1.10x")
+    print(
+        "  ratio: rocmenv / docker run (shims against docker run +launcher); target <= 1.10x; "
+        "CPU: the command's own user + system time (the daemon's not counted)"
+    )
 
 
 def _launcher_args(
