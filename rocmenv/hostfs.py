@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -97,7 +96,7 @@ def write_atomic(
     dir_fd = open_dir(path.parent, within=within, create=parents, mode=dir_mode)
     try:
         name = _name(path)
-        tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600, dir_fd=dir_fd)  # fmt: skip
         try:

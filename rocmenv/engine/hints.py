@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 
 from rocmenv.engine.select import START_HINT
+from rocmenv.lazy import Pattern
 
 CONTEXT_HINT = (
     "the docker CLI context {name} does not exist: `docker context ls` lists them; unset "
@@ -35,7 +36,7 @@ REFUSED_HINT = (
     "`sudo systemctl start docker` (`journalctl -u docker` says why it stopped), or point "
     "DOCKER_HOST at the socket of a running engine"
 )
-_CLI_CANNOT_CONNECT = re.compile(r"Cannot connect to the Docker daemon at unix://(\S+?)\.? ")
+_CLI_CANNOT_CONNECT = Pattern(r"Cannot connect to the Docker daemon at unix://(\S+?)\.? ")
 
 
 def unreachable_hint(text: str, env: Mapping[str, str]) -> str:

@@ -21,13 +21,13 @@ against) and the daemon's own ``ApiVersion`` (the ``Api-Version`` header of ``/_
 from __future__ import annotations
 
 import json
-import re
 import socket
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 from urllib.parse import quote, urlencode
 
 from rocmenv.errors import EngineProtocolError
+from rocmenv.lazy import Pattern
 
 Query = Mapping[str, str | int | bool]
 
@@ -38,9 +38,9 @@ API_MIN: Final = "1.24"
 MAX_BODY: Final = 64 << 20
 MAX_HEAD: Final = 1 << 20
 
-_STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([1-5][0-9][0-9])(?: .*)?")
-_VERSION = re.compile(r"([1-9][0-9]{0,2})\.([0-9]{1,3})")
-_CHUNK_SIZE = re.compile(rb"[0-9a-fA-F]{1,15}")
+_STATUS_LINE = Pattern(rb"HTTP/1\.[01] ([1-5][0-9][0-9])(?: .*)?")
+_VERSION = Pattern(r"([1-9][0-9]{0,2})\.([0-9]{1,3})")
+_CHUNK_SIZE = Pattern(rb"[0-9a-fA-F]{1,15}")
 
 
 def _version_key(text: str) -> tuple[int, int]:

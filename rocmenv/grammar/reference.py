@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rocmenv.errors import ConfigError, InvalidReference, ReferenceSyntaxError
+from rocmenv.lazy import Pattern
 
 DEFAULT_DOMAIN = "docker.io"
 LEGACY_DEFAULT_DOMAIN = "index.docker.io"
@@ -48,17 +49,13 @@ _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*[:][0-9A-Fa-f]{32
 _NAME = r"(?:" + _DOMAIN_AND_PORT + r"/)?" + _REMOTE_NAME
 
 # re.ASCII: Go's \w is ASCII-only. fullmatch: Python's `$` would accept a trailing newline.
-_REFERENCE_RE = re.compile(
-    r"(" + _NAME + r")(?::(" + _TAG + r"))?(?:@(" + _DIGEST + r"))?", re.ASCII
-)
-_ANCHORED_NAME_RE = re.compile(
-    r"(?:(" + _DOMAIN_AND_PORT + r")/)?(" + _REMOTE_NAME + r")", re.ASCII
-)
-_TAG_RE = re.compile(_TAG, re.ASCII)
-_DIGEST_RE = re.compile(_DIGEST, re.ASCII)
-_IDENTIFIER_RE = re.compile(r"[a-f0-9]{64}", re.ASCII)
-_PATH_COMPONENT_RE = re.compile(_PATH_COMPONENT, re.ASCII)
-_DOMAIN_RE = re.compile(_DOMAIN_AND_PORT, re.ASCII)
+_REFERENCE_RE = Pattern(r"(" + _NAME + r")(?::(" + _TAG + r"))?(?:@(" + _DIGEST + r"))?", re.ASCII)
+_ANCHORED_NAME_RE = Pattern(r"(?:(" + _DOMAIN_AND_PORT + r")/)?(" + _REMOTE_NAME + r")", re.ASCII)
+_TAG_RE = Pattern(_TAG, re.ASCII)
+_DIGEST_RE = Pattern(_DIGEST, re.ASCII)
+_IDENTIFIER_RE = Pattern(r"[a-f0-9]{64}", re.ASCII)
+_PATH_COMPONENT_RE = Pattern(_PATH_COMPONENT, re.ASCII)
+_DOMAIN_RE = Pattern(_DOMAIN_AND_PORT, re.ASCII)
 
 DIGEST_ALGORITHMS: dict[str, int] = {"sha256": 64, "sha384": 96, "sha512": 128}
 
@@ -379,7 +376,7 @@ def host_of(domain: str) -> str:
 
 # -- registry hosts (mirrors, insecure registries) ---------------------------------------
 
-_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+_HOST_LABEL = Pattern(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
 
 
 def host_problem(text: str) -> str | None:

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from rocmenv.lazy import Pattern
+
 Family = Literal["nightly", "release", "floating", "date-only", "unknown"]
 FAMILY_NAMES: tuple[str, ...] = ("nightly", "release", "floating", "date-only", "unknown")
 
@@ -58,12 +60,10 @@ _ROCM = r"rocm(?P<rocm>[0-9]{2,4})"
 _GPU = r"(?P<gpu>mi[0-9]{2,3}x|gfx[0-9]{3,4}[a-z]?)"
 _DATE = r"(?P<date>20[0-9]{6})(?P<time>[0-9]{4})?"
 
-_NIGHTLY_RE = re.compile(
-    rf"v{_SGLANG}-{_ROCM}-{_GPU}-{_DATE}(?:-(?P<suffix>preview|srt))?", re.ASCII
-)
-_RELEASE_RE = re.compile(rf"v{_SGLANG}-{_ROCM}(?:-{_GPU})?(?:-(?P<suffix>srt))?", re.ASCII)
-_PROJECT_RE = re.compile(rf"(?P<project>[a-z][a-z0-9]*)-{_ROCM}-{_GPU}(?:-{_DATE})?", re.ASCII)
-_DATE_ONLY_RE = re.compile(r"(?P<date>20[0-9]{6})(?:-?(?P<suffix>srt|rc))?", re.ASCII)
+_NIGHTLY_RE = Pattern(rf"v{_SGLANG}-{_ROCM}-{_GPU}-{_DATE}(?:-(?P<suffix>preview|srt))?", re.ASCII)
+_RELEASE_RE = Pattern(rf"v{_SGLANG}-{_ROCM}(?:-{_GPU})?(?:-(?P<suffix>srt))?", re.ASCII)
+_PROJECT_RE = Pattern(rf"(?P<project>[a-z][a-z0-9]*)-{_ROCM}-{_GPU}(?:-{_DATE})?", re.ASCII)
+_DATE_ONLY_RE = Pattern(r"(?P<date>20[0-9]{6})(?:-?(?P<suffix>srt|rc))?", re.ASCII)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,8 +246,8 @@ class Constraints:
 
 
 #: Tag constraints as rocmenv can compare them (bounded: a 5000-digit version broke int()).
-ROCM_CONSTRAINT = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){0,2}", re.ASCII)
-GPU_CONSTRAINT = re.compile(r"mi[0-9]{2,3}x|gfx[0-9]{3,4}[a-z]?", re.ASCII)
+ROCM_CONSTRAINT = Pattern(r"[0-9]{1,4}(?:\.[0-9]{1,4}){0,2}", re.ASCII)
+GPU_CONSTRAINT = Pattern(r"mi[0-9]{2,3}x|gfx[0-9]{3,4}[a-z]?", re.ASCII)
 
 
 def _specifier_set(text: str) -> object | None:

@@ -7,6 +7,12 @@ interleaved by family (IPv6, IPv4, IPv6, …, in resolver order) and a new attem
 the others are closed. The connect timeout bounds the whole race, not each address.
 
 :func:`pool_classes` gives urllib3 connection pools whose connections connect this way.
+
+**Dialled ahead** (:func:`predial`): a command's first registry request starts its TCP
+connection (name resolution included) on a thread *before* urllib3 is imported and the TLS
+context built — ~40 ms of CPU that the connection's round trip now overlaps; the first
+connection urllib3 opens to that host and port takes the socket (or the error the attempt
+met, so failures read as before). Unused sockets are closed by :func:`discard_predials`.
 """
 
 from __future__ import annotations
@@ -26,6 +32,86 @@ ATTEMPT_DELAY = 0.25  # RFC 8305's recommended "Connection Attempt Delay"
 #: a request header the transport sets and the connection removes before sending: the
 #: monotonic time by which the response head must have arrived
 DEADLINE_HEADER = "X-Rocmenv-Deadline"
+
+
+class _Dial:
+    """One connection made ahead of its use, on a daemon thread."""
+
+    def __init__(self, host: str, port: int, timeout: float | None) -> None:
+        self.done = threading.Event()
+        self.sock: socket.socket | None = None
+        self.error: OSError | None = None
+        self.taken = False
+        threading.Thread(
+            target=self._connect, args=(host, port, timeout), name="rocmenv-predial", daemon=True
+        ).start()
+
+    def _connect(self, host: str, port: int, timeout: float | None) -> None:
+        try:
+            self.sock = happy_connect(host, port, timeout, socket_options=NODELAY)
+        except OSError as err:  # gaierror, TimeoutError, refused: told when the socket is taken
+            self.error = err
+        finally:
+            self.done.set()
+
+    def close(self) -> None:
+        """Close the socket whenever the attempt ends (now, or later on its thread)."""
+        if self.done.is_set():
+            if self.sock is not None:
+                self.sock.close()
+            return
+        threading.Thread(target=self._close_when_done, daemon=True).start()
+
+    def _close_when_done(self) -> None:
+        self.done.wait()
+        if self.sock is not None:
+            self.sock.close()
+
+
+#: urllib3's default socket options (``HTTPConnection.default_socket_options``)
+NODELAY: list[tuple[int, int, int]] = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+_dials: dict[tuple[str, int], _Dial] = {}
+_dials_lock = threading.Lock()
+
+
+def predial(host: str, port: int, timeout: float | None) -> None:
+    """Start connecting to ``host:port`` now (module docstring); once per host and port."""
+    key = (host.lower().rstrip("."), port)
+    with _dials_lock:
+        if key not in _dials:
+            _dials[key] = _Dial(key[0], port, timeout)
+
+
+def take_predialed(
+    host: str, port: int, timeout: float | None, socket_options: Any, source_address: Any
+) -> socket.socket | None:
+    """The socket :func:`predial` made for ``host:port`` (waiting for it at most
+    ``timeout``), or None when there is none or it was made with other options. Raises what
+    the attempt met (``TimeoutError`` if it is still pending after ``timeout``)."""
+    with _dials_lock:
+        dial = _dials.pop((host.lower().rstrip("."), port), None)
+    if dial is None:
+        return None
+    if source_address or list(socket_options or ()) != NODELAY:
+        dial.close()
+        return None
+    if not dial.done.wait(timeout):
+        dial.close()
+        raise TimeoutError(f"connecting to {host}:{port} timed out")
+    if dial.error is not None:
+        raise dial.error
+    assert dial.sock is not None
+    dial.sock.settimeout(timeout)
+    return dial.sock
+
+
+def discard_predials() -> None:
+    """Close every socket dialled ahead and not taken."""
+    with _dials_lock:
+        dials = list(_dials.values())
+        _dials.clear()
+    for dial in dials:
+        dial.close()
 
 
 def interleave(infos: list[Any]) -> list[Any]:
@@ -133,7 +219,9 @@ def pool_classes() -> dict[str, Any]:
 
     def new_conn(self: Any) -> socket.socket:
         try:
-            sock = happy_connect(
+            sock = take_predialed(
+                self._dns_host, self.port, self.timeout, self.socket_options, self.source_address
+            ) or happy_connect(
                 self._dns_host,
                 self.port,
                 self.timeout,

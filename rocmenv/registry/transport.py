@@ -100,6 +100,7 @@ class Transport:
         self._contexts: dict[tuple[Any, ...], ssl.SSLContext] = {}
         self._plain: set[str] = set()  # insecure hosts that answered only plain HTTP
         self._tls_ok: set[str] = set()  # insecure hosts that answered over HTTPS
+        self._first = True  # the first request dials ahead (rocmenv.registry.connect.predial)
 
     def close(self) -> None:
         with self._lock:
@@ -107,6 +108,10 @@ class Transport:
             self._managers.clear()
         for manager in managers:
             manager.clear()
+        if not self._first:
+            from rocmenv.registry.connect import discard_predials
+
+            discard_predials()
 
     # -- where and how ----------------------------------------------------------------------
 
@@ -219,11 +224,21 @@ class Transport:
     ) -> tuple[urllib3.BaseHTTPResponse, dict[str, str], float]:
         """Send the request and read the answer's head: the response (its body unread), its
         headers (lower-case names) and the deadline its body must arrive by."""
-        import urllib3
-
         parts = urllib.parse.urlsplit(url)
         host = parts.netloc
         insecure = self.is_insecure(registry_host or host) or self.is_insecure(host)
+        from rocmenv.registry.proxy import proxy_for
+
+        proxy = proxy_for(url, self.env, self.settings.proxy, self.settings.no_proxy)
+        if self._first:  # HTTPS straight to the host: connect while urllib3 is imported
+            self._first = False
+            if parts.scheme == "https" and not insecure and proxy is None and parts.hostname:
+                from rocmenv.registry.connect import predial
+
+                within = min(self.settings.timeout, max(0.0, self.deadline_left()))
+                predial(parts.hostname, parts.port or 443, within)
+        import urllib3
+
         now = self._clock()
         if now >= self._command_end:
             raise RegistryUnavailable(
@@ -241,9 +256,6 @@ class Transport:
         timeout = urllib3.Timeout(
             connect=min(self.settings.timeout, left), read=min(self.settings.timeout, left)
         )
-        from rocmenv.registry.proxy import proxy_for
-
-        proxy = proxy_for(url, self.env, self.settings.proxy, self.settings.no_proxy)
         manager = self._manager(proxy)
         from rocmenv.registry.connect import DEADLINE_HEADER
 

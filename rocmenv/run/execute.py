@@ -30,7 +30,6 @@ from rocmenv.engine.protocol import Attachment, Engine, ImageInfo
 from rocmenv.engine.select import choose_engine_kind, in_container, make_engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
 from rocmenv.run.interrupt import Interrupted, Job, SignalWatch
-from rocmenv.run.planted import sweep_after
 from rocmenv.run.stages import Stage, Stages
 from rocmenv.settings.resolve import Flags, Settings, settings_for
 from rocmenv.spec.gpu import family_mismatch
@@ -253,7 +252,10 @@ def _container_life(
                 stages.enter(Stage.REMOVING)
     finally:
         stages.enter(Stage.CLEANUP)  # after the container is gone, before the status returns
-        sweep_after(box.spec, reporter)  # untrusted: what the host would honour, neutralised
+        if box.spec.untrusted:  # what the host would honour, neutralised
+            from rocmenv.run.planted import sweep_after
+
+            sweep_after(box.spec, reporter)
 
 
 def _attached_run(

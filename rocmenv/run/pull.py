@@ -35,13 +35,14 @@ from rocmenv.errors import (
     PullRateLimited,
     RocmenvError,
 )
+from rocmenv.lazy import Pattern
 
 if TYPE_CHECKING:
     from rocmenv.registry.client import RegistryClient
 
 FailureKind = Literal["rate-limit", "server", "connection", "fatal"]
 
-_SHORT_ID = re.compile(r"[0-9a-f]{12}")
+_SHORT_ID = Pattern(r"[0-9a-f]{12}")
 _DONE = ("download complete", "verifying checksum", "extracting", "pull complete")
 
 
@@ -124,11 +125,11 @@ class PullObserver(Protocol):
     def done(self, result: PullResult) -> None: ...
 
 
-_RATE = re.compile(r"\b429\b|toomanyrequests|too many requests|rate.?limit", re.I)
-_SERVER = re.compile(
+_RATE = Pattern(r"\b429\b|toomanyrequests|too many requests|rate.?limit", re.I)
+_SERVER = Pattern(
     r"\b5\d\d\b|service unavailable|bad gateway|gateway time-?out|internal server error", re.I
 )
-_CONNECTION = re.compile(
+_CONNECTION = Pattern(
     r"connection reset|\bEOF\b|broken pipe|connection refused|i/o timeout|timed? ?out|"
     r"TLS handshake|no route to host|network is unreachable|unexpected end|closed",
     re.I,

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rocmenv.errors import ConfigError, UsageError
+from rocmenv.lazy import Pattern
 
 
 def did_you_mean(word: str, candidates: list[str] | tuple[str, ...]) -> str:
@@ -54,7 +55,7 @@ def as_choice(value: Any, choices: tuple[str, ...], where: str) -> str:
     return text
 
 
-_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(i?b)?", re.I)
+_SIZE = Pattern(r"([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(i?b)?", re.I)
 
 
 def parse_size(text: str) -> int:

@@ -7,16 +7,16 @@ else the built-in ``rocm``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from rocmenv.errors import ConfigError
+from rocmenv.lazy import Pattern
 from rocmenv.settings.keys import as_str, did_you_mean
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Profile, parse_profile
 
-PROFILE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+PROFILE_NAME_RE = Pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def build_profiles(

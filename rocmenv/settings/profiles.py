@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rocmenv.errors import ConfigError, RocmenvError
+from rocmenv.lazy import Pattern
 from rocmenv.settings.choices import (
     ENGINE_NAMES,
     GPU_DEVICE_NAMINGS,
@@ -172,7 +173,7 @@ BUILTIN_PROFILES: dict[str, Profile] = {
 # -- parsing --------------------------------------------------------------------------------
 
 
-_SIZE_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?[bkmgBKMG]?")
+_SIZE_RE = Pattern(r"[0-9]+(?:\.[0-9]+)?[bkmgBKMG]?")
 
 
 def as_size(value: Any, where: str) -> str:
@@ -218,7 +219,7 @@ def parse_ulimit(name: str, value: Any, where: str) -> Ulimit:
     return Ulimit(name=name, soft=soft, hard=hard)
 
 
-_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_NAME_RE = Pattern(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def check_env_name(name: str, where: str, error: type[RocmenvError] = ConfigError) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the slow path (parsing shims, building bundles) imports the
 
 from rocmenv import launcher
 from rocmenv.errors import ConfigError
+from rocmenv.lazy import Pattern
 
 ShimSource = Literal["catalogue", "entry-point"]
 
@@ -102,9 +103,9 @@ ENTRY_POINT_GROUP = "rocmenv.shims"
 REQUIRED_CONSTANTS = ("NAME", "TARGET", "DISTRIBUTIONS", "SPECIFIER")
 REQUIRED_FUNCTIONS = ("probe", "static_probe", "apply")
 
-_NAME_RE = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
-_DOTTED_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_DIST_RE = re.compile(r"^(?:[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+_NAME_RE = Pattern(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
+_DOTTED_RE = Pattern(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_DIST_RE = Pattern(r"^(?:[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
 
 
 def _literal(node: ast.expr, name: str, path: Path) -> Any:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from rocmenv.errors import GpuSelectionError
+from rocmenv.lazy import Pattern
 
 CONTAINER_KFD = "/dev/kfd"
 CONTAINER_DRI = "/dev/dri"
@@ -230,13 +231,13 @@ def discover(sysfs_root: Path, dev_root: Path) -> GpuInventory:
 
 SelectionKind = Literal["all", "none", "subset"]
 
-_INDEX_RE = re.compile(r"[0-9]+", re.ASCII)
-_RANGE_RE = re.compile(r"([0-9]+)-([0-9]+)", re.ASCII)
+_INDEX_RE = Pattern(r"[0-9]+", re.ASCII)
+_RANGE_RE = Pattern(r"([0-9]+)-([0-9]+)", re.ASCII)
 #: The largest GPU index ``--gpus`` accepts before looking at the host (KFD numbers nodes
 #: in the hundreds at most): ``0-99999999999`` is refused, not expanded.
 MAX_GPU_INDEX = 1023
-_UUID_RE = re.compile(r"(?i)(?:GPU-|0x)?([0-9a-f]{16})")
-_PCI_RE = re.compile(r"(?i)(?:([0-9a-f]{4}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])")
+_UUID_RE = Pattern(r"(?i)(?:GPU-|0x)?([0-9a-f]{16})")
+_PCI_RE = Pattern(r"(?i)(?:([0-9a-f]{4}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])")
 
 _GPUS_HINT = "use all, none, indices (0,1), ranges (0-3), UUIDs (GPU-<16 hex>) or PCI addresses"
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from rocmenv.context import Context, find_checkout
 from rocmenv.image.pinning import ImageChoice, choose_image
@@ -28,10 +29,12 @@ from rocmenv.settings.profiles import Profile
 from rocmenv.settings.resolve import Settings
 from rocmenv.spec.builder import add_launcher, build_runspec, check_devices
 from rocmenv.spec.gpu import discover
-from rocmenv.spec.guard import Guard, guard_for
 from rocmenv.spec.hostpaths import find_socket
 from rocmenv.spec.labels import Identity
 from rocmenv.spec.runspec import HostFacts, LauncherMount, Overrides, RunSpec, wants_gpus
+
+if TYPE_CHECKING:  # the guard is imported by an untrusted plan only
+    from rocmenv.spec.guard import Guard
 
 #: What a spec without an image says in its place (``options`` of a profile without one).
 NO_IMAGE = "IMAGE"
@@ -90,7 +93,11 @@ def choose(
     """The guard (untrusted mode) and the image: an image the policy refuses is refused
     before any registry or engine is asked."""
     profile = settings.profile
-    guard = guard_for(settings, find_checkout(ctx.cwd)) if settings.untrusted else None
+    guard = None
+    if settings.untrusted:
+        from rocmenv.spec.guard import guard_for
+
+        guard = guard_for(settings, find_checkout(ctx.cwd))
     if guard is not None and profile.image is not None and not cli_image:
         guard.check_image(profile.image.repository, profile)
     if not needs_image and not cli_image and profile.image is None:

@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from rocmenv.errors import EngineError, UsageError
+from rocmenv.lazy import Pattern
 from rocmenv.spec.labels import LABEL_PREFIX
 from rocmenv.spec.runspec import RunSpec
 
@@ -64,7 +65,7 @@ def render_docker(
 #: What needs no quoting in a shell word (``shlex.quote``'s own set). The text renderings
 #: are split by tools that do not honour quotes (module docstring): an argument outside it
 #: is refused, not quoted.
-SAFE_WORD = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
+SAFE_WORD = Pattern(r"[\w@%+=:,./-]+", re.ASCII)
 SPLIT_BY = {
     "gha": "GitHub's runner passes container.options to docker split on whitespace, without "
     "a shell's quoting",
@@ -188,7 +189,7 @@ def _yaml_scalar(value: Any) -> str:
     return json.dumps(str(value), ensure_ascii=True)
 
 
-_PLAIN_KEY = re.compile(r"[a-z_][a-z0-9_]*")
+_PLAIN_KEY = Pattern(r"[a-z_][a-z0-9_]*")
 _YAML_WORDS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
 
 

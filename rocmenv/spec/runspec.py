@@ -8,13 +8,13 @@ touches an engine.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from rocmenv.errors import ConfigError
+from rocmenv.lazy import Pattern
 from rocmenv.settings.profiles import Profile, Ulimit
 from rocmenv.spec.gpu import (
     GpuInventory,
@@ -163,7 +163,7 @@ class LauncherMount:
 
 
 #: A CDI device name: ``vendor.com/class=name`` (the CDI spec's grammar for each part).
-CDI_NAME_RE = re.compile(
+CDI_NAME_RE = Pattern(
     r"[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*=[A-Za-z0-9][A-Za-z0-9_.:-]*"
 )
 

@@ -112,3 +112,98 @@ def test_the_private_deadline_header_is_never_sent() -> None:
         server.close()
     assert resp.status == 200 and resp.body == b"{}"
     assert seen and DEADLINE_HEADER.lower().encode() not in seen[0].lower()
+
+
+# -- dialled ahead (issue 20: the first connection overlaps urllib3's import) -----------------
+
+
+def _accepted(server: socket.socket) -> list[socket.socket]:
+    """Every connection the listening ``server`` has queued (none left after 0.3 s)."""
+    out = []
+    server.settimeout(0.3)
+    with contextlib.suppress(TimeoutError):
+        while True:
+            out.append(server.accept()[0])
+    return out
+
+
+@contextlib.contextmanager
+def listening() -> Iterator[tuple[socket.socket, int]]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    try:
+        yield server, server.getsockname()[1]
+    finally:
+        server.close()
+
+
+def test_the_first_connection_to_a_host_takes_the_socket_dialled_ahead_and_only_it() -> None:
+    from rocmenv.registry.connect import pool_classes, predial
+
+    https = pool_classes()["https"].ConnectionCls
+    with listening() as (server, port):
+        predial("127.0.0.1", port, 5.0)
+        predial("127.0.0.1", port, 5.0)  # once per host and port
+        first = https("127.0.0.1", port, timeout=5.0)._new_conn()
+        second = https("127.0.0.1", port, timeout=5.0)._new_conn()
+        peers = _accepted(server)
+        try:
+            assert len(peers) == 2  # the one dialled ahead, then a fresh one
+            assert first.getsockname() == peers[0].getpeername()
+            assert second.getsockname() == peers[1].getpeername()
+            assert first.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)  # urllib3's option
+            assert first.gettimeout() == 5.0
+        finally:
+            for s in (first, second, *peers):
+                s.close()
+
+
+def test_an_attempt_ahead_that_failed_is_the_connections_failure_not_a_second_try() -> None:
+    from urllib3.exceptions import NewConnectionError
+
+    from rocmenv.registry.connect import pool_classes, predial
+
+    refused = socket.socket()
+    refused.bind(("127.0.0.1", 0))  # bound, not listening: connection refused
+    try:
+        port = refused.getsockname()[1]
+        predial("127.0.0.1", port, 5.0)
+        with pytest.raises(NewConnectionError, match="refused"):
+            pool_classes()["https"].ConnectionCls("127.0.0.1", port, timeout=5.0)._new_conn()
+    finally:
+        refused.close()
+
+
+def test_a_socket_dialled_ahead_and_not_taken_is_closed_when_the_transport_closes() -> None:
+    from rocmenv.registry import connect
+
+    with listening() as (server, port):
+        connect.predial("localhost.", port, 5.0)
+        (peer,) = _accepted(server)
+        try:
+            connect.discard_predials()
+            peer.settimeout(2)
+            assert peer.recv(1) == b""  # closed by us
+            assert connect._dials == {}
+        finally:
+            peer.close()
+
+
+def test_a_first_request_through_a_proxy_is_not_dialled_ahead() -> None:
+    from rocmenv.errors import RegistryUnavailable
+    from rocmenv.registry import connect
+    from rocmenv.registry.transport import Transport
+    from rocmenv.settings.registry import RegistrySettings
+
+    with listening() as (registry, port), listening() as (proxy, proxy_port):
+        proxied = Transport(
+            RegistrySettings(retries=0, timeout=1, proxy=f"http://127.0.0.1:{proxy_port}"),
+            {"ROCMENV_REGISTRY_BACKOFF": "0"},
+        )
+        with pytest.raises(RegistryUnavailable):
+            proxied.send_with_retries("GET", f"https://127.0.0.1:{port}/v2/", {}, "ping")
+        assert connect._dials == {}
+        assert _accepted(registry) == []  # never contacted directly
+        for peer in _accepted(proxy):
+            peer.close()
