@@ -316,3 +316,15 @@ def test_sbatch_script_from_options_runs_on_the_allocated_gpus(
     seen = [line for line in text.splitlines() if line.startswith("renderD")]
     assert sorted(seen) == sorted(Path(f).name for f in files)
     assert project.containers() == []
+
+
+def test_an_allocation_slurm_refuses_is_a_clear_error(project: Project, slurm: Path) -> None:
+    _suite_with_slurm(project, "nowhere", [Spec(name="n1", gpus=1, est=1, sleep=0)])
+    config = project.root / "rocmenv.toml"
+    config.write_text(config.read_text() + 'partition = "nope"\n')
+    done = project.run("suite", "run", "nowhere", "--backend", "slurm", env=_env(slurm),
+                       timeout=120)  # fmt: skip
+    assert done.returncode == 4, done.stderr  # SlurmError: an engine error
+    assert "salloc could not allocate 1 GPU(s)" in done.stderr
+    assert "Invalid partition" in done.stderr and "Traceback" not in done.stderr
+    assert _jobs() == [] and project.containers() == []
