@@ -18,7 +18,11 @@ Shapes: ``half`` — 6 tests of 1/2/4 GPUs while another job holds 4 of the 8 GP
 (:func:`rocmenv.suite.packer.simulate`): the gap between it and the lower bound is the
 packing, the rest is per-test start-up (srun, the node's rocmenv, the container).
 
-    .venv/bin/python benchmarks/bench_slurm.py [--repeats 3] [--shapes half,whole] [--json]
+``--scale F`` multiplies every test's time (the per-test start-up is the same, so a longer
+suite shows how it amortises; the reference CI's tests run for minutes).
+
+    .venv/bin/python benchmarks/bench_slurm.py [--repeats 3] [--shapes half,whole] [--scale 1]
+        [--modes "slurm jobs,slurm steps,local"] [--json]
 """
 
 from __future__ import annotations
@@ -83,9 +87,14 @@ def _project(root: Path, shape: str, spec: list[tuple[int, float]], packing: str
     (root / "rocmenv.toml").write_text(text)
 
 
-def run_once(shape: str, mode: str, host_env: dict[str, str]) -> tuple[float, float]:
-    """(the suite's makespan as reported, the command's wall time)."""
+def scaled(shape: str, scale: float) -> tuple[int, list[tuple[int, float]]]:
     free, spec = SHAPES[shape]
+    return free, [(g, round(s * scale, 2)) for g, s in spec]
+
+
+def run_once(shape: str, mode: str, host_env: dict[str, str], scale: float) -> tuple[float, float]:
+    """(the suite's makespan as reported, the command's wall time)."""
+    free, spec = scaled(shape, scale)
     with tempfile.TemporaryDirectory(prefix="bench-slurm-") as tmp:
         root = Path(tmp)
         _project(root, shape, spec, "slurm" if mode == "slurm jobs" else "rocmenv")
@@ -122,6 +131,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--shapes", default="half,whole")
+    parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--modes", default="slurm jobs,slurm steps,local")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -136,7 +146,7 @@ def main() -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     rows, doc = [], {}
     for shape in [x.strip() for x in args.shapes.split(",") if x.strip()]:
-        free, spec = SHAPES[shape]
+        free, spec = scaled(shape, args.scale)
         jobs = _jobs(spec)
         times = {j.name: j.estimate for j in jobs}
         lb = lower_bound(jobs, times, free)
@@ -147,7 +157,9 @@ def main() -> int:
             for _ in range(args.repeats):
                 for mode in modes:
                     samples[mode].append(
-                        run_once(shape, mode, local_env if mode == "local" else slurm_env)
+                        run_once(
+                            shape, mode, local_env if mode == "local" else slurm_env, args.scale
+                        )
                     )
                     loads.append(os.getloadavg()[0])
         for mode in modes:
@@ -155,11 +167,11 @@ def main() -> int:
             walls = [w for _m, w in samples[mode]]
             med = statistics.median(spans)
             rows.append(
-                (shape, mode, f"{free}/8", f"{lb:.1f}", f"{sim:.1f}", f"{med:.1f}",
+                (f"{shape} x{args.scale:g}", mode, f"{free}/8", f"{lb:.1f}", f"{sim:.1f}", f"{med:.1f}",
                  f"{min(spans):.1f}-{max(spans):.1f}", f"{med / lb:.2f}",
                  f"{statistics.median(walls):.1f}", f"{statistics.median(loads):.2f}")
             )  # fmt: skip
-            doc[f"{shape}/{mode}"] = {
+            doc[f"{shape}x{args.scale:g}/{mode}"] = {
                 "lower_bound": lb, "simulated": sim, "makespans": spans, "walls": walls,
                 "median_over_lb": med / lb, "load": loads,
             }  # fmt: skip

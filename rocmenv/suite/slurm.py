@@ -1,5 +1,7 @@
 """The Slurm backend: each test a Slurm job asking for its GPU count, run on the allocated
-node with exactly the GPUs Slurm allocated (see :mod:`rocmenv.suite.allocation`).
+node with exactly the GPUs Slurm allocated (see :mod:`rocmenv.suite.allocation`). This is
+``[slurm] packing = "slurm"``; the default packs the tests as job steps of one allocation
+(:mod:`rocmenv.suite.steps`, which uses this module's node command, log and markers).
 
 Submitting side (:class:`SlurmBackend`): ``srun --gres=gpu[:TYPE]:K`` (or ``--gpus=K``),
 ``--time`` = estimate x ``time-factor`` (at least ``min-time``), partition, account and
@@ -142,9 +144,10 @@ class SlurmBackend:
         *,
         gone: Callable[[], None],
     ) -> Outcome:
-        """Run one attempt's ``srun`` into its log; ``stop_slurm`` cancels what it made (srun is
-        terminated too unless it returns True: Slurm's own stop is under way); after a cancel, ``gone`` waits until Slurm
-        has ended it (the node side removes its container meanwhile)."""
+        """Run one attempt's ``srun`` into its log (a job, or a step of
+        :mod:`rocmenv.suite.steps`). ``stop_slurm`` cancels what it made; srun is terminated
+        too unless it returns True (Slurm's own stop is under way). After a cancel, ``gone``
+        waits until Slurm has ended it (the node side removes its container meanwhile)."""
         from rocmenv.suite.local import log_name, open_log
 
         log_path = self.log_dir / log_name(job.name, job.attempt)

@@ -115,16 +115,24 @@ def allocation_tasks(jobs: Sequence[Job], gpus: int, max_parallel: int | None = 
     return max(1, count)
 
 
-def allocation_seconds(settings: SlurmSettings, jobs: Sequence[Job]) -> float:
-    """The allocation's time limit: every attempt of every test one after another, each at
-    its own limit (a bound, not a reservation: the allocation ends with the suite)."""
-    total = 0.0
+def allocation_seconds(settings: SlurmSettings, jobs: Sequence[Job], gpus: int) -> float:
+    """The allocation's time limit: the packer's schedule on ``gpus`` GPUs with every attempt
+    of every test at its own limit, doubled (list scheduling with shorter actual times can
+    take longer, never twice as long), and never more than all of them one after another.
+    Tight enough for a partition's ``MaxTime``; the allocation ends with the suite anyway."""
+    from rocmenv.suite.packer import simulate
+
+    worst: dict[str, float] = {}
     for job in jobs:
         retries = job.policy.retries if job.policy is not None else 0
         wait = job.policy.retry_wait if job.policy is not None else 0.0
         per_attempt = 60 * int(time_limit(settings, job.estimate))
-        total += per_attempt * (1 + retries) + wait * retries
-    return total
+        worst[job.name] = per_attempt * (1 + retries) + wait * retries
+    serial = sum(worst.values())
+    if not jobs:
+        return serial
+    planned = max(slot.end for slot in simulate(jobs, worst, max(gpus, 1)))
+    return min(serial, 2 * planned)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,7 +147,7 @@ def salloc_argv(settings: SlurmSettings, jobs: Sequence[Job], *, name: str, gpus
     return [
         "salloc", "--no-shell", f"--job-name={name}",
         *job_args(settings, gpus, time_seconds=None, ntasks=tasks),
-        f"--time={max(1, math.ceil(allocation_seconds(settings, jobs) / 60))}",
+        f"--time={max(1, math.ceil(allocation_seconds(settings, jobs, gpus) / 60))}",
     ]  # fmt: skip
 
 

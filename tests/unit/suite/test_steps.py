@@ -76,17 +76,23 @@ def test_tasks_cover_every_test_that_can_run_at_once() -> None:
     assert allocation_tasks([], 0) == 1
 
 
-def test_the_time_limit_covers_every_attempt_one_after_another() -> None:
+def test_the_time_limit_covers_every_attempt_at_its_limit_but_not_all_in_a_row() -> None:
     policy = RunPolicy(retries=2, retry_wait=30.0)
     jobs = [
         Job(name="a", gpus=1, estimate=100.0),  # 200 s → 4 min
         Job(name="b", gpus=1, estimate=10.0, policy=policy),  # min-time 60 s x 3 + 2 waits
     ]
-    assert allocation_seconds(SETTINGS, jobs) == 240 + 3 * 60 + 60
+    serial = 240 + 3 * 60 + 60
+    assert allocation_seconds(SETTINGS, jobs, 1) == serial  # one GPU: one after another
+    assert allocation_seconds(SETTINGS, jobs, 2) == 2 * 240  # side by side, doubled
     argv = salloc_argv(SETTINGS, jobs, name="rocmenv-x-suite", gpus=4, tasks=3)
     assert argv[:3] == ["salloc", "--no-shell", "--job-name=rocmenv-x-suite"]
     assert "--ntasks=3" in argv and "--gres=gpu:mi300x:4" in argv
     assert "--partition=gpu" in argv and argv[-1] == "--time=8"
+    # 40 one-GPU tests of 20 minutes on 8 GPUs: ~2 h, not the 13 h of all in a row
+    many = [Job(name=f"t{i}", gpus=1, estimate=600.0) for i in range(40)]
+    assert allocation_seconds(SETTINGS, many, 8) == 2 * 5 * 1200
+    assert allocation_seconds(SETTINGS, [], 0) == 0
 
 
 def test_a_step_asks_for_exactly_its_gpus_and_none_means_none() -> None:
