@@ -115,6 +115,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--profile", metavar="NAME")
     p.add_argument("--engine", choices=ENGINE_NAMES)
     p.add_argument("--gres-conf", metavar="FILE")
+    p.add_argument("--no-gpus", action="store_true", help="the test asked for no GPUs")
     p.add_argument("--untrusted", action="store_true", help=UNTRUSTED_HELP)
     p.add_argument("command", nargs=argparse.REMAINDER)
     p.set_defaults(func=run_slurm_exec)
@@ -429,4 +430,5 @@ def run_slurm_exec(args: argparse.Namespace, ctx: Context) -> int:
     return exec_on_node(
         ctx, flags=Flags(profile=args.profile, engine=args.engine, untrusted=args.untrusted),
         gres_conf=Path(args.gres_conf) if args.gres_conf else None, command=tuple(command),
+        no_gpus=args.no_gpus,
     )  # fmt: skip

@@ -23,7 +23,7 @@ from rocmenv.settings.profiles import FAMILIES, MOUNT_KEYS, PROFILE_KEYS
 from rocmenv.settings.project import TOP_KEYS
 from rocmenv.settings.registry import REGISTRY_KEYS, RESPONSE_LIMITS
 from rocmenv.settings.site import SITE_KEYS
-from rocmenv.settings.slurm import GPU_REQUEST_STYLES, SLURM_KEYS
+from rocmenv.settings.slurm import GPU_REQUEST_STYLES, PACKINGS, SLURM_KEYS
 
 Schema = dict[str, Any]
 SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
@@ -110,7 +110,7 @@ VALUE_SCHEMAS: Final[Mapping[str, Mapping[str, Schema]]] = {
     },
     "slurm": {
         "partition": STR, "account": STR, "gres-type": STR, "gres-conf": STR,
-        "gpu-request": enum(GPU_REQUEST_STYLES),
+        "gpu-request": enum(GPU_REQUEST_STYLES), "packing": enum(PACKINGS),
         "time-factor": {"type": "number", "exclusiveMinimum": 0},
         "min-time": {"type": "number", "exclusiveMinimum": 0},
         "extra-args": STR_LIST,

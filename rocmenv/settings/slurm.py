@@ -9,6 +9,8 @@
     min-time = 300                    # seconds
     extra-args = ["--qos=ci"]         # more srun/sbatch arguments
     gres-conf = "/etc/slurm/gres.conf"  # default: next to slurm.conf (scontrol show config)
+    packing = "rocmenv"               # suite run: rocmenv packs job steps into one allocation;
+                                      # "slurm": one job per test, Slurm's scheduler packs
 
 Which tables count (a checkout's are ignored in untrusted mode) is decided once, by
 :mod:`rocmenv.settings.resolve`.
@@ -25,9 +27,11 @@ from rocmenv.settings.keys import as_str, as_str_list, check_keys, did_you_mean
 
 GpuRequestStyle = Literal["gres", "gpus"]
 GPU_REQUEST_STYLES: tuple[str, ...] = ("gres", "gpus")
+Packing = Literal["rocmenv", "slurm"]
+PACKINGS: tuple[str, ...] = ("rocmenv", "slurm")
 SLURM_KEYS = (
     "partition", "account", "gpu-request", "gres-type", "time-factor", "min-time",
-    "extra-args", "gres-conf",
+    "extra-args", "gres-conf", "packing",
 )  # fmt: skip
 
 
@@ -41,6 +45,7 @@ class SlurmSettings:
     min_time: int = 300
     extra_args: tuple[str, ...] = ()
     gres_conf: Path | None = None
+    packing: Packing = "rocmenv"
 
 
 def _text(value: Any, where: str) -> str:
@@ -90,4 +95,12 @@ def parse_slurm(table: Any, where: str, base: SlurmSettings | None = None) -> Sl
         s = replace(s, extra_args=tuple(_text(a, f"{where}.extra-args") for a in args))
     if "gres-conf" in table:
         s = replace(s, gres_conf=Path(_text(table["gres-conf"], f"{where}.gres-conf")))
+    if "packing" in table:
+        packing = as_str(table["packing"], f"{where}.packing")
+        if packing not in PACKINGS:
+            raise ConfigError(
+                f"{where}.packing = {packing!r} is not rocmenv or slurm"
+                + did_you_mean(packing, PACKINGS)
+            )
+        s = replace(s, packing="rocmenv" if packing == "rocmenv" else "slurm")
     return s

@@ -189,10 +189,13 @@ def allocated_gpus(ctx: Context, settings: Settings, gres_conf: Path | None = No
     return node
 
 
-def describe(node: NodeGpus) -> str:
+def describe(node: NodeGpus, env: Mapping[str, str] | None = None) -> str:
+    env = env or {}
+    step = ".".join(env[k] for k in ("SLURM_JOB_ID", "SLURM_STEP_ID") if env.get(k))
     return (
-        f"slurm={','.join(map(str, node.slurm))} host={','.join(map(str, node.host)) or 'none'} "
-        f"files={','.join(node.paths)} node={socket.gethostname()}"
+        f"slurm={','.join(map(str, node.slurm)) or 'none'} "
+        f"host={','.join(map(str, node.host)) or 'none'} "
+        f"files={','.join(node.paths) or 'none'} node={socket.gethostname()} step={step or '?'}"
     )
 
 
@@ -202,14 +205,19 @@ def exec_on_node(
     flags: Flags,
     gres_conf: Path | None,
     command: tuple[str, ...],
+    no_gpus: bool = False,
 ) -> int:
-    """``rocmenv suite slurm-exec``: the test's container with exactly Slurm's GPUs, between
-    two marker lines the submitting side reads (allocation; run time and exit code)."""
+    """``rocmenv suite slurm-exec``: the test's container with exactly Slurm's GPUs (none with
+    ``no_gpus``: a test that asked for none), between two marker lines the submitting side
+    reads (allocation; run time and exit code)."""
     from rocmenv.settings.resolve import settings_for
     from rocmenv.suite.local import gpus_arg, run_in_container
 
-    node = allocated_gpus(ctx, settings_for(ctx, flags), gres_conf)
-    ctx.stderr.write(f"{MARKER} {describe(node)}\n")
+    if no_gpus:
+        node = NodeGpus(slurm=(), paths=(), host=())
+    else:
+        node = allocated_gpus(ctx, settings_for(ctx, flags), gres_conf)
+    ctx.stderr.write(f"{MARKER} {describe(node, ctx.env)}\n")
     ctx.stderr.flush()
     t0 = time.monotonic()
     code = run_in_container(

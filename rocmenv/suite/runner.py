@@ -5,9 +5,10 @@ times, build the report (disabled tests in it as skipped, with their reasons).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -16,7 +17,7 @@ from rocmenv.context import Context
 from rocmenv.errors import RocmenvError, UsageError
 from rocmenv.settings.project import load_project
 from rocmenv.settings.resolve import Flags, Settings, settings_for
-from rocmenv.suite.drive import RunOptions, SuiteEvent, TestResult, run_packed
+from rocmenv.suite.drive import Launch, RunOptions, SuiteEvent, TestResult, run_packed
 from rocmenv.suite.history import History, history_path, read_history, record
 from rocmenv.suite.model import Suite, load_suite, suite_profile
 from rocmenv.suite.packer import Job
@@ -136,41 +137,13 @@ def run_suite(
             "(`rocmenv suite list NAME --json` says why each test was left out)",
         )
     log_dir = make_log_dir(ctx, request.log_dir, loaded)
-    if request.backend == "slurm":
-        from rocmenv.suite.slurm import SlurmBackend, slurm_pool
-
-        if request.gpus is not None:
-            raise UsageError(
-                "--gpus names this host's GPUs; with --backend slurm, Slurm allocates them",
-                hint="drop --gpus (each test asks Slurm for its own count)",
-            )
-
-        pool = slurm_pool(jobs)
-        backend = SlurmBackend(
-            ctx=ctx, profile=loaded.profile,
-            flags=replace(request.flags, untrusted=loaded.settings.untrusted), commands=commands,
-            log_dir=log_dir, settings=loaded.suite.slurm,
-        )  # fmt: skip
-        backend.check(jobs)
-        launch = backend.launch
-    else:
-        from rocmenv.engine.select import open_engine
-        from rocmenv.suite.local import LocalBackend, warm_launcher
-
-        pool = local_pool(loaded.settings, request.gpus)
-        kill_engine = open_engine(ctx, loaded.settings.engine)
-        warm_launcher(ctx)
-        local = LocalBackend(
-            ctx=ctx, profile=loaded.profile, flags=request.flags, commands=commands,
-            log_dir=log_dir, kill_engine=kill_engine,
-        )  # fmt: skip
-        launch = local.launch
-    t0 = time.monotonic()
-    results = run_packed(
-        jobs, pool, launch, stop,
-        RunOptions(max_parallel=request.max_parallel, fail_fast=request.fail_fast, on_event=on_event),
-    ) if jobs else []  # fmt: skip
-    makespan = time.monotonic() - t0
+    options = RunOptions(
+        max_parallel=request.max_parallel, fail_fast=request.fail_fast, on_event=on_event
+    )
+    t0 = time.monotonic()  # a Slurm allocation's wait counts, as each job's wait does
+    with backend_for(ctx, request, loaded, jobs, commands, log_dir, stop) as (pool, launch):
+        results = run_packed(jobs, pool, launch, stop, options) if jobs else []
+        makespan = time.monotonic() - t0
     results += disabled_results(loaded, chosen, request.partition)
     warnings: list[str] = []
     if request.learn and loaded.settings.untrusted:
@@ -195,6 +168,56 @@ def run_suite(
         makespan=makespan, pool=pool, interrupted=stop.is_set(), warnings=tuple(warnings),
         log_dir=str(log_dir),
     )  # fmt: skip
+
+
+@contextlib.contextmanager
+def backend_for(
+    ctx: Context,
+    request: SuiteRunRequest,
+    loaded: Loaded,
+    jobs: list[Job],
+    commands: dict[str, tuple[str, ...]],
+    log_dir: Path,
+    stop: threading.Event,
+) -> Iterator[tuple[tuple[int, ...], Launch]]:
+    """The GPU pool the packer hands out and how a test is launched: the host's GPUs
+    (local); slots of one Slurm allocation held for the suite (``packing = "rocmenv"``); or a
+    virtual pool with every test its own Slurm job (``packing = "slurm"``)."""
+    if request.backend != "slurm":
+        from rocmenv.engine.select import open_engine
+        from rocmenv.suite.local import LocalBackend, warm_launcher
+
+        pool = local_pool(loaded.settings, request.gpus)
+        kill_engine = open_engine(ctx, loaded.settings.engine)
+        warm_launcher(ctx)
+        local = LocalBackend(
+            ctx=ctx, profile=loaded.profile, flags=request.flags, commands=commands,
+            log_dir=log_dir, kill_engine=kill_engine,
+        )  # fmt: skip
+        yield pool, local.launch
+        return
+    from rocmenv.suite.slurm import SlurmBackend, slurm_pool
+    from rocmenv.suite.steps import StepBackend, hold
+
+    if request.gpus is not None:
+        raise UsageError(
+            "--gpus names this host's GPUs; with --backend slurm, Slurm allocates them",
+            hint="drop --gpus (each test asks Slurm for its own count)",
+        )
+    backend = SlurmBackend(
+        ctx=ctx, profile=loaded.profile,
+        flags=replace(request.flags, untrusted=loaded.settings.untrusted), commands=commands,
+        log_dir=log_dir, settings=loaded.suite.slurm,
+    )  # fmt: skip
+    backend.check(jobs)
+    if loaded.suite.slurm.packing == "slurm" or not jobs:
+        yield slurm_pool(jobs), backend.launch
+        return
+    with hold(backend, jobs, stop, request.max_parallel) as held:
+        if held is None:  # interrupted while the allocation was pending: nothing starts
+            yield slurm_pool(jobs), backend.launch
+            return
+        yield tuple(range(held.gpus)), StepBackend(jobs=backend, held=held).launch
 
 
 def disabled_results(

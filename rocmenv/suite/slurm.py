@@ -1,5 +1,7 @@
 """The Slurm backend: each test a Slurm job asking for its GPU count, run on the allocated
-node with exactly the GPUs Slurm allocated (see :mod:`rocmenv.suite.allocation`).
+node with exactly the GPUs Slurm allocated (see :mod:`rocmenv.suite.allocation`). This is
+``[slurm] packing = "slurm"``; the default packs the tests as job steps of one allocation
+(:mod:`rocmenv.suite.steps`, which uses this module's node command, log and markers).
 
 Submitting side (:class:`SlurmBackend`): ``srun --gres=gpu[:TYPE]:K`` (or ``--gpus=K``),
 ``--time`` = estimate x ``time-factor`` (at least ``min-time``), partition, account and
@@ -19,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,7 +95,8 @@ class SlurmBackend:
                     f"{len(too_big)} test(s) need more GPUs than any Slurm node has ({capacity}): {names}"
                 )
 
-    def argv(self, job: Job, name: str) -> list[str]:
+    def node_argv(self, job: Job) -> list[str]:
+        """``rocmenv suite slurm-exec … -- CMD`` as the node runs it (``python -I``)."""
         node = ["suite", "slurm-exec"]
         if self.profile:
             node += ["--profile", self.profile]
@@ -103,30 +106,61 @@ class SlurmBackend:
             node.append("--untrusted")
         if self.settings.gres_conf is not None:
             node += ["--gres-conf", str(self.settings.gres_conf)]
+        if job.gpus == 0:
+            node.append("--no-gpus")
+        return _node_command(self.ctx, [*node, "--", *self.commands[job.name]])
+
+    def argv(self, job: Job, name: str) -> list[str]:
         return [
             "srun", f"--job-name={name}", "--quiet",
             *job_args(self.settings, job.gpus, time_seconds=job.estimate),
-            *_node_command(self.ctx, [*node, "--", *self.commands[job.name]]),
+            *self.node_argv(job),
         ]  # fmt: skip
 
+    def job_name(self, job: Job) -> str:
+        """The attempt's Slurm name (its job's, or its step's): unique per session."""
+        from rocmenv.suite.local import log_name
+
+        return f"rocmenv-{self.session}-{log_name(job.name, job.attempt)[: -len('.log')]}"
+
     def launch(self, job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
+        name = self.job_name(job)
+        env = dict(self.ctx.env)
+
+        def stop() -> None:
+            subprocess.run(["scancel", f"--name={name}"], env=env, capture_output=True,
+                           timeout=30, check=False)  # fmt: skip
+
+        return self.run_srun(
+            job, self.argv(job, name), cancel, stop, gone=lambda: wait_job_gone(name, env)
+        )
+
+    def run_srun(
+        self,
+        job: Job,
+        argv: list[str],
+        cancel: Cancel,
+        stop_slurm: Callable[[], bool | None],
+        *,
+        gone: Callable[[], None],
+    ) -> Outcome:
+        """Run one attempt's ``srun`` into its log (a job, or a step of
+        :mod:`rocmenv.suite.steps`). ``stop_slurm`` cancels what it made; srun is terminated
+        too unless it returns True (Slurm's own stop is under way). After a cancel, ``gone``
+        waits until Slurm has ended it (the node side removes its container meanwhile)."""
         from rocmenv.suite.local import log_name, open_log
 
-        name = f"rocmenv-{self.session}-{log_name(job.name, job.attempt)[: -len('.log')]}"
         log_path = self.log_dir / log_name(job.name, job.attempt)
-        env = dict(self.ctx.env)
         with open_log(log_path, self.ctx) as log:
             if cancel.requested:
                 return Outcome(status="cancelled", log=str(log_path))
             proc = subprocess.Popen(
-                self.argv(job, name), stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, cwd=self.ctx.cwd, env=env, start_new_session=True,
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=self.ctx.cwd, env=dict(self.ctx.env), start_new_session=True,
             )  # fmt: skip
 
             def stop() -> None:
-                subprocess.run(["scancel", f"--name={name}"], env=env, capture_output=True,
-                               timeout=30, check=False)  # fmt: skip
-                if proc.poll() is None:
+                if stop_slurm() is not True and proc.poll() is None:
                     with contextlib.suppress(ProcessLookupError):
                         proc.terminate()
 
@@ -134,7 +168,7 @@ class SlurmBackend:
             cancel.started()
             code = proc.wait()
             if cancel.requested:
-                _wait_job_gone(name, env)
+                gone()
         assigned, runtime = _markers(log_path)
         status: Status = "passed" if code == 0 else ("cancelled" if cancel.requested else "failed")
         return Outcome(
@@ -142,7 +176,7 @@ class SlurmBackend:
         )
 
 
-def _wait_job_gone(name: str, env: Mapping[str, str], timeout: float = 60.0) -> None:
+def wait_job_gone(name: str, env: Mapping[str, str], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         out = subprocess.run(
@@ -202,8 +236,10 @@ def _node_command(ctx: Context, node_args: Sequence[str]) -> list[str]:
     return [*argv, *node_args]
 
 
-def job_args(settings: SlurmSettings, count: int, *, time_seconds: float | None) -> list[str]:
-    out = ["--nodes=1", "--ntasks=1", *gpu_args(settings, count)]
+def job_args(
+    settings: SlurmSettings, count: int, *, time_seconds: float | None, ntasks: int = 1
+) -> list[str]:
+    out = ["--nodes=1", f"--ntasks={ntasks}", *gpu_args(settings, count)]
     if time_seconds is not None:
         out.append(f"--time={time_limit(settings, time_seconds)}")
     if settings.partition:
@@ -256,7 +292,7 @@ def run_as_job(
         for sig, old in previous.items():
             signal.signal(sig, old)
     if received:
-        _wait_job_gone(name, ctx.env)
+        wait_job_gone(name, ctx.env)
         return 128 + received[0]
     return code
 

@@ -17,7 +17,8 @@ RECORDER = """\
 import json, os, sys, time
 name, seconds, code = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 start = time.time()
-nodes = sorted(n for n in os.listdir("/dev/dri") if n.startswith("renderD"))
+dri = os.listdir("/dev/dri") if os.path.isdir("/dev/dri") else []  # none: a test without GPUs
+nodes = sorted(n for n in dri if n.startswith("renderD"))
 time.sleep(seconds)
 out = {"name": name, "start": start, "end": time.time(), "render": nodes,
        "hip": os.environ.get("HIP_VISIBLE_DEVICES")}

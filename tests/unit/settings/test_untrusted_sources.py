@@ -45,11 +45,14 @@ def fork(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def slurm_bin(tmp_path: Path) -> Path:
-    """Fake srun/sinfo/scancel/squeue: srun records its argv (one file per call)."""
+    """Fake srun/salloc/sinfo/scancel/squeue: srun and salloc record their argv (one file
+    per call); salloc grants allocation 4242."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     scripts = {
         "srun": '#!/bin/sh\nn=$(ls "$ARGV_DIR" | wc -l)\nprintf "%s\\0" "$@" > "$ARGV_DIR/$n"\n',
+        "salloc": '#!/bin/sh\nn=$(ls "$ARGV_DIR" | wc -l)\nprintf "%s\\0" salloc "$@" > "$ARGV_DIR/$n"\n'
+        "echo 'salloc: Granted job allocation 4242' >&2\n",
         "sinfo": "#!/bin/sh\necho 'gpu:mi300x:8'\n",
         "scancel": "#!/bin/sh\nexit 0\n",
         "squeue": "#!/bin/sh\nexit 0\n",
@@ -178,8 +181,10 @@ def test_slurm_command_lines_are_byte_identical_and_carry_nothing_of_the_fork(
         recorded.append(_argvs(argv_dir))
     assert recorded[0] == recorded[1]
     assert recorded[0], "srun was never called"
+    if command[0] == "suite":  # the suite's one allocation, then its steps
+        assert recorded[0][0][0] == "salloc" and "--jobid=4242" in recorded[0][1]
     for argv in recorded[0]:
         line = " ".join(argv)
-        assert "--untrusted" in argv  # the node side is untrusted too
+        assert argv[0] == "salloc" or "--untrusted" in argv  # the node side is untrusted too
         for hostile in ("--prolog", "victim", "admin", "--uid=0", "--partition"):
             assert hostile not in line
