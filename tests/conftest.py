@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from collections.abc import Generator
 from pathlib import Path
 
@@ -80,6 +81,18 @@ def pytest_configure(config: pytest.Config) -> None:
     except testenv.RequireFlagError as exc:
         raise pytest.UsageError(str(exc)) from None
     isolate_site_config()
+    interruptible_children()
+
+
+def interruptible_children() -> None:
+    """The processes tests start get SIGINT at its default action, as from a terminal,
+    whatever started pytest: a non-interactive shell's background job, ``nohup``-like
+    wrappers and pytest-xdist's workers run with SIGINT *ignored*, which every child then
+    inherits across ``exec`` — and a ``rocmenv run`` whose SIGINT lands during Python's own
+    start-up (before rocmenv installs its handler) would never see it (a "lost" interrupt
+    that is the harness's, not rocmenv's)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 #: Where the tests' rocmenv looks for "/etc/rocmenv/config.toml": a path that never exists.

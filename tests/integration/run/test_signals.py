@@ -27,9 +27,6 @@ HANG = 120.0
 READY = "trap-ready"
 TRAPPING = f'trap "echo got-$1; exit 7" INT TERM; touch {READY}; while :; do sleep 0.1; done'
 
-# alone: interrupts at given moments of a run (the soak, -m soak, adds load on purpose)
-pytestmark = pytest.mark.serial
-
 
 def _start(
     project: Project, engine: str, *command: str, new_session: bool = False

@@ -32,9 +32,6 @@ NO_CONTAINER, CREATED, RUNNING = "none", "created", "running"
 STATE_AT = {"start-up": NO_CONTAINER, "image": NO_CONTAINER, "create": NO_CONTAINER,
             "attach": CREATED, "start": CREATED, "running": RUNNING}  # fmt: skip
 
-# alone: each stage boundary on every engine, parked and interrupted
-pytestmark = pytest.mark.serial
-
 
 def _state(project: Project) -> str:
     found = project.containers()
