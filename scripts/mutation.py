@@ -45,9 +45,9 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "lock": (["rocmenv/image/lock.py"], ["tests/unit/image/test_lock.py"]),
     "grammar": (
         ["rocmenv/grammar/reference.py", "rocmenv/grammar/tags.py"],
-        ["tests/unit/grammar"],
+        ["tests/unit"],
     ),
-    "redact": (["rocmenv/redact.py"], ["tests/unit/test_redact.py"]),
+    "redact": (["rocmenv/redact.py"], ["tests/unit"]),
     "registry": (
         [
             "rocmenv/registry/transport.py",
@@ -58,12 +58,25 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         ["tests/unit/registry", "tests/integration/registry"],
     ),
     "suite": (
-        ["rocmenv/suite/plan.py", "rocmenv/suite/packer.py", "rocmenv/suite/allocation.py"],
-        ["tests/unit/suite"],
+        [
+            "rocmenv/suite/plan.py",
+            "rocmenv/suite/balance.py",
+            "rocmenv/suite/packer.py",
+            "rocmenv/suite/drive.py",
+            "rocmenv/suite/allocation.py",
+            "rocmenv/suite/slurm.py",
+        ],
+        ["tests/unit"],
     ),
+    # In-process tests only: a mutant copies mutmut's trampoline into the bundle, which the
+    # interpreters test_launcher.py starts cannot import (and mutmut cannot see them anyway).
     "launcher": (
         ["rocmenv/launcher/_runtime.py", "rocmenv/launcher/sitecustomize.py"],
-        ["tests/unit/launcher"],
+        [
+            "tests/unit/launcher/test_runtime.py",
+            "tests/unit/launcher/test_sitecustomize.py",
+            "tests/unit/shims/test_specifiers.py",
+        ],
     ),
 }
 
@@ -84,12 +97,18 @@ def copy_repo(target: Path) -> None:
             shutil.copy2(src, dst)
 
 
+def _top_level(target: Path) -> set[str]:
+    return {p.name for p in target.iterdir()}
+
+
 def configure(target: Path, modules: list[str], tests: list[str]) -> None:
     pyproject = target / "pyproject.toml"
     lines = [
         "",
         "[tool.mutmut]",
         'source_paths = ["rocmenv"]',
+        # the rest of the checkout too: tests read README.md, docs/, shims/, images/, examples/
+        f"also_copy = {json.dumps(sorted(_top_level(target) - {'rocmenv', 'tests', 'mutants'}))}",
         f"only_mutate = {json.dumps(modules)}",
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
         # hypothesis derandomised: a mutant is judged by the same examples every time
