@@ -207,8 +207,8 @@ def _diagnose(text: str) -> ReferenceProblem:
 
 def digest_problem(digest: str) -> ReferenceProblem | None:
     """go-digest's ``Validate``: format, then algorithm, then length and hex case."""
-    algorithm, colon, encoded = digest.partition(":")
-    if not colon or not algorithm or not encoded:
+    algorithm, _, encoded = digest.partition(":")
+    if not encoded:  # no ':', or nothing after it (an empty algorithm fails the regexp below)
         return ReferenceProblem(
             rule="digest-format", detail=f"{RULE_TEXT['digest-format']}: {digest!r}"
         )
@@ -268,9 +268,9 @@ def parse(text: str) -> Reference:
             hint="to name an image by digest use NAME@sha256:<hex>",
         )
     domain, remainder = _split_docker_domain(text)
-    remote = remainder.split(":", 1)[0]
+    remote = remainder.partition(":")[0]
     if remote.lower() != remote:
-        remote_path = text.split("@", 1)[0].rsplit(":", 1)[0] if "/" in text else remote
+        remote_path = text.partition("@")[0].rsplit(":", 1)[0] if "/" in text else remote
         raise ReferenceSyntaxError(text, "uppercase", f"{RULE_TEXT['uppercase']}: {remote_path!r}")
     full = f"{domain}/{remainder}"
     match = _REFERENCE_RE.fullmatch(full)
@@ -314,7 +314,7 @@ def validate_tag(tag: str) -> str:
     """A tag on its own. A full reference where a tag is expected gets a specific hint."""
     if _TAG_RE.fullmatch(tag):
         return tag
-    if "/" in tag or ("@" in tag and ":" in tag) or ":" in tag:
+    if "/" in tag or ":" in tag:  # perhaps NAME:TAG or NAME@DIGEST
         try:
             ref = parse(tag)
         except InvalidReference:

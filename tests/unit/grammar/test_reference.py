@@ -16,6 +16,7 @@ from rocmenv.grammar.reference import (
     parse,
     parse_docker_ref,
     parse_repository,
+    validate_digest,
     validate_tag,
 )
 
@@ -331,3 +332,119 @@ def test_a_long_refused_host_is_shortened_to_80_characters(length: int, shown: s
     with pytest.raises(ConfigError) as info:
         check_host("x" * (length - 1) + "/", "where")
     assert info.value.what.startswith(f"where: {shown!r} is not a registry HOST[:PORT]")
+
+
+# -- errors of parse, parse_repository, validate_tag, validate_digest ------------------------
+
+
+def test_an_empty_reference_is_named_empty() -> None:
+    with pytest.raises(ReferenceSyntaxError) as info:
+        parse("")
+    assert (info.value.text, info.value.detail) == ("", RULE_TEXT["empty"])
+    assert info.value.what == f"invalid image reference '': {RULE_TEXT['empty']} (rule: empty)"
+
+
+def test_an_image_id_is_refused_with_a_hint_to_use_a_digest() -> None:
+    with pytest.raises(ReferenceSyntaxError) as info:
+        parse(D64)
+    assert info.value.detail == RULE_TEXT["identifier"]
+    assert info.value.hint == "to name an image by digest use NAME@sha256:<hex>"
+
+
+def test_a_too_long_path_says_its_length() -> None:
+    with pytest.raises(ReferenceSyntaxError) as info:
+        parse("a/" + "b" * 254)
+    assert info.value.detail == f"{RULE_TEXT['name-too-long']} (got 256)"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [("rocm/SGL-dev:v1", "rocm/SGL-dev"), ("localhost:5000/Foo:t:u", "localhost:5000/Foo:t"),
+     ("rocm/SGL@a@b", "rocm/SGL"), (f"rocm/SGL:t@sha256:{D64}", "rocm/SGL"),
+     ("UPPER", "library/UPPER")],
+)  # fmt: skip
+def test_upper_case_is_refused_naming_the_repository_as_written(text: str, shown: str) -> None:
+    with pytest.raises(ReferenceSyntaxError) as info:
+        parse(text)
+    assert (info.value.rule, info.value.detail) == (
+        "uppercase", f"{RULE_TEXT['uppercase']}: {shown!r}"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("digest", "rule", "detail"),
+    [
+        ("sha256:abc", "digest-length", "sha256 needs 64 hex digits, got 3"),
+        ("sha256:abc:de", "digest-length", "sha256 needs 64 hex digits, got 6"),
+        ("sha256:", "digest-format", f"{RULE_TEXT['digest-format']}: 'sha256:'"),
+        ("sha256", "digest-format", f"{RULE_TEXT['digest-format']}: 'sha256'"),
+        (":" + "a" * 64, "digest-format", f"{RULE_TEXT['digest-format']}: {':' + 'a' * 64!r}"),
+        ("md5:" + "a" * 32, "digest-algorithm", f"{RULE_TEXT['digest-algorithm']}: 'md5'"),
+        ("sha256:" + "A" * 64, "digest-format", f"{RULE_TEXT['digest-format']}: {'sha256:' + 'A' * 64!r}"),
+        ("1x:" + "a" * 64, "digest-format", f"{RULE_TEXT['digest-format']}: {'1x:' + 'a' * 64!r}"),
+    ],
+)  # fmt: skip
+def test_a_bad_digest_names_what_is_wrong_with_it(digest: str, rule: str, detail: str) -> None:
+    with pytest.raises(ReferenceSyntaxError) as info:
+        validate_digest(digest)
+    assert (info.value.rule, info.value.detail, info.value.text) == (rule, detail, digest)
+    with pytest.raises(ReferenceSyntaxError) as in_ref:
+        parse(f"a/b@{digest}")
+    assert (in_ref.value.rule, in_ref.value.detail) == (rule, detail)
+
+
+def test_a_good_digest_is_returned_as_it_is() -> None:
+    assert validate_digest(f"sha512:{'0' * 128}") == f"sha512:{'0' * 128}"
+
+
+def test_a_repository_with_a_tag_is_refused_with_the_repository_to_pass() -> None:
+    with pytest.raises(ReferenceSyntaxError) as info:
+        parse_repository("docker.io/rocm/sgl-dev:x")
+    assert info.value.rule == "format"
+    assert info.value.detail == "a repository is expected here, without :TAG or @DIGEST"
+    assert info.value.hint == "pass 'rocm/sgl-dev' and give the tag separately"
+
+
+@pytest.mark.parametrize(
+    ("text", "example", "repository"),
+    [("rocm/sgl-dev:v1", "v1", "rocm/sgl-dev"), ("ubuntu:22.04", "22.04", "ubuntu"),
+     ("rocm/sgl-dev", "latest", "rocm/sgl-dev"), (f"a@sha256:{D64}", "latest", "a")],
+)  # fmt: skip
+def test_a_reference_where_a_tag_is_expected_gets_the_tag_to_pass(
+    text: str, example: str, repository: str
+) -> None:
+    with pytest.raises(ReferenceSyntaxError) as info:
+        validate_tag(text)
+    assert info.value.rule == "tag"
+    assert info.value.what == (
+        f"invalid tag {text!r}: a tag is expected here, not a full image reference (rule: tag)"
+    )
+    assert info.value.hint == (
+        f"pass the tag alone, e.g. {example!r}, and the repository {repository!r} separately"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tag", "detail"),
+    [
+        ("", "tag is empty"),
+        ("x" * 129, "tag is 129 characters long; at most 128 are allowed"),
+        ("-x", "tag must start with a letter, digit or '_': '-x'"),
+        ("\u00e9x", "tag must start with a letter, digit or '_': '\u00e9x'"),
+        ("a;b$ a;", "tag contains characters that are not allowed: ' $;'"),
+        ("a\u00e9", "tag contains characters that are not allowed: '\u00e9'"),
+        ("a@b", "tag contains characters that are not allowed: '@'"),
+    ],
+)
+def test_a_bad_tag_says_what_is_wrong_with_it(tag: str, detail: str) -> None:
+    with pytest.raises(ReferenceSyntaxError) as info:
+        validate_tag(tag)
+    assert (
+        info.value.what
+        == f"invalid tag {tag[:77] + '...' if len(tag) > 80 else tag!r}: {detail} (rule: tag)"
+    )
+    assert info.value.hint == "tags match [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+
+
+def test_a_tag_of_128_characters_is_allowed() -> None:
+    assert validate_tag("x" * 128) == "x" * 128
