@@ -344,24 +344,26 @@ def test_a_loader_without_create_module_gets_a_plain_module(lab: Lab) -> None:
 
 
 class _AskingFinder:
-    """A finder below ours that asks ``importlib.util.find_spec`` for the same name (as
-    setuptools' and editable installs' finders do), guarding only its own recursion."""
+    """A finder below ours that asks ``importlib.util.find_spec`` for the same name and
+    returns what it found (as import hooks that wrap other finders' specs do), guarding only
+    its own recursion."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.asking = False
         self.asked = 0
 
-    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+    def find_spec(
+        self, name: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if name != self.name or self.asking:
             return None
         self.asking = True
         self.asked += 1
         try:
-            importlib.util.find_spec(name)
+            return importlib.util.find_spec(name)
         finally:
             self.asking = False
-        return None
 
 
 def test_a_finder_below_that_asks_for_the_target_again_does_not_loop(lab: Lab) -> None:
@@ -375,6 +377,7 @@ def test_a_finder_below_that_asks_for_the_target_again_does_not_loop(lab: Lab) -
     assert module.feature == "shimmed"
     assert asking.asked == 1
     assert lab.target not in _runtime._busy
+    assert len(lab.records()) == 1  # the nested question was not shimmed as well
 
 
 class _LegacyFinder:
@@ -617,3 +620,90 @@ def test_a_report_that_cannot_be_written_warns_and_goes_on(
     err = capsys.readouterr().err
     assert err.startswith(f"rocmenv: cannot append to ROCMENV_SHIMS_REPORT={where}: ")
     assert "No such file or directory" in err and err.endswith("\n")
+
+
+def test_alone_on_the_meta_path_the_runtime_finds_nothing(lab: Lab) -> None:
+    finder = Finder({lab.target})
+    lab.monkeypatch.setattr(sys, "meta_path", [finder])
+    assert _runtime.find_spec(finder, lab.target, None, None) is None
+
+
+def test_a_submodule_target_is_found_through_its_package_s_path(lab: Lab) -> None:
+    lab.install(f"{lab.target}-dist", "1.0")
+    package = lab.site / (lab.target + "_pkg")
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "sub.py").write_text("")
+    name = package.name + ".sub"
+    lab.shim("add_feature", SPECIFIER=">=1", TARGET=name)
+    lab.bundle()
+    lab.finder(name)
+    assert importlib.import_module(name).feature == "shimmed"
+
+
+class _RecordingFinder:
+    """A finder below ours that notes what it was asked (and finds nothing)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.asked: list[tuple[object, object]] = []
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == self.name:
+            self.asked.append((path, target))
+        return None
+
+
+def test_a_reload_hands_the_module_to_the_finders_below(lab: Lab) -> None:
+    lab.install(f"{lab.target}-dist", "1.0")
+    lab.shim("add_feature", SPECIFIER=">=1")
+    lab.bundle()
+    recording = _RecordingFinder(lab.target)
+    lab.monkeypatch.setattr(sys, "meta_path", [recording, *sys.meta_path])
+    lab.finder()
+    module = importlib.import_module(lab.target)
+    del module.feature
+    assert importlib.reload(module).feature == "shimmed"
+    assert recording.asked == [(None, None), (None, module)]
+
+
+class _SlottedModule:
+    """A module object that takes no import attributes (the import system lets it be)."""
+
+    __slots__ = ("__name__", "feature", "made_by")
+
+
+class _SlottedLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> object:
+        return _SlottedModule()
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.made_by = "slotted loader"
+
+
+def test_a_module_object_without_spec_or_loader_attributes_is_shimmed(lab: Lab) -> None:
+    lab.install(f"{lab.target}-dist", "1.0")
+    name = lab.target + "_slotted"
+    lab.shim("add_feature", SPECIFIER=">=1", TARGET=name)
+    lab.bundle()
+    lab.monkeypatch.setattr(
+        sys, "meta_path", [*sys.meta_path, _OneModuleFinder(name, _SlottedLoader())]
+    )
+    lab.finder(name)
+    module = importlib.import_module(name)
+    assert type(module) is _SlottedModule
+    assert (module.made_by, module.feature) == ("slotted loader", "shimmed")
+
+
+def test_a_module_executed_by_hand_without_a_spec_is_shimmed(lab: Lab) -> None:
+    lab.install(f"{lab.target}-dist", "1.0")
+    lab.shim("add_feature", SPECIFIER=">=1")
+    lab.bundle()
+    path = str(lab.site / f"{lab.target}.py")
+    loader = _runtime._Loader(
+        importlib.machinery.SourceFileLoader(lab.target, path), ("add_feature",)
+    )
+    module = types.ModuleType(lab.target)
+    loader.exec_module(module)
+    assert (module.feature_present, module.feature) == (False, "shimmed")
+    assert module.__spec__ is None

@@ -75,7 +75,7 @@ def test_the_next_sitecustomize_after_ours_runs_and_only_that_one(
     _launcher_copy(tmp_path / "copy2")
     _customize(tmp_path / "theirs", "theirs")
     _customize(tmp_path / "later", "later")
-    path = [tmp_path / d for d in ("before", "copy1")] + [Path(site._HERE)]
+    path = [tmp_path / d for d in ("copy1", "before")] + [Path(site._HERE)]
     path += [tmp_path / d for d in ("copy2", "theirs", "later")]
     monkeypatch.setattr(sys, "path", [str(p) for p in path])
     site._chain()
@@ -200,6 +200,37 @@ def test_a_target_goes_to_the_bundle_s_runtime(
     assert spec.origin == str(tmp_path / "site" / "rtarget_sitecustomize.py")
     assert type(spec.loader).__module__ == "_rocmenv_launcher._runtime"
     assert spec.loader._shim_ids == ("one",)
+
+
+def test_the_finder_passes_the_package_path_and_the_reload_target_on(
+    site: types.ModuleType, targets: set[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "site" / "rtarget_sitecustomize"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub.py").write_text("")
+    targets.add("rtarget_sitecustomize.sub")
+    body = "def probe(m):\n    return False\n\n\ndef static_probe(f):\n    return False, ''\n\n\ndef apply(m):\n    pass\n"
+    write_shim(tmp_path / "catalogue", "one", body, TARGET="rtarget_sitecustomize.sub")
+    bundle = make_bundle(tmp_path / "cache", catalogue=tmp_path / "catalogue")
+    monkeypatch.setattr(sys, "path", [str(bundle.host_dir), str(tmp_path / "site"), *sys.path])
+    finder = site._Finder()
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
+    try:
+        module = importlib.import_module("rtarget_sitecustomize.sub")
+        assert type(module.__loader__).__name__ == "SourceFileLoader"
+        seen: list[object] = []
+
+        class Recording:
+            def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+                seen.append(target)
+
+        monkeypatch.setattr(sys, "meta_path", [finder, Recording(), *sys.meta_path[1:]])
+        assert importlib.reload(module) is module
+        assert seen == [module]
+    finally:
+        for name in ("rtarget_sitecustomize.sub", "rtarget_sitecustomize"):
+            sys.modules.pop(name, None)
 
 
 # -- the .pyc cache --------------------------------------------------------------------------
