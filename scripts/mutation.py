@@ -9,6 +9,9 @@ mutmut writes ``mutants/`` there, never into the checkout. The script prints the
 module and lists every surviving mutant (``--show``: with its diff); the summary is also
 written to ``<dir>/summary.json``.
 
+A mutant the tests time out on (a loop that no longer ends) counts as killed: the tests
+detected it, as PIT and Stryker count it.
+
 Mutants on a line marked ``# pragma: no mutate`` are not generated: the project marks the
 equivalent ones that way, with the reason in a comment beside it.
 
@@ -121,7 +124,7 @@ def configure(target: Path, modules: list[str], tests: list[str]) -> None:
 class Row:
     killed: int = 0
     survived: int = 0
-    other: int = 0  # timeout, suspicious, no tests: counted, not killed
+    other: int = 0  # suspicious, no tests: counted, not killed
     survivors: list[str] = field(default_factory=list)
 
     @property
@@ -157,7 +160,8 @@ def run_group(name: str, base: Path, jobs: int) -> dict[str, Row]:
             continue
         module = key.split(".x_", 1)[0].split(".x\u01c1", 1)[0]
         row = per_module.setdefault(module, Row())
-        if status == "killed":
+        # a timeout is a mutant the tests hang on: detected, as PIT and Stryker count it
+        if status in ("killed", "timeout"):
             row.killed += 1
         elif status == "survived":
             row.survived += 1
