@@ -1,6 +1,17 @@
-"""`drift --inspect` of a moved tag: pull-and-probe (before) vs stream-and-index (now).
+"""`drift --inspect` of a moved tag: pull-and-probe (before) vs stream-and-index (now); and
+with `--baseline REV`, `inspect` of a normal ~600 MB image by REV vs the working tree.
 
     .venv/bin/python benchmarks/bench_inspect.py [--shared-mb 400] [--own-mb 150]
+    .venv/bin/python benchmarks/bench_inspect.py --baseline main [--real-mb 1750] [--rounds 3]
+
+`--baseline REV` (issue 22: "inspect of a normal 600 MB image is no slower than before"): one
+image of the demo image's layers plus a gzip'd layer of --real-mb MB of real files from this
+machine (shared libraries, Python packages: `benchmarks/_layers.py`; 1750 MB pack to
+~505 MB, so the image is ~620 MB), pushed to the local registry. REV's `rocmenv` is exported with `git archive` and run
+from `PYTHONPATH`; the two run `inspect --json` alternately, --rounds times (after a warm-up
+each): cold (an empty layer index: every layer streamed and indexed) and then warm (the index
+just made). Both must report the same distributions. Medians, the ratio and the load average
+are printed. Afterwards the image's blobs are removed from the registry's storage.
 
 Setup: two sibling images pushed to the local registry, each the demo image (~117 MB) plus a
 shared layer of --shared-mb and a layer of its own of --own-mb (random bytes: incompressible,
@@ -39,6 +50,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import machine_note, rocmenv_cmd, table
+from benchmarks._layers import export_revision, real_layer
 from tests.support import testenv
 from tests.support.faultproxy import FaultProxy
 
@@ -149,11 +161,91 @@ def served(proxy: FaultProxy, sizes: dict[str, int]) -> int:
     return total
 
 
+def push_real_image(client: testenv.RegistryClient, repo: str, real_mb: int) -> tuple[str, str]:
+    """The demo image plus one gzip'd layer of real files; its tag and the layer's digest."""
+    layer = real_layer(real_mb)
+    blob = layer.gzip.read_bytes()
+    diff_id = hashlib.sha256()
+    with layer.tar.open("rb") as tar:
+        while data := tar.read(1 << 20):
+            diff_id.update(data)
+    marker = _layer(
+        {
+            "usr/local/lib/python3.11/dist-packages/bench_pkg-1.0.dist-info/METADATA": b"Name: bench-pkg\nVersion: 1.0\n",
+        }
+    )
+    push_sibling(client, repo, "real", (blob, f"sha256:{diff_id.hexdigest()}"), marker)
+    return "real", _sha(blob)
+
+
+def compare_baseline(args: argparse.Namespace) -> int:
+    repo = testenv.unique_repo("bench-inspect-base")
+    print(f"pushing the demo image + {args.real_mb} MB of real files to {repo} …", flush=True)
+    with testenv.RegistryClient(host="127.0.0.1:5000") as client:
+        tag, big = push_real_image(client, repo, args.real_mb)
+        size = sum(e["size"] for e in client.get_manifest(repo, tag).json()["layers"])
+    print(f"image: {size / 1e6:.0f} MB compressed; {machine_note()}", flush=True)
+    ref = f"127.0.0.1:5000/{repo}:{tag}"
+    times: dict[str, list[float]] = {}
+    loads: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        base = export_revision(args.baseline, Path(tmp) / "base")
+        work = Path(tmp) / "work"
+        work.mkdir()
+
+        def inspect(who: str, cache: Path) -> tuple[float, dict[str, str]]:
+            env = {**os.environ, "HOME": str(work), "XDG_CACHE_HOME": str(cache)}
+            env.pop("GITHUB_ACTIONS", None)
+            if who == "baseline":
+                env["PYTHONPATH"] = str(base)
+            start = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-m", "rocmenv", "inspect", ref, "--json"],
+                cwd=work, env=env, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            return time.perf_counter() - start, json.loads(done.stdout)["distributions"]
+
+        def round_(n: int) -> None:
+            for who in ("baseline", "now"):
+                cache = Path(tmp) / f"cache-{who}-{n}"
+                cold, dists = inspect(who, cache)
+                warm, again = inspect(who, cache)
+                assert dists == again and dists.get("bench-pkg") == "1.0", dists
+                times.setdefault(f"{who} cold", []).append(cold)
+                times.setdefault(f"{who} warm", []).append(warm)
+                print(f"  {who}: cold {cold:.2f} s, warm {warm:.2f} s", flush=True)
+            loads.append(os.getloadavg()[0])
+
+        try:
+            round_(0)  # warm-up: the registry's page cache, imports
+            times.clear()
+            for n in range(1, args.rounds + 1):
+                round_(n)
+        finally:
+            remove_from_registry(repo, [big])
+    rows = []
+    for name, samples in times.items():
+        median = sorted(samples)[len(samples) // 2]
+        before = sorted(times[name.replace("now", "baseline")])[len(samples) // 2]
+        ratio = "" if name.startswith("baseline") else f"{median / before:.2f}x"
+        rows.append([name, f"{median:.2f} s", ratio, " ".join(f"{s:.2f}" for s in samples)])
+    print()
+    print(table(rows, ["case", "median", f"vs {args.baseline}", "samples"]))
+    print(f"load average during the rounds: {min(loads):.1f}–{max(loads):.1f}")
+    print(machine_note())
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shared-mb", type=int, default=400)
     parser.add_argument("--own-mb", type=int, default=150)
+    parser.add_argument("--baseline", metavar="REV", help="inspect by REV vs the working tree")
+    parser.add_argument("--real-mb", type=int, default=1750, help="with --baseline")
+    parser.add_argument("--rounds", type=int, default=3, help="with --baseline")
     args = parser.parse_args()
+    if args.baseline:
+        return compare_baseline(args)
     repo = testenv.unique_repo("bench-inspect")
     print(f"building two siblings in 127.0.0.1:5000/{repo} …", flush=True)
     shared = _layer({"opt/big/shared.bin": os.urandom(args.shared_mb << 20)})

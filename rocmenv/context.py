@@ -29,6 +29,12 @@ class Context:
         return in_github_actions(self.env)
 
     @property
+    def checkout(self) -> Path:
+        """The git top level of the working directory (else the directory itself): the tree
+        that is the pull request's, where host writes follow no links (:mod:`rocmenv.hostfs`)."""
+        return find_checkout(self.cwd)
+
+    @property
     def stdin_is_tty(self) -> bool:
         return _isatty(self.stdin)
 

@@ -88,7 +88,8 @@ def init_project(ctx: Context, request: InitRequest) -> InitResult:
     text = project_text(source=source, profile=request.profile, profile_keys=keys, suites=suites)
     from rocmenv.hostfs import write_atomic
 
-    write_atomic(target, text, check=lambda tmp: _check(ctx, tmp, request.root, suites))
+    write_atomic(target, text, within=ctx.checkout,
+                 check=lambda tmp: _check(ctx, tmp, request.root, suites))  # fmt: skip
     return InitResult(
         path=target, text=text, suites=suites, container=container, notes=tuple(notes),
         steps=steps_text(job=container.job if container else None, suites=suites,

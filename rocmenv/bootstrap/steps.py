@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -42,7 +43,7 @@ from rocmenv.bootstrap.progress import Progress, Step, StepJSON, StepStatus, off
 from rocmenv.bootstrap.refs import OverridePlan
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, RocmenvError
-from rocmenv.hostfs import write_atomic
+from rocmenv.hostfs import open_append, write_atomic
 
 if TYPE_CHECKING:
     from rocmenv.bootstrap.overrides import OverrideResult
@@ -160,10 +161,13 @@ def do_export(
                 "--export github-env: $GITHUB_ENV is not set",
                 hint="run inside GitHub Actions, or use --export shell",
             )
-        try:
-            with open(github_env, "a", encoding="utf-8") as f:
+        try:  # never through a link the checkout planted (rocmenv.hostfs)
+            fd = open_append(Path(github_env), within=ctx.checkout)
+            with os.fdopen(fd, "a", encoding="utf-8") as f:
                 for name, value in values.items():
                     f.write(github_env_entry(name, value))
+        except ValueError as err:
+            raise ConfigError(f"$GITHUB_ENV ({github_env}): {err}") from None
         except OSError as err:
             raise ConfigError(
                 f"cannot append to $GITHUB_ENV ({github_env}): {err}",
@@ -352,13 +356,13 @@ def _environment(
 # ------------------------------------------------------------------ writing the report
 
 
-def write_report(path: Path, result: BootstrapResult) -> None:
-    """Atomically write the JSON report (temp file in the same directory + rename)."""
+def write_report(path: Path, result: BootstrapResult, *, within: Path | None) -> None:
+    """Atomically write the JSON report (temp file in the same directory + rename), following
+    no link inside ``within`` (the checkout: :mod:`rocmenv.hostfs`)."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(result.redacted_json(), indent=2, sort_keys=True) + "\n"
-        write_atomic(path, text, durable=False)
+        write_atomic(path, text, within=within, durable=False, parents=True)
     except OSError as err:
         raise ConfigError(
             f"cannot write the bootstrap report {path}: {err}", hint="choose a writable --report"
@@ -372,9 +376,10 @@ def append_step_summary(ctx: Context, result: BootstrapResult) -> str | None:
         return None
     from rocmenv.bootstrap.envreport import markdown
 
-    try:
-        with open(target, "a", encoding="utf-8") as f:
+    try:  # never through a link the checkout planted (rocmenv.hostfs)
+        fd = open_append(Path(target), within=ctx.checkout)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(markdown(result.redacted_json()))
-    except OSError:
+    except (OSError, ValueError):
         return None
     return target

@@ -80,7 +80,7 @@ def gha_output(ctx: Context, values: dict[str, str]) -> None:
     from rocmenv.hostfs import append_text
 
     try:
-        append_text(Path(target), "".join(lines))
+        append_text(Path(target), "".join(lines), within=ctx.checkout)
     except OSError as err:
         raise UsageError(
             f"cannot write the step outputs to $GITHUB_OUTPUT ({target}): {err.strerror}",

@@ -199,7 +199,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         from pathlib import Path
 
         path = Path(args.report)
-        write_report(path if path.is_absolute() else ctx.cwd / path, result)
+        write_report(path if path.is_absolute() else ctx.cwd / path, result, within=ctx.checkout)
     append_step_summary(ctx, result)
     if args.json:
         emit_json(ctx, result.redacted_json())

@@ -48,8 +48,6 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    import shlex
-
     from rocmenv.cli._common import emit, emit_json, warn
     from rocmenv.cli.run import flags_of
     from rocmenv.errors import UsageError
@@ -57,7 +55,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.settings.resolve import settings_for
     from rocmenv.spec.labels import LABEL_PREFIX
     from rocmenv.spec.plan import PlanRequest, plan
-    from rocmenv.spec.render import render_compose, render_docker, render_gha
+    from rocmenv.spec.render import plain_words, render_compose, render_docker, render_gha
     from rocmenv.spec.runspec import Overrides
 
     settings = settings_for(ctx, flags_of(args))
@@ -82,12 +80,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ctx.stderr.write(f"rocmenv: {text}\n")
     if args.format == "docker":
         argv = [a for a in render_docker(spec) if not a.startswith(f"--label={LABEL_PREFIX}")]
-        if args.json:
+        if args.json:  # a list: any value
             emit_json(
                 ctx, {"format": "docker", "profile": profile.name, "args": argv, "image": image}
             )
-        else:
-            emit(ctx, shlex.join(argv))
+        else:  # words for $(…): nothing that would need quoting
+            emit(ctx, plain_words(argv, "docker"))
     elif args.format == "gha":
         text = render_gha(spec)
         if args.json:

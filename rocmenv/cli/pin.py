@@ -113,7 +113,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return lock
 
     if new_profiles or new_refs:
-        update_lock(lock_file, change)
+        update_lock(lock_file, change, within=ctx.checkout)
     _outputs(ctx, str(lock_file), results)
     if args.json:
         emit_json(ctx, {"lockfile": str(lock_file), "entries": results, **extra})

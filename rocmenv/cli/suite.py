@@ -21,7 +21,7 @@ from typing import Any
 
 from rocmenv.cli._common import emit, emit_json
 from rocmenv.context import Context
-from rocmenv.errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from rocmenv.errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from rocmenv.settings.choices import ENGINE_NAMES
 
 UNTRUSTED_HELP = (
@@ -93,7 +93,10 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
     p.add_argument("--markdown", metavar="FILE", help="append a markdown summary here")
     p.add_argument(
-        "--log-dir", metavar="DIR", help="per-test logs (default rocmenv-suite-logs/NAME)"
+        "--log-dir",
+        metavar="DIR",
+        help="per-test logs (default rocmenv-suite-logs/NAME; untrusted: $RUNNER_TEMP/"
+        "rocmenv-suite-logs/NAME, else $XDG_STATE_HOME/rocmenv/suite-logs/NAME)",
     )
     p.add_argument("--backend", choices=("local", "slurm"), default="local", help="where tests run")
     p.add_argument("--engine", choices=ENGINE_NAMES, help="container engine (default: auto)")
@@ -260,9 +263,8 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
     from pathlib import Path
 
     from rocmenv.settings.resolve import Flags
-    from rocmenv.suite.junit import junit_xml
     from rocmenv.suite.plan import parse_partition
-    from rocmenv.suite.report import markdown, table, to_json, write_text
+    from rocmenv.suite.report import table, to_json
     from rocmenv.suite.runner import SuiteRunRequest, run_suite
 
     request = SuiteRunRequest(
@@ -289,22 +291,45 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
 
     for text in report.warnings:
         warn(ctx, text)
-    if args.junit:
-        write_text(_path(ctx, args.junit), junit_xml(report))
-    summary = args.markdown or (
-        ctx.env.get("GITHUB_STEP_SUMMARY") if ctx.in_github_actions else None
-    )
-    if summary:
-        with _path(ctx, summary).open("a", encoding="utf-8") as fh:
-            fh.write(markdown(report))
+    if report.log_dir:
+        ctx.stderr.write(f"rocmenv suite: per-test logs in {report.log_dir}\n")
+    failed_write = _write_reports(args, ctx, report)
+    if failed_write is not None and args.json:
+        raise failed_write  # one JSON document: the error
     if args.json:
         emit_json(ctx, to_json(report))
     else:
         for line in table(report):
             emit(ctx, line)
+    if failed_write is not None:
+        raise failed_write
     if report.interrupted:
         return EXIT_INTERRUPTED
     return EXIT_OK if report.passed else EXIT_CHECK_FAILED
+
+
+def _write_reports(args: argparse.Namespace, ctx: Context, report: Any) -> UsageError | None:
+    """``--junit`` and ``--markdown`` (or ``$GITHUB_STEP_SUMMARY``), never through a link the
+    checkout planted; what could not be written is returned for the caller to raise."""
+    from rocmenv.hostfs import LinkRefused
+    from rocmenv.suite.junit import junit_xml
+    from rocmenv.suite.report import append_text, markdown, write_text
+
+    summary = args.markdown or (
+        ctx.env.get("GITHUB_STEP_SUMMARY") if ctx.in_github_actions else None
+    )
+    try:
+        if args.junit:
+            write_text(_path(ctx, args.junit), junit_xml(report), within=ctx.checkout)
+        if summary:
+            append_text(_path(ctx, summary), markdown(report), within=ctx.checkout)
+    except LinkRefused as err:
+        return UsageError(str(err), hint="remove the link, or name another file")
+    except OSError as err:
+        return UsageError(
+            f"cannot write {err.filename}: {err.strerror}", hint="name a writable file"
+        )
+    return None
 
 
 def _path(ctx: Context, text: str) -> Any:

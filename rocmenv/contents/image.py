@@ -1,10 +1,10 @@
 """An image's contents from its layers' indexes, without pulling it.
 
-:func:`read_image` resolves the ``linux/amd64`` manifest, indexes every layer not yet in the
-:class:`LayerStore` (streaming it once from the registry), and :func:`merge` stacks the
-indexes as the OCI image spec says: for each layer from the bottom, its whiteouts first
-delete the named path (and everything under it) from the layers below, an opaque marker
-empties its directory of the layers below, then its own entries are added.
+:func:`read_image` resolves the ``linux/amd64`` manifest, checks every layer descriptor (a
+valid digest before it names anything, a media type, a size), indexes every layer not yet in
+the :class:`LayerStore` (streaming it once from the registry, within one
+:class:`~rocmenv.contents.budget.Budget` for the whole image), and
+:func:`~rocmenv.contents.merge.merge` stacks the indexes as the OCI image spec says.
 
 From the merged view: the interpreter ``python3`` on the image's ``PATH`` (symlinks
 followed), its ``sys.path`` site directories (``PYTHONPATH``, a venv's, the user site, then
@@ -19,74 +19,15 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from rocmenv.contents.layer import LayerIndexJson, index_layer
+from rocmenv.contents.fetch import index_layers, layer_refs
+from rocmenv.contents.merge import Merged, merge, resolve
 from rocmenv.contents.store import LayerStore
 from rocmenv.grammar.reference import Reference
-from rocmenv.registry.blobs import open_blob
 from rocmenv.registry.client import RegistryClient
 from rocmenv.shims.catalogue import ShimInfo
-
-LAYER_JOBS = 3
-
-
-@dataclass(frozen=True, kw_only=True)
-class Merged:
-    files: dict[str, str] = field(default_factory=dict)
-    links: dict[str, str] = field(default_factory=dict)
-
-
-def merge(layers: Sequence[LayerIndexJson]) -> Merged:
-    """Stack layer indexes bottom to top, applying whiteouts and opaque directories."""
-    files: dict[str, str] = {}
-    links: dict[str, str] = {}
-    for layer in layers:
-        for table in (files, links):
-            for gone in layer["whiteouts"]:
-                prefix = gone + "/"
-                for path in [p for p in table if p == gone or p.startswith(prefix)]:
-                    del table[path]
-            for directory in layer["opaque"]:
-                prefix = directory + "/" if directory else ""
-                for path in [p for p in table if p.startswith(prefix)]:
-                    del table[path]
-        # a file or symlink replaces a directory of the layers below (the tar applier
-        # removes it first), so what was under it is gone
-        for path in [*layer["files"], *layer["links"]]:
-            prefix = path + "/"
-            for table in (files, links):
-                for gone in [p for p in table if p.startswith(prefix)]:
-                    del table[gone]
-        for path, text in layer["files"].items():
-            links.pop(path, None)
-            files[path] = text
-        for path, target in layer["links"].items():
-            files.pop(path, None)
-            links[path] = target
-    return Merged(files=files, links=links)
-
-
-def _resolve(merged: Merged, path: str) -> str:
-    """``path`` with every symlink among its components followed (as far as the index knows
-    them: python binaries, os-release, /opt entries, site and lib directories)."""
-    for _ in range(40):
-        parts = path.split("/")
-        for i in range(1, len(parts) + 1):
-            prefix = "/".join(parts[:i])
-            target = merged.links.get(prefix)
-            if target is not None:
-                base = posixpath.dirname(prefix)
-                head = (
-                    target.lstrip("/") if target.startswith("/") else posixpath.join(base, target)
-                )
-                path = posixpath.normpath("/".join([head, *parts[i:]]))
-                break
-        else:
-            return path
-    return path
 
 
 def read_config(client: RegistryClient, ref: Reference, platform: Any) -> dict[str, Any]:
@@ -127,7 +68,7 @@ def find_python(merged: Merged, env: Mapping[str, str], name: str = "python3") -
     for directory in path_dirs:
         candidate = posixpath.join(directory.strip("/"), name)
         if candidate in merged.files or candidate in merged.links:
-            found, executable = _resolve(merged, candidate), candidate
+            found, executable = resolve(merged, candidate), candidate
             break
     pythonpath = [p.strip("/") for p in (env.get("PYTHONPATH") or "").split(":") if p]
     if found is None:
@@ -136,11 +77,8 @@ def find_python(merged: Merged, env: Mapping[str, str], name: str = "python3") -
     xy = match.group(1) if match else None
     prefix = posixpath.dirname(posixpath.dirname(found))
     if xy is None:  # a plain `python3` file: the stdlib directory says which
-        stdlibs = sorted(
-            m.group(1)
-            for p in merged.files
-            if (m := re.fullmatch(re.escape(prefix) + r"/lib/python(\d+\.\d+)/os\.py", p))
-        )
+        stdlib = re.compile(re.escape(prefix) + r"/lib/python(\d+\.\d+)/os\.py")
+        stdlibs = sorted(m.group(1) for p in merged.files if (m := stdlib.fullmatch(p)))
         xy = stdlibs[-1] if stdlibs else None
     sites: list[str] = list(pythonpath)
     venv = merged.files.get(f"{prefix}/pyvenv.cfg")
@@ -174,7 +112,7 @@ def _pth_entries(merged: Merged, site: str) -> list[str]:
     """The directories a site directory's ``*.pth`` files add to ``sys.path`` (in file-name
     order, as ``site.addsitedir`` reads them; ``import`` lines are code, not paths)."""
     out = []
-    real = _resolve(merged, site)  # where the files are; relative entries join `site` itself
+    real = resolve(merged, site)  # where the files are; relative entries join `site` itself
     names = sorted(
         p
         for p in merged.files
@@ -191,15 +129,24 @@ def _pth_entries(merged: Merged, site: str) -> list[str]:
 
 
 def _editable_mappings(merged: Merged, python: Interpreter) -> dict[str, str]:
-    """Top-level package -> directory, from setuptools' editable finders (PEP 660)."""
+    """Top-level package -> directory, from setuptools' editable finders (PEP 660) anywhere
+    under a site directory (each finder is found through its own ancestors, so the cost does
+    not grow with sites × files)."""
     import ast
 
+    sites = set(python.site_dirs)
+    under: dict[str, list[str]] = {}
+    for path in merged.files:
+        if "__editable___" in path:
+            parts = path.split("/")
+            for i in range(1, len(parts)):
+                ancestor = "/".join(parts[:i])
+                if ancestor in sites:
+                    under.setdefault(ancestor, []).append(path)
     out: dict[str, str] = {}
     for site in python.site_dirs:
-        for path, text in sorted(merged.files.items()):
-            if not (path.startswith(site + "/") and "__editable___" in path):
-                continue
-            for line in text.splitlines():
+        for path in sorted(under.get(site, ())):
+            for line in merged.files[path].splitlines():
                 try:
                     mapping = ast.literal_eval(line.split("=", 1)[1].strip())
                 except (ValueError, SyntaxError, IndexError):
@@ -213,8 +160,9 @@ def _editable_mappings(merged: Merged, python: Interpreter) -> dict[str, str]:
 def _patch_level(merged: Merged, xy: str | None) -> str | None:
     if xy is None:
         return None
+    patchlevel = re.compile(rf"(?:.*/)?include/python{re.escape(xy)}m?/patchlevel\.h")
     for path, text in merged.files.items():
-        if re.fullmatch(rf"(?:.*/)?include/python{re.escape(xy)}m?/patchlevel\.h", path) and text:
+        if text and path.endswith("/patchlevel.h") and patchlevel.fullmatch(path):
             return text
     status = merged.files.get("var/lib/dpkg/status", "")
     match = re.search(
@@ -235,18 +183,23 @@ class Distribution:
     location: str  # the site directory
 
 
+_STDLIB_OS = re.compile(r".*lib/python(\d+\.\d+)/os\.py")
+_DIST = re.compile(r"(.*)/([^/]+\.dist-info/METADATA|[^/]+\.egg-info(?:/PKG-INFO)?)")
+
+
 def distributions(merged: Merged, python: Interpreter) -> list[Distribution]:
-    """Every distribution in a site directory of ``python``, in ``sys.path`` order."""
+    """Every distribution in a site directory of ``python``, in ``sys.path`` order (the
+    metadata files are grouped by directory once, so the cost does not grow with
+    sites × files)."""
+    by_site: dict[str, list[str]] = {}
+    for path, text in merged.files.items():
+        match = _DIST.fullmatch(path)
+        if match:
+            by_site.setdefault(match.group(1), []).append(text)
     out = []
     for site in python.site_dirs:
-        prefix = _resolve(merged, site) + "/"
         found = []
-        for path, text in merged.files.items():
-            if not path.startswith(prefix):
-                continue
-            rest = path[len(prefix) :]
-            if not re.fullmatch(r"[^/]+\.dist-info/METADATA|[^/]+\.egg-info(?:/PKG-INFO)?", rest):
-                continue
+        for text in by_site.get(resolve(merged, site), ()):
             headers = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
             name, version = headers.get("Name", "").strip(), headers.get("Version", "").strip()
             if name and version:
@@ -261,7 +214,7 @@ def _find_source(merged: Merged, python: Interpreter) -> Callable[[str], str | N
     def find_source(module: str) -> str | None:
         parts = module.split(".")
         for entry in python.site_dirs:
-            site = _resolve(merged, entry)
+            site = resolve(merged, entry)
             top = f"{site}/{parts[0]}"
             if f"{top}/__init__.py" not in merged.files and f"{top}.py" not in merged.files:
                 continue
@@ -350,7 +303,7 @@ def _load_shim(shim: ShimInfo) -> Any:
 
 def _os_release(merged: Merged) -> dict[str, str]:
     for path in ("etc/os-release", "usr/lib/os-release"):
-        real = _resolve(merged, path)
+        real = resolve(merged, path)
         text = merged.files.get(real)
         if text is not None:
             out = {}
@@ -384,22 +337,8 @@ def read_image(
     )
     config = read_config(client, ref, platform)
     targets = sorted({s.target for s in shims})
-    entries = [e for e in manifest.data.get("layers") or [] if isinstance(e, dict)]
-
-    def one(entry: Mapping[str, Any]) -> tuple[LayerIndexJson, bool]:
-        digest, media_type = str(entry.get("digest")), str(entry.get("mediaType", ""))
-        return store.index(
-            digest,
-            targets,
-            lambda: index_layer(
-                digest, media_type, open_blob(client, ref, platform.registry, digest), targets
-            ),
-        )
-
-    # Several layers at once, as the engine pulls (its default is 3 concurrent downloads):
-    # decompression and hashing release the GIL, and a remote registry's latency overlaps.
-    with ThreadPoolExecutor(max_workers=max(1, min(LAYER_JOBS, len(entries)))) as pool:
-        results = list(pool.map(one, entries))
+    layers = layer_refs(manifest.data, ref)
+    results = index_layers(client, store, ref, platform.registry, layers, targets)
     indexes = [index for index, _ in results]
     read = sum(1 for _, made in results if made)
     nbytes = sum(index["bytes"] for index, made in results if made)
@@ -410,12 +349,12 @@ def read_image(
     effective: dict[str, str] = {}
     for dist in dists:
         effective.setdefault(dist.name, dist.version)
-    rocm = merged.files.get(_resolve(merged, "opt/rocm/.info/version"))
+    rocm = merged.files.get(resolve(merged, "opt/rocm/.info/version"))
     pythons = sorted(
         {
             m.group(1)
             for p in merged.files
-            if (m := re.fullmatch(r".*lib/python(\d+\.\d+)/os\.py", p))
+            if p.endswith("/os.py") and (m := _STDLIB_OS.fullmatch(p))
         }
     )
     doc = {

@@ -256,17 +256,24 @@ def render_lock(lock: Lock) -> str:
 
 
 @contextlib.contextmanager
-def exclusive(path: Path, *, timeout: float = 60.0) -> Iterator[None]:
-    """Hold the advisory lock that serialises writers of ``path``.
+def exclusive(path: Path, *, within: Path | None, timeout: float = 60.0) -> Iterator[int]:
+    """Hold the advisory lock that serialises writers of ``path``; yields the directory's
+    descriptor.
 
     The lock is taken on the directory itself (``flock`` works on directory descriptors), so
-    no sidecar file is left next to the lockfile.
+    no sidecar file is left next to the lockfile. The directory is opened without following
+    a link inside ``within`` (the checkout: a test could swap it for one).
     """
     import fcntl
 
+    from rocmenv.hostfs import LinkRefused, open_dir
+
     directory = path.parent
     try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        fd = open_dir(directory, within=within)
+    except LinkRefused as err:
+        raise LockError(f"cannot lock {path}: {err}",
+                        hint="remove the link; rocmenv writes no file through one") from err  # fmt: skip
     except OSError as err:
         raise LockError(
             f"cannot open {directory} to lock {path.name}: {err.strerror}",
@@ -287,45 +294,64 @@ def exclusive(path: Path, *, timeout: float = 60.0) -> Iterator[None]:
                         hint="wait for the other `rocmenv pin` to finish",
                     ) from None
                 time.sleep(0.05)
-        yield
+        yield fd
     finally:
         os.close(fd)
 
 
-def _clean_stale_temps(path: Path) -> None:
-    """Remove temp files left by writers that were killed (their pid is gone).
+def _clean_stale_temps(dir_fd: int, name: str) -> None:
+    """Remove temp files left by writers that were killed (their pid is gone), by name in
+    the locked directory (never through a link).
 
     Equivalent mutants, marked: the pid is the first field however many splits are made;
-    ``missing_ok`` only matters when another writer removed the file first (a race)."""
-    prefix = f".{path.name}."
-    for candidate in sorted(path.parent.glob(f"{prefix}*.tmp")):
-        pid_text = candidate.name[len(prefix) :].split(".", 1)[0]  # pragma: no mutate
+    a file already gone only matters when another writer removed it first (a race)."""
+    prefix = f".{name}."
+    for candidate in sorted(os.listdir(dir_fd)):
+        if not (candidate.startswith(prefix) and candidate.endswith(".tmp")):
+            continue
+        pid_text = candidate[len(prefix) :].split(".", 1)[0]  # pragma: no mutate
         if not pid_text.isdigit():
             continue
         try:
             os.kill(int(pid_text), 0)
         except ProcessLookupError:
-            candidate.unlink(missing_ok=True)  # pragma: no mutate
+            with contextlib.suppress(FileNotFoundError):  # pragma: no mutate
+                os.unlink(candidate, dir_fd=dir_fd)
         except PermissionError:
             pass
 
 
-def write_lock(path: Path, lock: Lock) -> None:
-    """Atomically replace ``path`` (call inside :func:`exclusive`)."""
+def write_lock(path: Path, lock: Lock, *, within: Path | None, dir_fd: int | None = None) -> None:
+    """Atomically replace ``path`` (call inside :func:`exclusive`; ``dir_fd`` is what it
+    yields), following no link inside ``within``."""
+    from rocmenv.hostfs import LinkRefused, open_dir
+
     text = render_lock(lock)
     parse_lock(path, text)  # what we write, we can read back: never a lock we then refuse
-    _clean_stale_temps(path)
-    write_atomic(path, text)
+    try:
+        if dir_fd is not None:
+            _clean_stale_temps(dir_fd, path.name)
+        else:
+            own = open_dir(path.parent, within=within)
+            try:
+                _clean_stale_temps(own, path.name)
+            finally:
+                os.close(own)
+        write_atomic(path, text, within=within)
+    except LinkRefused as err:
+        raise LockError(f"cannot write {path}: {err}",
+                        hint="remove the link; rocmenv writes no file through one") from err  # fmt: skip
 
 
 def update_lock(
     path: Path,
     change: Callable[[Lock], Lock],
     *,
+    within: Path | None,
     timeout: float = 60.0,  # pragma: no mutate (how long to wait: not pinned without waiting it)
 ) -> Lock:
     """Read-modify-write under the lock, so concurrent updates of other entries survive."""
-    with exclusive(path, timeout=timeout):
+    with exclusive(path, within=within, timeout=timeout) as dir_fd:
         new = change(read_lock(path))
-        write_lock(path, new)
+        write_lock(path, new, within=within, dir_fd=dir_fd)
         return new

@@ -26,9 +26,11 @@ if TYPE_CHECKING:  # imported by the functions that need them: `run` of a pinned
 
 
 def make_client(ctx: Context, settings: Settings) -> RegistryClient:
+    """The registry client of a command; an untrusted one keeps no token for later commands
+    (an untrusted run teaches the trusted side nothing)."""
     from rocmenv.registry.client import RegistryClient
 
-    return RegistryClient(ctx, settings.registry, token_cache=True)
+    return RegistryClient(ctx, settings.registry, token_cache=not settings.untrusted)
 
 
 def now_utc() -> str:

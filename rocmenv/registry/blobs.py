@@ -1,77 +1,120 @@
-"""Large blobs (image layers) streamed from a registry: chunks hashed on the way, resumed with
-``Range`` after a dropped connection, with the client's auth, TLS trust and proxy. Small
-blobs (configs) are :meth:`rocmenv.registry.client.RegistryClient.get_blob`.
+"""Large blobs (image layers) streamed from a registry through the client's transport
+(urllib3: its connection pools, proxies, TLS trust, retries and the command's deadline):
+chunks hashed on the way, never more than the manifest says, resumed with ``Range`` after a
+dropped connection. Small blobs (configs) are
+:meth:`rocmenv.registry.client.RegistryClient.get_blob`.
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
-from rocmenv.grammar.reference import Reference, validate_digest
+from rocmenv.grammar.reference import Reference
+from rocmenv.registry.response import BodyStream, StreamBroken
 
 if TYPE_CHECKING:
     from rocmenv.registry.client import RegistryClient
 
+RESUMES = 3  # a dropped connection is resumed this many times
+REDIRECTS = 5
+
+
+def check_blob_digest(digest: str, what: str) -> str:
+    """A digest a manifest names: sha256/sha384/sha512 with its full lower-case hex, or a
+    protocol error (before it names a URL, a file or anything else)."""
+    from rocmenv.grammar.reference import digest_problem
+
+    problem = digest_problem(digest)
+    if problem is not None:
+        raise RegistryProtocolError(
+            f"{what} {digest[:200]!r} is not a valid digest: {problem.detail[:300]}",
+            hint="the registry or a mirror sent a malformed manifest (only sha256, sha384 "
+            "and sha512 digests are accepted); nothing was read or written for it",
+        )
+    return digest
+
 
 def open_blob(
-    client: RegistryClient, ref: Reference, host: str, digest: str, *, max_bytes: int = 64 << 30
+    client: RegistryClient, ref: Reference, host: str, digest: str, *, max_bytes: int
 ) -> Iterator[bytes]:
-    """A (large) blob as 1 MiB chunks, hashed on the way (:class:`DigestMismatch` after
-    the last), resumed with ``Range`` after a dropped connection (3 times). Auth by a
-    ``HEAD`` through :meth:`RegistryClient.request`; the same TLS trust (certs.d, SSL_CERT_FILE,
-    insecure) and proxy as the transport; no registry credentials to a redirect."""
+    """A (large) blob as chunks of up to 1 MiB, hashed on the way (:class:`DigestMismatch`
+    after the last), refused past ``max_bytes`` (the size its descriptor gives), resumed with
+    ``Range`` after a dropped connection (3 times). Auth by a ``HEAD`` through
+    :meth:`RegistryClient.request`; a redirect (Docker Hub's CDN) gets no registry
+    credentials."""
     import hashlib
-    import http.client
-    import urllib.error
-    import urllib.request
 
     from rocmenv.errors import DigestMismatch
-    from rocmenv.registry.proxy import proxy_for
-    from rocmenv.registry.tls import build_context, trust_inputs
 
-    validate_digest(digest)
+    check_blob_digest(digest, "blob")
     path = f"/v2/{ref.path}/blobs/{digest}"
     head = client.request(ref, host, "HEAD", path, kind="blob-head")
     if head.status == 404:
         raise client.not_found(ref, host, head, f"blob {digest}")
-    url = f"{client.scheme_for(host)}://{host}{path}"
-    env = client.ctx.env
-    verify = not client.transport.is_insecure(host)
-    context = build_context(env, *trust_inputs(host, env, host), verify=verify)
-    proxy = proxy_for(url, env, client.settings.proxy, client.settings.no_proxy)
-    opener = urllib.request.build_opener(
-        urllib.request.HTTPSHandler(context=context),
-        urllib.request.ProxyHandler({"http": proxy, "https": proxy} if proxy else {}),
-    )
-    auth = client.auth_header(host, f"repository:{ref.path}:pull")
-    hasher, done, failures = hashlib.sha256(), 0, 0
+    announced = head.header("content-length") or ""
+    if head.status == 200 and announced.isdigit() and int(announced) > max_bytes:
+        raise _larger(host, digest, max_bytes, f"announces {int(announced)} bytes")
+    hasher = hashlib.new(digest.partition(":")[0])
+    done, failures = 0, 0
     while True:
-        request = urllib.request.Request(url, headers={"Range": f"bytes={done}-"} if done else {})
-        for key, value in auth.items():
-            request.add_unredirected_header(key, value)
         try:
-            with opener.open(request, timeout=client.settings.timeout) as resp:
-                client.stats.add("blob-stream")
-                if done and resp.status != 206:
-                    raise RegistryProtocolError(f"{host}: blob {digest}: Range refused")
-                while data := resp.read(1 << 20):
-                    done += len(data)
-                    if done > max_bytes:
-                        raise RegistryProtocolError(
-                            f"{host}: blob {digest} is over {max_bytes} bytes"
-                        )
-                    hasher.update(data)
-                    yield data
-        except (OSError, urllib.error.URLError, http.client.HTTPException) as err:
+            for chunk in _get(client, ref, host, path, digest, done):
+                done += len(chunk)
+                if done > max_bytes:
+                    raise _larger(host, digest, max_bytes, "sent more")
+                hasher.update(chunk)
+                yield chunk
+        except StreamBroken as err:
             failures += 1
-            if failures > 3:
+            if failures > RESUMES:
                 raise RegistryUnavailable(
                     f"{host}: reading blob {digest} of {ref.name} failed after {done} bytes: {err}",
                     hint="check the network; the layers read so far are kept",
                 ) from None
             continue
         break
-    if f"sha256:{hasher.hexdigest()}" != digest:
+    if f"{digest.partition(':')[0]}:{hasher.hexdigest()}" != digest:
         raise DigestMismatch(f"blob {ref.name}@{digest} from {host}: the bytes do not match")
+
+
+def _get(
+    client: RegistryClient, ref: Reference, host: str, path: str, digest: str, done: int
+) -> Iterator[bytes]:
+    """One ``GET`` of the blob from byte ``done`` on, redirects followed."""
+    plain = {"Accept-Encoding": "identity", **({"Range": f"bytes={done}-"} if done else {})}
+    auth = client.auth_header(host, f"repository:{ref.path}:pull")
+    url = f"{client.scheme_for(host)}://{host}{path}"
+    stream = client.transport.stream_with_retries(
+        url, {**plain, **auth}, "blob-stream", registry_host=host
+    )
+    for _ in range(REDIRECTS):
+        if stream.status not in (301, 302, 303, 307, 308):
+            break
+        location = stream.header("location")
+        stream.close()
+        if not location:
+            raise RegistryProtocolError(f"{host}: blob {digest}: a redirect without a Location")
+        url = urllib.parse.urljoin(stream.url, location)
+        # Storage back-ends (a CDN) get no registry credentials.
+        stream = client.transport.stream_with_retries(url, plain, "blob-stream", registry_host=host)
+    yield from _body(stream, host, digest, 206 if done else 200)
+
+
+def _body(stream: BodyStream, host: str, digest: str, expected: int) -> Iterator[bytes]:
+    if stream.status != expected:
+        stream.close()
+        raise RegistryProtocolError(
+            f"{host}: GET blob {digest} answered HTTP {stream.status}"
+            + (" to a Range request (resuming needs 206)" if expected == 206 else ""),
+        )
+    yield from stream.chunks()
+
+
+def _larger(host: str, digest: str, cap: int, how: str) -> RegistryProtocolError:
+    return RegistryProtocolError(
+        f"{host}: blob {digest} {how}, more than the {cap} bytes its manifest gives",
+        hint="a hostile or broken registry, mirror or proxy",
+    )

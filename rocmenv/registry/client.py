@@ -85,7 +85,7 @@ class RegistryClient:
                 from rocmenv.registry.token_cache import TokenCache, cache_path
 
                 path = cache_path(self.ctx.env)
-                cache = TokenCache(path) if path is not None else None
+                cache = TokenCache(path, within=self.ctx.checkout) if path is not None else None
             self._auth = RegistryAuth(self.ctx, self.transport, cache)
         return self._auth
 

@@ -1,14 +1,20 @@
-"""What a registry answer becomes: the response value, ``ratelimit-*`` headers, ``Retry-After``,
-and the round-trip counters of a command."""
+"""What a registry answer becomes: the response value (or a body streamed to the caller),
+``ratelimit-*`` headers, ``Retry-After``, and the round-trip counters of a command."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from rocmenv.errors import RegistryUnavailable
+from rocmenv.redact import redact
+
+if TYPE_CHECKING:
+    import urllib3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,6 +26,80 @@ class Response:
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
+
+
+class StreamBroken(RegistryUnavailable):
+    """A streamed body broke off or stalled before its end (the caller may resume it)."""
+
+
+class BodyStream:
+    """The body of an answer, read by the caller in pieces as sent (no content decoding):
+    each read waits at most ``timeout``, and never past the command's deadline
+    (``time_left``; :class:`RegistryUnavailable`); a connection that breaks or stalls is
+    :class:`StreamBroken`. Close it (or read it to the end) to free the connection."""
+
+    def __init__(
+        self,
+        raw: urllib3.BaseHTTPResponse,
+        headers: Mapping[str, str],
+        url: str,
+        *,
+        time_left: Callable[[], float],
+        timeout: float,
+        deadline: float,
+    ) -> None:
+        self.status = raw.status
+        self.headers = headers
+        self.url = url
+        self._raw = raw
+        self._time_left = time_left
+        self._timeout = timeout
+        self._deadline = deadline
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    def close(self) -> None:
+        self._raw.close()
+        self._raw.release_conn()
+
+    def chunks(self, size: int = 1 << 20) -> Iterator[bytes]:
+        import urllib.parse
+
+        import urllib3
+
+        host = urllib.parse.urlsplit(self.url).netloc
+        sock = getattr(getattr(self._raw, "connection", None), "sock", None)
+        received = 0
+        try:
+            while True:
+                left = self._time_left()
+                if left <= 0:
+                    raise RegistryUnavailable(
+                        f"{host}: {redact(self.url)} was still arriving at the command's "
+                        f"deadline ({self._deadline:g} s), {received} bytes received; gave up",
+                        hint="the registry or a proxy on the way is stalling; raise [registry] "
+                        "command-deadline or ROCMENV_REGISTRY_DEADLINE if it is only slow",
+                    )
+                if sock is not None:
+                    sock.settimeout(max(0.01, min(self._timeout, left)))
+                try:
+                    chunk = self._raw.read1(size, decode_content=False)
+                except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as err:
+                    if self._time_left() <= 0:
+                        continue  # the deadline's own message, above
+                    raise StreamBroken(f"{host}: the answer stalled ({received} bytes)") from err
+                except (urllib3.exceptions.HTTPError, OSError) as err:
+                    raise StreamBroken(
+                        f"{host}: the answer broke off after {received} bytes: "
+                        f"{redact(str(err))[:200]}"
+                    ) from err
+                if not chunk:
+                    return
+                received += len(chunk)
+                yield chunk
+        finally:
+            self.close()
 
 
 @dataclass(frozen=True, kw_only=True)

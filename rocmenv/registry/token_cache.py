@@ -10,6 +10,7 @@ is an empty cache, never an error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -32,8 +33,11 @@ def cache_path(env: Mapping[str, str]) -> Path | None:
 
 
 class TokenCache:
-    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, path: Path, clock: Callable[[], float] = time.time, *, within: Path | None = None
+    ) -> None:
         self.path = path
+        self.within = within  # the checkout: written without following links in it
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[str, float]] | None = None
@@ -105,10 +109,8 @@ class TokenCache:
                 "tokens": {k: {"token": t, "expires": e} for k, (t, e) in sorted(keep.items())},
                 "hosts": {h: list(p) for h, p in sorted(self._hosts.items())[:MAX_ENTRIES]},
             }
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                write_atomic(
-                    self.path, json.dumps(payload, sort_keys=True), mode=0o600, durable=False
-                )
-            except OSError:
-                pass  # a cache that cannot be written is only slower
+            with contextlib.suppress(OSError, ValueError):  # a cache that cannot be written
+                write_atomic(  # is only slower
+                    self.path, json.dumps(payload, sort_keys=True), within=self.within,
+                    mode=0o600, durable=False, parents=True, dir_mode=0o700,
+                )  # fmt: skip

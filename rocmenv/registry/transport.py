@@ -29,12 +29,13 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
 from rocmenv.grammar.reference import is_loopback_host
 from rocmenv.redact import redact
 from rocmenv.registry.response import (
+    BodyStream,
     RateLimit,
     RegistryStats,
     Response,
@@ -191,6 +192,32 @@ class Transport:
 
         ``registry_host``: the registry this request is for (its insecure setting applies).
         """
+        raw, hdrs, deadline = self._open(
+            method, url, headers, kind, registry_host=registry_host, body=body
+        )
+        try:
+            if method == "HEAD" or raw.status in (204, 304):
+                data = b""
+            else:
+                host = urllib.parse.urlsplit(url).netloc
+                data = self._read_body(raw, hdrs, kind, host, url, deadline)
+        finally:
+            raw.release_conn()
+        return Response(status=raw.status, headers=hdrs, body=data, url=url)
+
+    def _open(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        kind: str,
+        *,
+        registry_host: str | None = None,
+        body: bytes | None = None,
+        whole_command: bool = False,
+    ) -> tuple[urllib3.BaseHTTPResponse, dict[str, str], float]:
+        """Send the request and read the answer's head: the response (its body unread), its
+        headers (lower-case names) and the deadline its body must arrive by."""
         import urllib3
 
         parts = urllib.parse.urlsplit(url)
@@ -204,7 +231,11 @@ class Transport:
                 hint="the registry or a proxy on the way is too slow or stalling; raise "
                 "[registry] command-deadline or ROCMENV_REGISTRY_DEADLINE if it is just slow",
             )
-        deadline = min(now + self.settings.request_deadline, self._command_end)
+        deadline = (
+            self._command_end
+            if whole_command
+            else min(now + self.settings.request_deadline, self._command_end)
+        )
         left = deadline - now
         timeout = urllib3.Timeout(
             connect=min(self.settings.timeout, left), read=min(self.settings.timeout, left)
@@ -297,19 +328,12 @@ class Transport:
         if insecure and parts.scheme == "https":
             with self._lock:
                 self._tls_ok.add(host)
-        try:
-            hdrs = {k.lower(): v for k, v in raw.headers.items()}
-            limit = parse_ratelimit(registry_host or host, hdrs)
-            if limit is not None:
-                with self._lock:
-                    self.ratelimits[limit.host] = limit
-            if method == "HEAD" or raw.status in (204, 304):
-                data = b""
-            else:
-                data = self._read_body(raw, hdrs, kind, host, url, deadline)
-        finally:
-            raw.release_conn()
-        return Response(status=raw.status, headers=hdrs, body=data, url=url)
+        hdrs = {k.lower(): v for k, v in raw.headers.items()}
+        limit = parse_ratelimit(registry_host or host, hdrs)
+        if limit is not None:
+            with self._lock:
+                self.ratelimits[limit.host] = limit
+        return raw, hdrs, deadline
 
     def _read_body(
         self,
@@ -387,12 +411,48 @@ class Transport:
         body: bytes | None = None,
     ) -> Response:
         """:meth:`send` with the retry policy; ``no_retry``: statuses returned at once."""
+        return self._retrying(
+            method,
+            url,
+            lambda u: self.send(method, u, headers, kind, registry_host=registry_host, body=body),
+            no_retry,
+        )
+
+    def stream_with_retries(
+        self, url: str, headers: Mapping[str, str], kind: str, *, registry_host: str | None = None
+    ) -> BodyStream:
+        """A ``GET`` whose body the caller reads in pieces (:class:`BodyStream`, undecoded),
+        retried until the answer's head arrives. Bounded by the command's deadline and the
+        read timeout, not by ``request-deadline``: a layer of gigabytes may take minutes."""
+
+        def attempt(at: str) -> BodyStream:
+            raw, hdrs, _ = self._open(
+                "GET", at, headers, kind, registry_host=registry_host, whole_command=True
+            )
+            return BodyStream(
+                raw,
+                hdrs,
+                at,
+                time_left=self.deadline_left,
+                timeout=self.settings.timeout,
+                deadline=self.settings.command_deadline,
+            )
+
+        return self._retrying("GET", url, attempt)
+
+    def _retrying(
+        self,
+        method: str,
+        url: str,
+        attempt_at: Callable[[str], _Answer],
+        no_retry: Collection[int] = (),
+    ) -> _Answer:
         attempts = self.settings.retries + 1
         last = ""
         attempt = 0
         while attempt < attempts:
             try:
-                resp = self.send(method, url, headers, kind, registry_host=registry_host, body=body)
+                resp = attempt_at(url)
             except _FallBackToHttp:
                 host = urllib.parse.urlsplit(url).netloc
                 with self._lock:
@@ -404,6 +464,8 @@ class Transport:
             else:
                 if resp.status not in RETRY_STATUSES or resp.status in no_retry:
                     return resp
+                if isinstance(resp, BodyStream):
+                    resp.close()
                 last = f"HTTP {resp.status} from {urllib.parse.urlsplit(url).netloc}"
                 wait = retry_after(resp.header("retry-after"))
                 if wait is not None and wait > MAX_RETRY_AFTER:
@@ -433,6 +495,9 @@ class Transport:
             hint="check that the registry is up and reachable (network, proxy, firewall); "
             "set [registry] timeout/retries or ROCMENV_REGISTRY_TIMEOUT to adjust",
         )
+
+
+_Answer = TypeVar("_Answer", Response, BodyStream)
 
 
 class _FallBackToHttp(Exception):

@@ -2,9 +2,10 @@
 
 Lifecycle (:func:`execute`): choose the image and engine → check/pull the image → build the
 :class:`~rocmenv.spec.runspec.RunSpec` (+ shim launcher) → create (labelled) → attach → start →
-wait → remove, with the removal in ``finally``. SIGINT/SIGTERM/SIGHUP received meanwhile
-are forwarded to the container; if it is still running ``STOP_GRACE`` seconds later it is
-killed, then removed. Exit status: the command's own (signals as 128+N); 128+N of the signal
+wait → remove, with the removal in ``finally``, then (untrusted) the sweep of what the
+container left in its writable mounts (:mod:`rocmenv.run.planted`), also after an interrupt.
+SIGINT/SIGTERM/SIGHUP received meanwhile are forwarded to the container; if it is still
+running ``STOP_GRACE`` seconds later it is killed, then removed. Exit status: the command's own (signals as 128+N); 128+N of the signal
 rocmenv itself received when interrupted; 127/126 when the command is missing/not
 executable; 125 when rocmenv or the engine failed before the command ran.
 """
@@ -26,6 +27,7 @@ from rocmenv.engine.container import Container
 from rocmenv.engine.protocol import Attachment, Engine, ImageInfo
 from rocmenv.engine.select import choose_engine_kind, in_container, make_engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
+from rocmenv.run.planted import sweep_after
 from rocmenv.settings.resolve import Flags, Settings, settings_for
 from rocmenv.spec.gpu import family_mismatch
 from rocmenv.spec.labels import Identity
@@ -274,6 +276,8 @@ def _run_container(
             if pending is not None:  # the create failed: e.g. Ctrl-C reached a CLI child too
                 return 128 + pending
             raise
+        finally:  # the container is gone (or kept, stopped): also after an interrupt
+            sweep_after(spec, reporter)
 
 
 def _drive(

@@ -16,6 +16,7 @@ import contextlib
 import datetime as dt
 import fcntl
 import json
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,14 +55,19 @@ def state_path(ctx: Context) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def _locked(path: Path, within: Path) -> Iterator[None]:
+    """The record's sidecar lock, opened without following a link inside ``within``."""
+    from rocmenv.hostfs import open_append
+
+    fd = open_append(path.with_suffix(".lock"), within=within, parents=True)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _read(path: Path) -> dict[str, Pulled]:
@@ -93,7 +99,7 @@ def _read(path: Path) -> dict[str, Pulled]:
     return out
 
 
-def _write(path: Path, records: dict[str, Pulled]) -> None:
+def _write(path: Path, records: dict[str, Pulled], within: Path) -> None:
     doc: StateJson = {
         "state_version": STATE_VERSION,
         "images": {
@@ -101,7 +107,7 @@ def _write(path: Path, records: dict[str, Pulled]) -> None:
             for r in records.values()
         },
     }
-    write_atomic(path, json.dumps(doc, sort_keys=True, indent=1))
+    write_atomic(path, json.dumps(doc, sort_keys=True, indent=1), within=within)
 
 
 def load_pulled(ctx: Context) -> dict[str, Pulled]:
@@ -111,21 +117,21 @@ def load_pulled(ctx: Context) -> dict[str, Pulled]:
 def record_pull(ctx: Context, image_id: str, ref: str, when: dt.datetime | None = None) -> None:
     path = state_path(ctx)
     when = when or dt.datetime.now(dt.timezone.utc)
-    with _locked(path):
+    with _locked(path, ctx.checkout):
         records = _read(path)
         old = records.get(image_id)
         refs = tuple(sorted({*(old.refs if old else ()), ref}))
         records[image_id] = Pulled(image_id=image_id, refs=refs, pulled_at=when)
-        _write(path, records)
+        _write(path, records, ctx.checkout)
 
 
 def forget(ctx: Context, image_ids: Iterable[str]) -> None:
     path = state_path(ctx)
-    with _locked(path):
+    with _locked(path, ctx.checkout):
         records = _read(path)
         for image_id in image_ids:
             records.pop(image_id, None)
-        _write(path, records)
+        _write(path, records, ctx.checkout)
 
 
 Verdict = Literal["remove", "keep"]

@@ -56,7 +56,8 @@ class Policy:
     devices: tuple[str, ...] = ()  # host device nodes beyond /dev/kfd and the GPUs'
     network: tuple[str, ...] = ("bridge", "default", "none")
     images: tuple[str, ...] = ()  # empty: the trusted config's repositories, else rocm/sgl-dev
-    mount_sources: tuple[str, ...] = ()  # non-empty: data mounts must lie under one of these
+    mount_sources: tuple[str, ...] = ()  # data mounts only under these (empty: the trusted
+    # config's profile mounts, e.g. /data/miles_ci: rocmenv.spec.guard.guard_for)
     pass_env: tuple[str, ...] = ()  # host variables an untrusted profile may still pass
 
 

@@ -44,6 +44,17 @@ RESPONSE_LIMITS: dict[str, int] = {
     "token": 1024 * 1024,
     "error": 1024 * 1024,
 }
+#: Caps (bytes) on what ``inspect``, ``diff`` and ``drift --inspect`` read from an image's
+#: layers: decompressed bytes of one layer and of one image (the largest rocm/sgl-dev images
+#: are ~40 GB unpacked: both leave room), and what is kept of one image's layers as their
+#: index, together (a real image keeps well under 1 MiB).
+CONTENT_LIMITS: dict[str, int] = {
+    "layer": 64 << 30,
+    "image": 128 << 30,
+    "layer-index": 32 << 20,
+}
+#: the largest value each kind of limit takes
+_LIMIT_MAX = {**dict.fromkeys(RESPONSE_LIMITS, 1 << 32), **dict.fromkeys(CONTENT_LIMITS, 1 << 40)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +66,7 @@ class RegistrySettings:
     request_deadline: float = 120.0  # total per request, retries excluded
     command_deadline: float = 600.0  # total for every request of one command
     max_pages: int = 1000  # tag-list pages followed
-    limits: tuple[tuple[str, int], ...] = ()  # overrides of RESPONSE_LIMITS
+    limits: tuple[tuple[str, int], ...] = ()  # overrides of RESPONSE_/CONTENT_LIMITS
     proxy: str | None = None  # overrides HTTPS_PROXY/HTTP_PROXY/ALL_PROXY
     no_proxy: tuple[str, ...] = ()  # added to NO_PROXY
     pull_from_mirror: bool = False  # `run` pulls through the first mirror, not canonical
@@ -65,7 +76,7 @@ class RegistrySettings:
         for name, value in self.limits:
             if name == kind:
                 return value
-        return RESPONSE_LIMITS[kind]
+        return RESPONSE_LIMITS.get(kind) or CONTENT_LIMITS[kind]
 
     def mirrors_for(self, domain: str) -> tuple[str, ...]:
         for name, hosts in self.mirrors:
@@ -130,11 +141,15 @@ def registry_settings(
         limits = table["limits"]
         if not isinstance(limits, dict):
             raise ConfigError(f"{where}.limits must be a table of kind = bytes")
-        check_keys(limits, tuple(RESPONSE_LIMITS), f"{where}.limits")
+        check_keys(limits, tuple(_LIMIT_MAX), f"{where}.limits")
         pairs = []
         for kind, n in limits.items():
-            if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= 1 << 32:
-                raise ConfigError(f"{where}.limits.{kind} must be a number of bytes up to 4 GiB")
+            top = _LIMIT_MAX[kind]
+            if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= top:
+                raise ConfigError(
+                    f"{where}.limits.{kind} must be a number of bytes up to "
+                    f"{'1 TiB' if top > 1 << 32 else '4 GiB'}"
+                )
             pairs.append((kind, n))
         settings = replace(settings, limits=tuple(pairs))
     if "proxy" in table:

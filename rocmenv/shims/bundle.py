@@ -12,6 +12,7 @@ and reading shims are :mod:`rocmenv.shims.catalogue`; probing images is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -153,10 +154,15 @@ def default_cache_dir(ctx: Context) -> Path:
     return Path(base) / "rocmenv" / "launcher"
 
 
-def build_bundle(shims: Sequence[ShimInfo], cache_root: Path) -> tuple[Path, str]:
-    """The bundle directory for `shims` under `cache_root`, built atomically if absent."""
+def build_bundle(
+    shims: Sequence[ShimInfo], cache_root: Path, within: Path | None = None
+) -> tuple[Path, str]:
+    """The bundle directory for `shims` under `cache_root`, built atomically if absent
+    (``cache_root`` made without following a link inside ``within``: :mod:`rocmenv.hostfs`)."""
     import shutil
     import tempfile
+
+    from rocmenv.hostfs import open_dir
 
     files = bundle_files(shims)
     digest = bundle_digest(files)
@@ -165,9 +171,9 @@ def build_bundle(shims: Sequence[ShimInfo], cache_root: Path) -> tuple[Path, str
         (final / "__pycache__").mkdir(exist_ok=True)
         return final, digest
     try:
-        cache_root.mkdir(parents=True, exist_ok=True)
+        os.close(open_dir(cache_root, within=within, create=True))
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{digest[:12]}-", dir=cache_root))
-    except OSError as err:
+    except (OSError, ValueError) as err:
         raise ConfigError(
             f"cannot create the launcher cache in {cache_root}: {err}",
             hint="set XDG_CACHE_HOME to a writable directory",
@@ -254,21 +260,19 @@ def _read_stamp(root: Path, stamp: str) -> LauncherBundle | None:
     return LauncherBundle(host_dir=host_dir, shims=shims, digest=data["digest"])
 
 
-def _write_stamp(root: Path, stamp: str, bundle: LauncherBundle) -> None:
+def _write_stamp(root: Path, stamp: str, bundle: LauncherBundle, within: Path) -> None:
     data = {
         "digest": bundle.digest,
         "shims": [
             {**s.to_json(), "module_id": s.module_id, "missing": s.missing} for s in bundle.shims
         ],
     }
-    directory = root / "stamps"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{stamp}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(data, sort_keys=True))
-        os.replace(tmp, directory / f"{stamp}.json")
-    except OSError:
-        pass  # only a cache: the next run builds the slow way again
+    from rocmenv.hostfs import write_atomic
+
+    # only a cache: the next run builds the slow way again; never written through a link
+    with contextlib.suppress(OSError, ValueError):  # (it may lie in the checkout)
+        write_atomic(root / "stamps" / f"{stamp}.json", json.dumps(data, sort_keys=True),
+                     within=within, durable=False, parents=True)  # fmt: skip
 
 
 def prepare_launcher(
@@ -287,10 +291,10 @@ def prepare_launcher(
     if shims is None:
         shims = discover_shims()
     chosen = tuple(shims)
-    host_dir, digest = build_bundle(chosen, root)
+    host_dir, digest = build_bundle(chosen, root, ctx.checkout)
     bundle = LauncherBundle(host_dir=host_dir, shims=chosen, digest=digest)
     if stamp is not None:
-        _write_stamp(root, stamp, bundle)
+        _write_stamp(root, stamp, bundle, ctx.checkout)
     return bundle
 
 

@@ -47,6 +47,7 @@ from rocmenv.spec.runspec import (
     EnvVar,
     HostFacts,
     LauncherMount,
+    MountOrigin,
     Overrides,
     RunSpec,
     gpus_text,
@@ -166,7 +167,7 @@ def _mounts(
     checkout_target: str | None = None
     if host.checkout is not None and profile.mount_checkout:
         checkout_target = str(host.checkout)
-        out.append(BindMount(source=checkout_target, target=checkout_target))
+        out.append(BindMount(source=checkout_target, target=checkout_target, origin="checkout"))
         by_target[checkout_target] = "the checkout"
     for mount, origin in declared:
         if host.check_host and not host.path_exists(mount.source):
@@ -184,7 +185,12 @@ def _mounts(
                 hint="give one of them another target",
             )
         by_target[mount.target] = mount.source
-        out.append(BindMount(source=mount.source, target=mount.target, readonly=mount.readonly))
+        kind: MountOrigin = "cli" if origin == "-v" else "profile"
+        out.append(
+            BindMount(
+                source=mount.source, target=mount.target, readonly=mount.readonly, origin=kind
+            )
+        )
     if skipped:
         notes.append(f"optional mounts skipped, source absent: {', '.join(skipped)}")
     return out, notes, checkout_target
@@ -343,7 +349,10 @@ def add_launcher(spec: RunSpec, launcher: LauncherMount, host: HostFacts) -> Run
     env = [e for e in spec.env if e.name != "PYTHONPATH"]
     env.append(EnvVar(name="PYTHONPATH", value=pythonpath, source="launcher"))
     mounts = [m for m in spec.mounts if m.target != launcher.container_dir]
-    mounts.append(BindMount(source=launcher.host_dir, target=launcher.container_dir, readonly=True))
+    own = BindMount(
+        source=launcher.host_dir, target=launcher.container_dir, readonly=True, origin="launcher"
+    )
+    mounts.append(own)
     tmpfs = ((launcher.pycache_dir, "rw,size=1m"),) if launcher.pycache_dir else ()
     return replace(spec, env=tuple(env), mounts=tuple(mounts), tmpfs=tmpfs)
 

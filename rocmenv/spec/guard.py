@@ -16,14 +16,20 @@ that lists every change), or refuses — in one pass, here and nowhere else:
   ``HIP_VISIBLE_DEVICES``/``ROCR_VISIBLE_DEVICES``/``CUDA_VISIBLE_DEVICES`` renumbered
   ``0..k-1`` (``gpu-env`` ignored), ``ipc = "host"`` → a private ``/dev/shm`` of the
   profile's ``shm-size``, the reference CI's ``SYS_PTRACE`` and ``seccomp=unconfined``
-  dropped unless the policy allows them, no ``pass-env``/proxy variables from an untrusted
-  profile, no ``secret-env`` at all, data mounts and ``.git`` read-only;
+  dropped unless the policy allows them, Docker's default capabilities a planted file would
+  use dropped (:data:`UNTRUSTED_CAP_DROP`: ``MKNOD``, ``SETFCAP``, ``FSETID``, …; what the
+  container still leaves is swept after the run by :mod:`rocmenv.run.planted`), no
+  ``pass-env``/proxy variables from an untrusted profile, no ``secret-env`` at all, data
+  mounts and ``.git`` read-only;
 * it **refuses** (exit 2, :class:`PolicyViolation` naming key, value and rule) what has
   none: a privileged container; device nodes other than ``/dev/kfd`` and the selected GPUs'
   ``renderD*``/``card*``; any other added capability or security option that is not in the
   policy; host or ``container:`` network/IPC namespaces; groups other than video/render (or
-  their GIDs on this host); mounts :mod:`rocmenv.spec.hostpaths` refuses; images from
-  repositories the policy does not allow.
+  their GIDs on this host); a profile's data mount outside the sources the trusted side
+  declared (the allowlist: the policy's ``mount-sources``, else the trusted config's and the
+  built-in profiles' mounts; ``-v`` is trusted input) and any mount
+  :mod:`rocmenv.spec.hostpaths` refuses (the denylist, a second line); a ``.git`` that is a
+  link; images from repositories the policy does not allow.
 
 **What the default policy allows and why.** ROCm needs ``/dev/kfd``, the GPUs' render (and
 card) nodes and membership of the groups that own them (video/render); nothing else. The
@@ -43,14 +49,15 @@ be the attacker's).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
 from rocmenv.errors import PolicyViolation, UsageError
+from rocmenv.hostfs import is_under
 from rocmenv.settings.policy import DEFAULT_POLICY, Policy, repository_name
-from rocmenv.settings.profiles import PROXY_VARS, Profile
+from rocmenv.settings.profiles import BUILTIN_PROFILES, PROXY_VARS, Profile
 from rocmenv.settings.resolve import Settings
 from rocmenv.spec.builder import dedupe, gpu_devices, with_gpu_env
 from rocmenv.spec.gpu import VISIBLE_DEVICE_VARS
@@ -61,6 +68,13 @@ BUILTIN_REPOSITORY: Final = "docker.io/rocm/sgl-dev"
 # What the built-in rocm profile (the reference CI) adds that the default policy drops.
 REFERENCE_CAPS: Final = ("SYS_PTRACE",)
 REFERENCE_SECURITY_OPTS: Final = ("seccomp=unconfined",)
+# Docker's default capabilities ROCm does not need and a planted file would use: device nodes
+# (MKNOD), file capabilities (SETFCAP), set-id bits kept on write (FSETID); raw sockets
+# (NET_RAW), the audit log (AUDIT_WRITE), bounding-set changes (SETPCAP), chroot (SYS_CHROOT).
+# Dropped unless the policy's cap-add allows one (rocmenv.run.planted sweeps what is left).
+UNTRUSTED_CAP_DROP: Final = (
+    "MKNOD", "SETFCAP", "FSETID", "NET_RAW", "AUDIT_WRITE", "SETPCAP", "SYS_CHROOT",
+)  # fmt: skip
 SAFE_SECURITY_OPTS: Final = (
     "no-new-privileges",
     "no-new-privileges:true",
@@ -85,6 +99,15 @@ class Guard:
     mirrors: tuple[tuple[str, str], ...] = ()  # trusted (registry, mirror host) pairs
     config_notes: tuple[str, ...] = ()  # what loading ignored from the checkout's config
     trusted_sources: tuple[str, ...] = ("built-in",)  # + the site and user files
+    # the allowlist: data mounts of a profile only under these (None: the policy's
+    # mount-sources, else the built-in profiles'; guard_for adds the trusted config's)
+    mount_sources: tuple[str, ...] | None = None
+
+    @property
+    def declared_sources(self) -> tuple[str, ...]:
+        if self.mount_sources is not None:
+            return self.mount_sources
+        return self.policy.mount_sources or builtin_mount_sources()
 
     def trusts(self, profile: Profile) -> bool:
         return profile.source in self.trusted_sources or self.config_trusted
@@ -112,6 +135,10 @@ class Guard:
                 if _norm_cap(c) in REFERENCE_CAPS and not self._cap_allowed(c)]  # fmt: skip
         if caps:
             changes.append(f"cap-add {','.join(caps)} dropped")
+        drop = [c for c in UNTRUSTED_CAP_DROP if not self._cap_allowed(c)]
+        have = {_norm_cap(c) for c in draft.cap_drop}
+        cap_drop = (*draft.cap_drop, *(c for c in drop if c not in have))
+        changes.append(f"cap-drop {','.join(drop)}")
         opts = [o for o in draft.security_opt
                 if o in REFERENCE_SECURITY_OPTS and o not in self.policy.security_opt]  # fmt: skip
         if opts:
@@ -128,6 +155,7 @@ class Guard:
         mounts, mounts_note = _read_only(draft, host)
         spec = replace(
             draft, devices=devices, cap_add=tuple(c for c in draft.cap_add if c not in caps),
+            cap_drop=cap_drop,
             security_opt=tuple(o for o in draft.security_opt if o not in opts), ipc=ipc,
             env=tuple(env), mounts=mounts, untrusted=True,
         )  # fmt: skip
@@ -207,11 +235,10 @@ class Guard:
                 if problem:
                     refuse("the checkout (the working directory's git top level)",
                            mount.source, problem)  # fmt: skip
-            else:
+            elif mount.origin != "guard":
                 problem = mount_problem(
-                    mount.source, spec.checkout, host.env, host.realpath, host.find_socket,
-                    self.policy.mount_sources,
-                )  # fmt: skip
+                    mount.source, spec.checkout, host.env, host.realpath, host.find_socket
+                ) or self._undeclared(mount, host)  # fmt: skip
                 if problem:
                     refuse("mounts", f"{mount.source}:{mount.target}", problem)
         problem = self._image_problem(spec.image)
@@ -223,6 +250,22 @@ class Guard:
                 f"{profile.name!r} ({profile.source}): " + "; ".join(bad),
                 hint=RULE_HINT,
             )
+
+    def _undeclared(self, mount: BindMount, host: HostFacts) -> str | None:
+        """The allowlist (the denylist of :mod:`rocmenv.spec.hostpaths` is the second line): a
+        profile's data mount only under a source the trusted side declared, judged where its
+        links lead. ``-v`` is the workflow's own command line (trusted input)."""
+        if mount.origin == "cli":
+            return None
+        real = host.realpath(mount.source)
+        if any(is_under(real, host.realpath(root)) for root in self.declared_sources):
+            return None
+        declared = ", ".join(self.declared_sources) or "none"
+        return (
+            f"data mounts only under the sources the trusted side declared ({declared}: the "
+            "policy's mount-sources, else the trusted config's profile mounts); the checkout "
+            "itself is mounted at its own path already"
+        )
 
     def _group_problems(
         self, groups: Sequence[str], group_gid: Callable[[str], int | None]
@@ -290,7 +333,13 @@ def _read_only(draft: RunSpec, host: HostFacts) -> tuple[tuple[BindMount, ...], 
                         f"two mounts target {git_dir}: the checkout's .git and {other.source}",
                         hint="give one of them another target",
                     )
-            out.append(BindMount(source=git_dir, target=git_dir, readonly=True))
+            if host.realpath(git_dir) != host.realpath(draft.checkout) + "/.git":
+                raise PolicyViolation(  # a link (a run left one) would mount its target
+                    f"untrusted mode: the checkout's .git ({git_dir}) leads to "
+                    f"{host.realpath(git_dir)}: refused",
+                    hint="check out the repository afresh (.git must be the checkout's own)",
+                )
+            out.append(BindMount(source=git_dir, target=git_dir, readonly=True, origin="guard"))
             git_ro = True
     data = sum(1 for m in out if m.target != draft.checkout and m.readonly) - int(git_ro)
     return tuple(out), f"{data} data mount(s)" + (" and .git" if git_ro else "") + " read-only"
@@ -317,6 +366,9 @@ def guard_for(settings: Settings, checkout: Path | None) -> Guard:
             )
         )
     mirrors = tuple((reg, host) for reg, hosts in settings.registry.mirrors for host in hosts)
+    mount_sources = policy.mount_sources or builtin_mount_sources(
+        p for _name, p in settings.project.profiles if p.source in trusted
+    )
     return Guard(
         policy=policy,
         config_trusted=settings.project.trusted,
@@ -324,4 +376,16 @@ def guard_for(settings: Settings, checkout: Path | None) -> Guard:
         mirrors=mirrors,
         config_notes=settings.notes,
         trusted_sources=trusted,
+        mount_sources=mount_sources,
     )
+
+
+def builtin_mount_sources(trusted: Iterable[Profile] = ()) -> tuple[str, ...]:
+    """The sources the trusted side declared: the built-in profiles' mounts and those of the
+    ``trusted`` profiles (a config outside the checkout), reduced to their roots."""
+    sources = [m.source for p in (*BUILTIN_PROFILES.values(), *trusted) for m in p.mounts]
+    roots: list[str] = []
+    for source in sorted(dict.fromkeys(sources), key=len):
+        if not any(is_under(source, root) for root in roots):
+            roots.append(source)
+    return tuple(sorted(roots))

@@ -1,23 +1,32 @@
-"""Host paths an untrusted container may not mount: system directories, engine state, sockets
-(``*.sock``, anything that is a socket, a directory with one among its first
-:data:`SOCKET_SCAN_LIMIT` entries, anything holding the engine's socket), directories holding
-the checkout, and the CI runner's work directories outside the checkout. The rules of
-:mod:`rocmenv.spec.guard` ask these questions; sources are compared both as written and with
-symlinks resolved (a link in the checkout does not help).
+"""Host paths an untrusted container may not mount — the second line behind the guard's
+allowlist (:mod:`rocmenv.spec.guard`: a profile's data mounts only under sources the trusted
+side declared): system directories, engine state, logs and backups, sockets (``*.sock``,
+anything that is a socket, a directory with one among its first :data:`SOCKET_SCAN_LIMIT`
+entries, anything holding the engine's socket), directories holding the checkout, the CI
+runner's work directories outside the checkout and its own directory, and the credentials
+in ``$HOME`` and ``$DOCKER_CONFIG``. Sources are compared both as written and with symlinks
+resolved (a link in the checkout does not help). A denylist always has gaps (a socket past
+the scan limit, a file nobody listed): that is why the allowlist comes first.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from rocmenv.hostfs import is_under
 
 FORBIDDEN_ROOTS: Final = (
     "/proc", "/sys", "/dev", "/etc", "/root", "/home", "/run", "/var/run", "/boot",
-    "/var/lib/docker", "/var/lib/containers", "/var/lib/kubelet",
+    "/var/lib/docker", "/var/lib/containers", "/var/lib/kubelet", "/var/backups", "/var/log",
+    "/var/mail", "/var/spool",
+)  # fmt: skip
+# Credentials in the invoking user's home, wherever HOME is (a CI user's is often not /home).
+HOME_SECRETS: Final = (
+    ".docker", ".ssh", ".aws", ".kube", ".gnupg", ".config", ".netrc", ".git-credentials",
+    ".pypirc", ".local/share/rocmenv",
 )  # fmt: skip
 FORBIDDEN_EXACT: Final = ("/", "/tmp", "/var/tmp", "/var", "/var/lib", "/usr", "/lib", "/bin")
 SOCKET_SCAN_LIMIT: Final = 10_000  # entries of a mounted directory searched for sockets
@@ -30,7 +39,6 @@ def mount_problem(
     env: Mapping[str, str],
     realpath: Callable[[str], str],
     find_socket: Callable[[str], str | None],
-    mount_sources: Sequence[str] = (),
 ) -> str | None:
     """Why a data mount of ``source`` is refused in untrusted mode (``None``: it is not)."""
     real = realpath(source)
@@ -60,8 +68,9 @@ def mount_problem(
         for work in runner_dirs(env):
             if is_under(path, work) or is_under(work, path):
                 return f"nothing of the runner's work directory {work} outside the checkout"
-    if mount_sources and not any(is_under(real, root) for root in mount_sources):
-        return f"data mounts only from {', '.join(mount_sources)}"
+        for secret in user_secrets(env):
+            if is_under(path, secret) or is_under(secret, path):
+                return f"nothing of the credentials in {secret} (or a directory holding them)"
     return None
 
 
@@ -95,6 +104,24 @@ def runner_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
     for name in ("RUNNER_TEMP", "RUNNER_TOOL_CACHE"):
         if env.get(name, "").startswith("/"):
             out.append(env[name])
+    return tuple(out)
+
+
+def user_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
+    """Where the invoking user's and the runner's credentials live: ``$HOME``'s credential
+    directories, ``$DOCKER_CONFIG``, and the runner's own directory (``RUNNER_WORKSPACE`` is
+    ``<runner>/_work/<repo>``: ``<runner>`` holds ``.credentials``)."""
+    out = []
+    home = env.get("HOME", "")
+    if home.startswith("/") and os.path.normpath(home) != "/":
+        out += [os.path.join(home, name) for name in HOME_SECRETS]
+    if env.get("DOCKER_CONFIG", "").startswith("/"):
+        out.append(env["DOCKER_CONFIG"])
+    workspace = env.get("RUNNER_WORKSPACE", "")
+    if workspace.startswith("/"):
+        work = os.path.dirname(os.path.normpath(workspace))
+        if os.path.basename(work) == "_work":
+            out.append(os.path.dirname(work))
     return tuple(out)
 
 

@@ -140,9 +140,11 @@ def build_spec(
 
 
 def host_facts(ctx: Context, settings: Settings, request: PlanRequest) -> HostFacts:
-    """What the spec needs to know about the host. Rendering for another host asks nothing
-    of this one: no device or mount-source checks, no GIDs, and no GPU inventory unless this
-    host has GPUs to name."""
+    """What the spec needs to know about the host. Rendering for another host asks little of
+    this one: no device or mount-source checks, no GIDs, and no GPU inventory unless this
+    host has GPUs to name. But sources resolve exactly as ``run`` resolves them, in every
+    format (rendering = running): links followed, ``//`` collapsed, sockets searched — the
+    engine that mounts them follows links too."""
     profile, here = settings.profile, request.for_this_host
     inventory = None
     if wants_gpus(profile, request.overrides):
@@ -158,8 +160,8 @@ def host_facts(ctx: Context, settings: Settings, request: PlanRequest) -> HostFa
         group_gid=host_group_gid if here and not request.group_names else _no_gid,
         path_exists=os.path.exists,
         check_host=here,
-        realpath=os.path.realpath if here else os.path.normpath,
-        find_socket=find_socket if here else _no_socket,
+        realpath=os.path.realpath,
+        find_socket=find_socket,
     )
 
 
@@ -173,8 +175,4 @@ def host_group_gid(name: str) -> int | None:
 
 
 def _no_gid(_name: str) -> int | None:
-    return None
-
-
-def _no_socket(_path: str) -> str | None:
     return None

@@ -4,16 +4,22 @@
 docker-cli adapter), a GitHub Actions ``container.options`` string (:func:`render_gha`) and
 a compose service (:func:`render_compose`, YAML emitted by :func:`to_yaml`), and the Engine
 API's ``POST /containers/create`` body (:func:`create_body`, the docker-api adapter).
+
+**Text that other tools split.** ``container.options`` is split on whitespace by GitHub's
+runner and ``docker run $(rocmenv options)`` by the shell, neither honouring quotes: so
+those renderings refuse an argument that would need quoting (:func:`plain_words`) rather
+than quote it — a profile's ``env = {A = "x --privileged"}`` must not become an option.
+Compose values are JSON strings (every control character escaped); lines written into a
+script (``sbatch``, Slurm arguments) refuse control characters (:func:`refuse_control`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
 from typing import Any
 
-from rocmenv.errors import EngineError
+from rocmenv.errors import EngineError, UsageError
 from rocmenv.spec.labels import LABEL_PREFIX
 from rocmenv.spec.runspec import RunSpec
 
@@ -55,12 +61,61 @@ def render_docker(
     return args
 
 
+#: What needs no quoting in a shell word (``shlex.quote``'s own set). The text renderings
+#: are split by tools that do not honour quotes (module docstring): an argument outside it
+#: is refused, not quoted.
+SAFE_WORD = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
+SPLIT_BY = {
+    "gha": "GitHub's runner passes container.options to docker split on whitespace, without "
+    "a shell's quoting",
+    "docker": "`docker run $(rocmenv options)` splits the words on whitespace and expands "
+    "globs, without a shell's quoting",
+}
+
+
 def render_gha(spec: RunSpec) -> str:
     """A ``container.options`` string. The checkout and working directory are left out:
     Actions mounts the workspace and sets the working directory itself."""
     args = render_docker(spec, with_checkout=False, with_labels=False)
     args += [f"--label={k}={v}" for k, v in spec.labels if not k.startswith(LABEL_PREFIX)]
-    return shlex.join(args)
+    return plain_words(args, "gha")
+
+
+def plain_words(args: list[str], fmt: str) -> str:
+    """``args`` as one line of words that need no quoting, else :class:`UsageError` naming
+    the argument: a value with a space, quote, glob or control character would become
+    arguments of its own (``--privileged``) where the line is split without quotes."""
+    for arg in args:
+        if not SAFE_WORD.fullmatch(arg):
+            bad = next(c for c in arg if not SAFE_WORD.fullmatch(c))
+            raise UsageError(
+                f"options --format {fmt}: the argument {arg!r} holds {bad!r}, and "
+                f"{SPLIT_BY[fmt]}: it cannot carry it",
+                hint="remove it from the profile or the command line"
+                + (" (--json gives the arguments as a list)" if fmt == "docker" else ""),
+            )
+    return " ".join(args)
+
+
+def control_char(text: str) -> str | None:
+    """The first control character of ``text`` (C0, DEL, C1, line/paragraph separators), if
+    any: what no line of a script may hold (a newline starts a line of its own)."""
+    return next(
+        (c for c in text if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029"),
+        None,
+    )
+
+
+def refuse_control(values: list[str], where: str) -> None:
+    """:class:`UsageError` for the first value holding a control character."""
+    for value in values:
+        bad = control_char(value)
+        if bad is not None:
+            raise UsageError(
+                f"{where}: {value!r} holds a control character ({bad!r}), which would end "
+                "the line it is written into",
+                hint="remove it (a newline in a value cannot be written into a script safely)",
+            )
 
 
 def render_compose(spec: RunSpec, *, service: str | None = None) -> str:

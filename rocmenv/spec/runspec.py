@@ -43,11 +43,18 @@ class Device:
         return out if self.permissions == "rwm" else f"{out}:{self.permissions}"
 
 
+# checkout: the working directory's git top level; profile: the profile's mounts; cli: -v
+# (the command line's: trusted input); guard: what the untrusted guard adds (.git read-only);
+# launcher: rocmenv's shim launcher
+MountOrigin = Literal["checkout", "profile", "cli", "guard", "launcher"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class BindMount:
     source: str
     target: str
     readonly: bool = False
+    origin: MountOrigin = field(default="profile", compare=False)
 
     def mount_fields(self) -> list[str]:
         """The ``--mount`` fields, CSV-quoted where a path holds a comma or a quote."""

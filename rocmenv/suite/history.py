@@ -114,7 +114,13 @@ def read_history(path: Path) -> History:
     return History(path=path, entries=entries)
 
 
-def _write(path: Path, entries: Mapping[str, tuple[float, ...]], stamps: Mapping[str, str]) -> None:
+def _write(
+    path: Path,
+    entries: Mapping[str, tuple[float, ...]],
+    stamps: Mapping[str, str],
+    *,
+    within: Path | None,
+) -> None:
 
     doc = {
         "history_version": HISTORY_VERSION,
@@ -123,15 +129,19 @@ def _write(path: Path, entries: Mapping[str, tuple[float, ...]], stamps: Mapping
             for k, v in sorted(entries.items())
         },
     }
-    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n", within=within)
 
 
-def record(path: Path, profile: str, measured: Iterable[tuple[str, float]]) -> History:
-    """Add passed tests' wall times (read-modify-write under the directory's lock)."""
+def record(
+    path: Path, profile: str, measured: Iterable[tuple[str, float]], *, within: Path | None
+) -> History:
+    """Add passed tests' wall times (read-modify-write under the directory's lock), following
+    no link inside ``within`` (the checkout: :mod:`rocmenv.hostfs`). Untrusted runs never
+    call this (:func:`rocmenv.suite.runner.run_suite`)."""
     from rocmenv.image.lock import exclusive
 
     new = list(measured)
-    with exclusive(path):
+    with exclusive(path, within=within):
         current = read_history(path)
         entries = dict(current.entries)
         stamps: dict[str, str] = {}
@@ -146,5 +156,5 @@ def record(path: Path, profile: str, measured: Iterable[tuple[str, float]]) -> H
             k = key(test, profile)
             entries[k] = (*entries.get(k, ()), float(seconds))[-KEEP:]
             stamps[k] = now
-        _write(path, entries, stamps)
+        _write(path, entries, stamps, within=within)
         return History(path=path, entries=entries)

@@ -87,6 +87,16 @@ def gpus_arg(gpus: tuple[int, ...]) -> str:
     return ",".join(str(g) for g in gpus) if gpus else "none"
 
 
+def open_log(path: Path, ctx: Context) -> TextIO:
+    """A test's log, created anew without following a link the checkout planted (an old log
+    or a link of that name is replaced, never written through: :mod:`rocmenv.hostfs`)."""
+    import os
+
+    from rocmenv.hostfs import create_file
+
+    return os.fdopen(create_file(path, within=ctx.checkout), "w", encoding="utf-8")
+
+
 def log_name(test: str, attempt: int = 1) -> str:
     """``test/a.py`` → ``test__a.py.log``; a retry: ``test__a.py.attempt-2.log``."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in test.replace("/", "__"))
@@ -117,7 +127,7 @@ class LocalBackend:
 
             cancel.on_cancel(stop)
 
-        with log_path.open("w", encoding="utf-8") as log:
+        with open_log(log_path, self.ctx) as log:
             if cancel.requested:
                 return Outcome(status="cancelled", log=str(log_path))
             try:

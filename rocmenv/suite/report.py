@@ -9,12 +9,13 @@ A test's row is its final result: ``ok`` (``ok, flaky: 2 attempts`` when a retry
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocmenv.hostfs import write_atomic
+from rocmenv.hostfs import open_append, write_atomic
 from rocmenv.suite.drive import TestResult
 
 MARK = {
@@ -37,6 +38,7 @@ class SuiteReport:
     pool: tuple[int, ...]
     interrupted: bool = False
     warnings: tuple[str, ...] = ()
+    log_dir: str | None = None  # where the per-test logs are
 
     @property
     def passed(self) -> bool:
@@ -143,10 +145,18 @@ def _cell(text: str) -> str:
     return _one_line(text).replace("|", "\\|").replace("`", "'")
 
 
-def write_text(path: Path, text: str) -> None:
-    """Atomically (temp file beside it + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, text, durable=False)
+def write_text(path: Path, text: str, *, within: Path | None) -> None:
+    """Atomically (temp file beside it + rename), following no link inside ``within`` (the
+    checkout; :mod:`rocmenv.hostfs`)."""
+    write_atomic(path, text, within=within, durable=False, parents=True)
+
+
+def append_text(path: Path, text: str, *, within: Path | None) -> None:
+    """Append to a regular file (``--markdown``, ``$GITHUB_STEP_SUMMARY``), never through a
+    link inside ``within``."""
+    fd = open_append(path, within=within, parents=True)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 def to_json(report: SuiteReport) -> dict[str, Any]:

@@ -135,9 +135,7 @@ def run_suite(
             hint="check its tests/discover/labels and --cadence/--labels "
             "(`rocmenv suite list NAME --json` says why each test was left out)",
         )
-    log_dir = request.log_dir or ctx.cwd / "rocmenv-suite-logs" / loaded.suite.name
-    log_dir = log_dir if log_dir.is_absolute() else ctx.cwd / log_dir
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = make_log_dir(ctx, request.log_dir, loaded)
     if request.backend == "slurm":
         from rocmenv.suite.slurm import SlurmBackend, slurm_pool
 
@@ -175,7 +173,10 @@ def run_suite(
     makespan = time.monotonic() - t0
     results += disabled_results(loaded, chosen, request.partition)
     warnings: list[str] = []
-    if request.learn:
+    if request.learn and loaded.settings.untrusted:
+        warnings.append("untrusted mode: the measured test times are not recorded (an "
+                        "untrusted run teaches the trusted side nothing)")  # fmt: skip
+    elif request.learn:
         measured = [
             (r.name, r.runtime if r.runtime is not None else r.wall)
             for r in results
@@ -183,7 +184,8 @@ def run_suite(
         ]
         if measured:
             try:
-                record(history_path(loaded.settings.lockfile), loaded.profile, measured)
+                record(history_path(loaded.settings.lockfile), loaded.profile, measured,
+                       within=ctx.checkout)  # fmt: skip
             except (RocmenvError, OSError) as err:  # the results stand; only learning failed
                 warnings.append(f"could not record the test times: {err}")
     if request.backend == "slurm":
@@ -191,6 +193,7 @@ def run_suite(
     return SuiteReport(
         suite=loaded.suite.name, backend=request.backend, results=tuple(results),
         makespan=makespan, pool=pool, interrupted=stop.is_set(), warnings=tuple(warnings),
+        log_dir=str(log_dir),
     )  # fmt: skip
 
 
@@ -212,3 +215,38 @@ def disabled_results(
         )
         for t in chosen.disabled
     ]
+
+
+def default_log_dir(ctx: Context, suite: str, *, untrusted: bool) -> Path:
+    """``rocmenv-suite-logs/NAME`` in the working directory; in untrusted mode outside the
+    checkout (the fork's files and containers could shape it): ``$RUNNER_TEMP``, else the
+    XDG state directory."""
+    if not untrusted:
+        return ctx.cwd / "rocmenv-suite-logs" / suite
+    runner_temp = ctx.env.get("RUNNER_TEMP", "")
+    if runner_temp.startswith("/"):
+        return Path(runner_temp) / "rocmenv-suite-logs" / suite
+    state = ctx.env.get("XDG_STATE_HOME", "")
+    if not state.startswith("/"):
+        state = str(Path(ctx.env.get("HOME") or Path.home()) / ".local" / "state")
+    return Path(state) / "rocmenv" / "suite-logs" / suite
+
+
+def make_log_dir(ctx: Context, given: Path | None, loaded: Loaded) -> Path:
+    """The per-test log directory (``--log-dir``, else :func:`default_log_dir`), made without
+    following a link the checkout planted (:mod:`rocmenv.hostfs`)."""
+    import os
+
+    from rocmenv.hostfs import LinkRefused, open_dir
+
+    log_dir = given or default_log_dir(ctx, loaded.suite.name, untrusted=loaded.settings.untrusted)
+    log_dir = log_dir if log_dir.is_absolute() else ctx.cwd / log_dir
+    try:
+        os.close(open_dir(log_dir, within=ctx.checkout, create=True))
+    except LinkRefused as err:
+        raise UsageError(f"the log directory: {err}",
+                         hint="remove the link, or name another --log-dir") from None  # fmt: skip
+    except OSError as err:
+        raise UsageError(f"cannot make the log directory {log_dir}: {err.strerror}",
+                         hint="name a writable --log-dir") from None  # fmt: skip
+    return log_dir

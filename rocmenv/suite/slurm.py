@@ -27,6 +27,7 @@ from rocmenv.context import Context
 from rocmenv.errors import EngineUnavailable, UsageError
 from rocmenv.settings.resolve import Flags
 from rocmenv.settings.slurm import SlurmSettings
+from rocmenv.spec.render import refuse_control
 from rocmenv.suite.allocation import MARKER
 from rocmenv.suite.drive import Cancel, Outcome, Status
 from rocmenv.suite.packer import Job
@@ -109,12 +110,12 @@ class SlurmBackend:
         ]  # fmt: skip
 
     def launch(self, job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
-        from rocmenv.suite.local import log_name
+        from rocmenv.suite.local import log_name, open_log
 
         name = f"rocmenv-{self.session}-{log_name(job.name, job.attempt)[: -len('.log')]}"
         log_path = self.log_dir / log_name(job.name, job.attempt)
         env = dict(self.ctx.env)
-        with log_path.open("w", encoding="utf-8") as log:
+        with open_log(log_path, self.ctx) as log:
             if cancel.requested:
                 return Outcome(status="cancelled", log=str(log_path))
             proc = subprocess.Popen(
@@ -193,7 +194,9 @@ def gpu_count(ctx: Context, selection: str) -> int:
 
 
 def _node_command(ctx: Context, node_args: Sequence[str]) -> list[str]:
-    argv = [sys.executable, "-m", "rocmenv"]
+    # -I: `python -m` would put the working directory (the checkout) first on sys.path, so a
+    # fork's committed argparse.py would run on the node before rocmenv does
+    argv = [sys.executable, "-I", "-m", "rocmenv"]
     if ctx.config_path is not None:
         argv += ["--config", str(ctx.config_path.resolve())]
     return [*argv, *node_args]
@@ -207,7 +210,9 @@ def job_args(settings: SlurmSettings, count: int, *, time_seconds: float | None)
         out.append(f"--partition={settings.partition}")
     if settings.account:
         out.append(f"--account={settings.account}")
-    return out + list(settings.extra_args)
+    out += settings.extra_args
+    refuse_control(out, "the Slurm job's arguments")  # [slurm] is checked; site config too
+    return out
 
 
 def run_as_job(
@@ -270,6 +275,7 @@ def render_sbatch(
     import shlex
 
     config = ["--config", str(ctx.config_path.resolve())] if ctx.config_path is not None else []
+    refuse_control([str(ctx.cwd), *config, *node_args], "options --format sbatch")
     lines = [
         "#!/bin/bash",
         f"# rocmenv: profile {profile} with {count} GPU(s); submit with: sbatch THIS_FILE CMD…",

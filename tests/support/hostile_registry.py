@@ -22,6 +22,24 @@ Modes (every path gets the same treatment):
 * ``oauth`` — a bearer challenge whose realm accepts only an OAuth2 ``refresh_token`` POST
   (recorded in :attr:`HostileRegistry.forms`) and then serves an empty tag list.
 
+Image modes serve one ``linux/amd64`` image under every repository and tag (``HEAD``/``GET``
+of its manifest, its config and layer blobs, ``Range`` honoured), its layers made by
+:mod:`tests.support.hostile_layers`:
+
+* ``gzip-bomb`` — one layer, ~21 MB of gzip'd zeros expanding to a 20 GiB file;
+* ``pyvenv-flood`` — one layer of 100 ``pyvenv.cfg`` files of 4 MiB each;
+* ``metadata-40k`` — a Python layer of 20,000 ``*.dist-info/METADATA`` files and a second
+  layer of 20,000 more;
+* ``pth-flood`` — a Python layer whose ``flood.pth`` adds 20,000 directories to ``sys.path``,
+  next to 20,000 ``METADATA`` files;
+* ``bomb-and-flood`` — the ``gzip-bomb`` layer, then the ``pyvenv-flood`` layer;
+* ``planted-digest`` — the layer's digest is ``sha256:`` + a path (``planted=``, default
+  ``/some/path/planted``); no blob is served for it;
+* ``size-lie`` — a small Python layer whose descriptor gives half its real size;
+* ``drip-layer`` — a small Python layer sent one byte every 0.5 s.
+
+:attr:`HostileRegistry.blob_requests` lists the paths of the blob requests received.
+
 Standard library only; the server counts requests (:attr:`HostileRegistry.requests`).
 """
 
@@ -45,15 +63,32 @@ MODES = (
     "oauth",
     "drip-headers",
 )
+IMAGE_MODES = (
+    "gzip-bomb",
+    "pyvenv-flood",
+    "bomb-and-flood",
+    "metadata-40k",
+    "pth-flood",
+    "planted-digest",
+    "size-lie",
+    "drip-layer",
+)
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
+DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+SITE = "usr/local/lib/python3.11/dist-packages"
+BOMB_SIZE = 20 << 30
 
 
 class HostileRegistry:
-    def __init__(self, mode: str) -> None:
-        if mode not in MODES:
+    def __init__(self, mode: str, *, planted: str = "/some/path/planted") -> None:
+        if mode not in MODES + IMAGE_MODES:
             raise ValueError(f"unknown mode {mode!r}")
         self.mode = mode
         self.requests = 0
+        self.blob_requests: list[str] = []
+        self._manifest, self._blobs = _image(mode, planted) if mode in IMAGE_MODES else (b"", {})
         self.authorizations: list[str] = []
         self.forms: list[dict[str, list[str]]] = []
         self.token_requests = 0
@@ -111,6 +146,9 @@ class HostileRegistry:
                         self.authorizations.append(headers["authorization"])
                 if self.mode in ("token-429", "oauth"):
                     self._bearer(conn, method, target, headers, body)
+                    continue
+                if self.mode in IMAGE_MODES:
+                    self._image_answer(conn, method, target, headers)
                     continue
                 self._answer(conn, method, target, headers)
         except (OSError, ValueError):
@@ -258,3 +296,115 @@ class HostileRegistry:
             }
             conn.sendall(self._head("200 OK", head) + (b"" if method == "HEAD" else index))
             return
+
+    def _image_answer(
+        self, conn: socket.socket, method: str, target: str, headers: dict[str, str]
+    ) -> None:
+        path = target.split("?", 1)[0]
+        status, head, data = "404 Not Found", {"Content-Type": "application/json"}, b"{}"
+        if path == "/v2/":
+            status, data = "200 OK", b"{}"
+        elif "/manifests/" in path:
+            status, data = "200 OK", self._manifest
+            head = {
+                "Content-Type": DOCKER_MANIFEST,
+                "Docker-Content-Digest": _sha256(self._manifest),
+            }
+        elif "/blobs/" in path:
+            with self._lock:
+                self.blob_requests.append(path)
+            digest = path.split("/blobs/", 1)[1]
+            blob = self._blobs.get(digest)
+            config = json.loads(self._manifest)["config"]["digest"]
+            if blob is not None and self.mode == "drip-layer" and digest != config:
+                self._drip(conn, method, blob)
+                return
+            if blob is not None:
+                start = 0
+                if headers.get("range", "").startswith("bytes="):
+                    start = int(headers["range"][6:].split("-", 1)[0])
+                status = "206 Partial Content" if start else "200 OK"
+                head, data = {"Content-Type": "application/octet-stream"}, blob[start:]
+        head["Content-Length"] = str(len(data))
+        conn.sendall(self._head(status, head))
+        if method != "HEAD":
+            view = memoryview(data)
+            for i in range(0, len(view), 1 << 20):
+                if self._stop.is_set():
+                    return
+                conn.sendall(view[i : i + (1 << 20)])
+
+    def _drip(self, conn: socket.socket, method: str, blob: bytes) -> None:
+        conn.sendall(self._head("200 OK", {"Content-Length": str(len(blob))}))
+        if method == "HEAD":
+            return
+        for i in range(len(blob)):
+            if self._stop.is_set():
+                return
+            conn.sendall(blob[i : i + 1])
+            time.sleep(0.5)
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _python() -> list[tuple[str, bytes | str]]:
+    return [("usr/bin/python3", "python3.11"), ("usr/lib/python3.11/os.py", b"# os\n")]
+
+
+def _metadata(name: str) -> bytes:
+    return f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n\nA package.\n".encode()
+
+
+def _layers(mode: str) -> list[bytes]:
+    from tests.support.hostile_layers import tar_gz, zero_bomb
+
+    if mode == "gzip-bomb":
+        return [zero_bomb(BOMB_SIZE)]
+    if mode in ("pyvenv-flood", "bomb-and-flood"):
+        line = b"include-system-site-packages = false\n"
+        cfg = (line * ((4 << 20) // len(line) + 1))[: 4 << 20]
+        flood = tar_gz((f"opt/venv{i:03d}/pyvenv.cfg", cfg) for i in range(100))
+        return [zero_bomb(BOMB_SIZE), flood] if mode == "bomb-and-flood" else [flood]
+    if mode in ("size-lie", "drip-layer"):
+        return [tar_gz([*_python(), (f"{SITE}/a-1.0.dist-info/METADATA", _metadata("a"))])]
+    many = [
+        (f"{SITE}/pkg_a{i}-1.0.dist-info/METADATA", _metadata(f"pkg-a{i}")) for i in range(20000)
+    ]
+    if mode == "metadata-40k":
+        more = [
+            (f"{SITE}/pkg_b{i}-1.0.dist-info/METADATA", _metadata(f"pkg-b{i}"))
+            for i in range(20000)
+        ]
+        return [tar_gz(_python() + many), tar_gz(more)]
+    flood = "".join(f"/opt/flood/d{i}\n" for i in range(20000)).encode()
+    return [tar_gz([*_python(), (f"{SITE}/flood.pth", flood), *many])]
+
+
+def _image(mode: str, planted: str) -> tuple[bytes, dict[str, bytes]]:
+    """The manifest and the blobs (digest -> bytes) of the image a mode serves."""
+    config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"]},
+            "rootfs": {"type": "layers", "diff_ids": []},
+        }
+    ).encode()
+    blobs = {_sha256(config): config}
+    layers = []
+    if mode == "planted-digest":
+        layers.append({"mediaType": DOCKER_LAYER, "size": 1024, "digest": f"sha256:{planted}"})
+    else:
+        for blob in _layers(mode):
+            blobs[_sha256(blob)] = blob
+            size = len(blob) // 2 if mode == "size-lie" else len(blob)
+            layers.append({"mediaType": DOCKER_LAYER, "size": size, "digest": _sha256(blob)})
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": DOCKER_MANIFEST,
+        "config": {"mediaType": DOCKER_CONFIG, "size": len(config), "digest": _sha256(config)},
+        "layers": layers,
+    }
+    return json.dumps(manifest).encode(), blobs

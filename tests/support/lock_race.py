@@ -55,10 +55,10 @@ def install(rendezvous: Path, me: str, other: str, *, timeout: float = 60.0) -> 
                 (rendezvous / f"{me}.blocked").touch()
             raise
 
-    def write_lock(path: Path, lock: Any) -> None:
+    def write_lock(path: Path, lock: Any, **kwargs: Any) -> None:
         (rendezvous / f"{me}.writing").touch()
         _wait_for((rendezvous / f"{other}.blocked", rendezvous / f"{other}.writing"), timeout)
-        real_write(path, lock)
+        real_write(path, lock, **kwargs)
 
     fcntl.flock = flock  # type: ignore[assignment]
     lock_module.write_lock = write_lock  # type: ignore[assignment]

@@ -245,7 +245,9 @@ def test_tag_gone_from_the_registry_is_drift(
     lock_path = project / "rocmenv.lock"
     ((_key, entry),) = read_lock(lock_path).references.items()
     update_lock(
-        lock_path, lambda lock: lock.with_reference("gone", replace(entry, tag="no-such-tag"))
+        lock_path,
+        lambda lock: lock.with_reference("gone", replace(entry, tag="no-such-tag")),
+        within=project,
     )
     code, data = drift_json("--fail-on", "moved", cwd=project)
     assert code == 1
@@ -303,7 +305,9 @@ def test_unreachable_registry_is_could_not_check_exit_3(
         for n in range(3):
             moved_entry = replace(entry, repository=f"{nowhere.host}/{scratch_repo}-{n}")
             update_lock(
-                lock_path, lambda lock, e=moved_entry, n=n: lock.with_reference(f"far{n}", e)
+                lock_path,
+                lambda lock, e=moved_entry, n=n: lock.with_reference(f"far{n}", e),
+                within=project,
             )
         code, data = drift_json(cwd=project, env={"ROCMENV_REGISTRY_RETRIES": "1"})
     assert code == 3

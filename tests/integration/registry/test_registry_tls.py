@@ -303,6 +303,22 @@ def test_anonymous_token_cache_skips_the_token_round_trip(
     assert listing["authorization"]
 
 
+def test_an_untrusted_run_leaves_no_token_for_a_trusted_one(
+    hub: testenv.HubTLS, tmp_path: Path
+) -> None:
+    """Issue 22 item 6: untrusted runs learn nothing; a cached token is reused by the next
+    (trusted) command without asking the realm again."""
+    cache = tmp_path / "cache"
+    env = {"ROCMENV_TOKEN_CACHE": "1", "XDG_CACHE_HOME": str(cache)}
+    ref = f"{hub.registry}/{REPO}:{NIGHTLY}"
+    out = rocmenv(tmp_path, "resolve", ref, "--json", ROCMENV_UNTRUSTED="1", **env)
+    assert out.returncode == 0, out.stderr
+    assert not (cache / "rocmenv" / "registry-tokens.json").exists()
+    out = rocmenv(tmp_path, "resolve", ref, "--json", **env)  # the control: trusted learns
+    assert out.returncode == 0, out.stderr
+    assert (cache / "rocmenv" / "registry-tokens.json").exists()
+
+
 def test_a_refused_cached_token_is_replaced_not_reused(hub: testenv.HubTLS, tmp_path: Path) -> None:
     cache = tmp_path / "cache" / "rocmenv"
     cache.mkdir(parents=True)

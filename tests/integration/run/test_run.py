@@ -171,12 +171,15 @@ def test_a_missing_mount_source_is_refused_without_creating_it(
 def test_untrusted_mode_mounts_data_read_only_and_passes_no_secret(
     project: Project, engine: str
 ) -> None:
+    policy = project.data.parent / "policy.toml"  # the trusted side declares the data source
+    policy.write_text(f'mount-sources = ["{project.data}"]\n')
     done = run(
         project, engine, "--untrusted", "--", "sh", "-c",
         'touch /data/x 2>/dev/null && echo writable || echo read-only; echo "secret=${ROCMENV_TEST_SECRET:-}"',
         profile="data",
         # the policy allows rocm/sgl-dev: the test registry serves it as a trusted mirror
-        env={"ROCMENV_TEST_SECRET": "s3cr3t-value", "ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000"},
+        env={"ROCMENV_TEST_SECRET": "s3cr3t-value", "ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000",
+             "ROCMENV_POLICY": str(policy)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["read-only", "secret="]

@@ -80,6 +80,8 @@ def fork_fixture(tmp_path: Path, family: testenv.Family) -> Iterator[Project]:
     )
     (root / ".git" / "config").write_text("[core]\n")
     cwd = root  # rocmenv runs at the top of the checkout, as a workflow step does
+    policy = tmp_path / "policy.toml"  # the trusted side declares the data source
+    policy.write_text(f'mount-sources = ["{data}"]\n')
     host = build_fake_host(tmp_path / "host", char_devices=True)
     base_env = {
         k: v
@@ -93,6 +95,7 @@ def fork_fixture(tmp_path: Path, family: testenv.Family) -> Iterator[Project]:
     base_env.update(
         {
             "ROCMENV_UNTRUSTED": "1",
+            "ROCMENV_POLICY": str(policy),
             "ROCMENV_SHIMS_QUIET": "1",
             # trusted input (the workflow's): the test registry mirrors Docker Hub
             "ROCMENV_MIRRORS": f"docker.io={testenv.OPEN_REGISTRY}",

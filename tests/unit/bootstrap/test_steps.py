@@ -26,6 +26,7 @@ from rocmenv.bootstrap.steps import (
 )
 from rocmenv.cli import main
 from rocmenv.context import Context
+from rocmenv.errors import ConfigError
 
 SMI_OK = "Device  Node  IDs\n0       2     0x74a1,   1  x\n1       3     0x74a1,   2  x\n"
 
@@ -64,6 +65,30 @@ def test_auto_export_appends_to_github_env_when_set(tmp_path: Path) -> None:
     assert export.method == "github-env"
     assert env_file.read_text() == "EARLIER=1\nPYTHONPATH=/l:/x\n"
     assert export.shell_lines == ()
+
+
+def test_github_env_is_not_appended_through_a_link_the_checkout_planted(tmp_path: Path) -> None:
+    """Issue 22 item 1: ``$GITHUB_ENV`` named inside the checkout (a job container mounts the
+    runner's work directory) is refused when it is a link, not written through."""
+    victim = tmp_path.parent / f"{tmp_path.name}-victim"
+    victim.write_text("precious\n")
+    (tmp_path / "github_env").symlink_to(victim)
+    ctx = ctx_for(tmp_path, GITHUB_ENV=str(tmp_path / "github_env"))
+    with pytest.raises(ConfigError, match="symbolic link"):
+        do_export(ctx, {"PYTHONPATH": "/l"}, "auto", json_output=False)
+    assert victim.read_text() == "precious\n"
+    summary = tmp_path / "summary.md"
+    summary.symlink_to(victim)
+    ctx = ctx_for(tmp_path, GITHUB_STEP_SUMMARY=str(summary))
+    from rocmenv.bootstrap.steps import append_step_summary
+
+    result = run_bootstrap(ctx, options(tmp_path, gpu_wait=False), BootstrapDeps())
+    assert append_step_summary(ctx, result) is None
+    assert victim.read_text() == "precious\n"
+    (tmp_path / "reports").symlink_to(tmp_path.parent)
+    with pytest.raises(ConfigError, match="symbolic link"):
+        write_report(tmp_path / "reports" / "r.json", result, within=tmp_path)
+    assert not (tmp_path.parent / "r.json").exists()
 
 
 def test_auto_export_prints_shell_lines_without_github_env_and_nothing_with_json(
@@ -175,7 +200,7 @@ def test_an_export_that_fails_is_the_bootstrap_error_after_every_step_ran(tmp_pa
 def test_the_report_file_is_json_with_every_step(tmp_path: Path) -> None:
     ctx = ctx_for(tmp_path)
     result = run_bootstrap(ctx, options(tmp_path, gpu_wait=False, reap=False), BootstrapDeps())
-    write_report(tmp_path / "out" / "report.json", result)
+    write_report(tmp_path / "out" / "report.json", result, within=tmp_path)
     data = json.loads((tmp_path / "out" / "report.json").read_text())
     assert data["report_version"] == 1 and data["ok"] is True
     assert [s["name"] for s in data["steps"]] == [

@@ -11,8 +11,9 @@ import pytest
 import zstandard
 
 from rocmenv.contents.diff import diff_contents, render_markdown, render_text
-from rocmenv.contents.image import distributions, find_python, merge
+from rocmenv.contents.image import distributions, find_python
 from rocmenv.contents.layer import LayerIndexJson, index_layer
+from rocmenv.contents.merge import merge
 from rocmenv.errors import RegistryProtocolError
 
 SITE = "usr/local/lib/python3.11/dist-packages"
@@ -251,7 +252,7 @@ def test_editable_installs_are_followed_through_pth_files_and_editable_finders()
 
 
 def test_symlinked_directories_are_followed_and_replace_what_was_there() -> None:
-    from rocmenv.contents.image import _resolve
+    from rocmenv.contents.merge import resolve
 
     base = _index(
         {
@@ -271,6 +272,6 @@ def test_symlinked_directories_are_followed_and_replace_what_was_there() -> None
     )
     merged = merge([base, upper])
     assert "opt/rocm/.info/version" not in merged.files  # replaced with the directory
-    assert merged.files[_resolve(merged, "opt/rocm/.info/version")] == "7.0.0-38\n"
+    assert merged.files[resolve(merged, "opt/rocm/.info/version")] == "7.0.0-38\n"
     dists = distributions(merged, find_python(merged, {}))
     assert [(d.name, d.version, d.location) for d in dists] == [("new", "2.0", f"/{SITE}")]

@@ -45,7 +45,7 @@ def entry(digest: str = D1, tag: str = "t") -> LockEntry:
 def test_round_trip_is_sorted_and_versioned(tmp_path: Path) -> None:
     path = tmp_path / "rocmenv.lock"
     lock = Lock().with_profile("ci", entry()).with_reference("docker.io/x/y:z", entry(D2))
-    write_lock(path, lock)
+    write_lock(path, lock, within=tmp_path)
     text = path.read_text()
     data = json.loads(text)
     assert data["lock_version"] == LOCK_VERSION
@@ -112,7 +112,7 @@ WRITER = textwrap.dedent(
     lock_race.install(path.parent / "rendezvous", name, other, timeout=60)
     e = LockEntry(repository="docker.io/a/b", tag=name, digest=digest, media_type="m",
                   platform="linux/amd64", platform_digest=digest, resolved_at="now")
-    update_lock(path, lambda lock: lock.with_profile(name, e))
+    update_lock(path, lambda lock: lock.with_profile(name, e), within=path.parent)
     """
 )
 
@@ -153,19 +153,19 @@ KILLED_WRITER = textwrap.dedent(
     for i in range(20000):
         big = big.with_reference(f"docker.io/a/b:t{i}", e)
     real_replace = os.replace
-    def slow_replace(src, dst):          # the temp file is complete: die before the rename
+    def slow_replace(src, dst, **kw):    # the temp file is complete: die before the rename
         print("ready", flush=True)
         import time; time.sleep(60)
-        real_replace(src, dst)
+        real_replace(src, dst, **kw)
     os.replace = slow_replace
-    L.update_lock(path, lambda lock: big)
+    L.update_lock(path, lambda lock: big, within=path.parent)
     """
 )
 
 
 def test_kill_minus_9_mid_write_leaves_the_old_lock(tmp_path: Path) -> None:
     path = tmp_path / "rocmenv.lock"
-    write_lock(path, Lock().with_profile("ci", entry()))
+    write_lock(path, Lock().with_profile("ci", entry()), within=tmp_path)
     before = path.read_text()
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED_WRITER, str(path)], stdout=subprocess.PIPE, text=True
@@ -178,7 +178,7 @@ def test_kill_minus_9_mid_write_leaves_the_old_lock(tmp_path: Path) -> None:
     assert read_lock(path).profiles["ci"] == entry()
     leftovers = list(tmp_path.glob(".rocmenv.lock.*.tmp"))
     assert leftovers, "the killed writer's temp file should still be there before cleanup"
-    update_lock(path, lambda lock: lock.with_profile("other", entry(D2)))  # next write cleans up
+    update_lock(path, lambda lock: lock.with_profile("other", entry(D2)), within=tmp_path)
     assert not list(tmp_path.glob(".rocmenv.lock.*.tmp"))
     assert set(read_lock(path).profiles) == {"ci", "other"}
 
@@ -197,7 +197,7 @@ HALF_WRITER = textwrap.dedent(
     for i in range(200):
         big = big.with_reference(f"docker.io/a/b:t{i}", e)
     lock_race.kill_mid_write(threshold=4096)
-    L.update_lock(path, lambda lock: big)
+    L.update_lock(path, lambda lock: big, within=path.parent)
     """
 )
 
@@ -206,7 +206,7 @@ def test_kill_minus_9_with_half_the_bytes_written_leaves_the_old_lock(tmp_path: 
     """The writer is killed when half of the new file's bytes are on disk (a hook inside the
     write, not a random delay): an in-place writer would leave half a JSON document."""
     path = tmp_path / "rocmenv.lock"
-    write_lock(path, Lock().with_profile("ci", entry()))
+    write_lock(path, Lock().with_profile("ci", entry()), within=tmp_path)
     before = path.read_text()
     proc = subprocess.Popen(
         [sys.executable, "-c", HALF_WRITER, str(path)],
@@ -243,10 +243,10 @@ def test_a_lock_that_would_not_read_back_is_never_written(
     from dataclasses import replace
 
     path = tmp_path / "rocmenv.lock"
-    write_lock(path, Lock().with_profile("ci", entry()))
+    write_lock(path, Lock().with_profile("ci", entry()), within=tmp_path)
     before = path.read_bytes()
     with pytest.raises(LockError) as info:
-        write_lock(path, Lock().with_profile("ci", replace(entry(), **bad)))  # type: ignore[arg-type]
+        write_lock(path, Lock().with_profile("ci", replace(entry(), **bad)), within=tmp_path)  # type: ignore[arg-type]
     assert info.value.what.startswith(f"{path}: profiles.ci")
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rocmenv.lock"]
@@ -329,13 +329,13 @@ def test_packages_and_constraints_round_trip(tmp_path: Path) -> None:
 
     path = tmp_path / "rocmenv.lock"
     full = replace(entry(), packages=(("amd-aiter", "0.1.9"), ("torch", "2.9")))
-    write_lock(path, Lock().with_profile("ci", full))
+    write_lock(path, Lock().with_profile("ci", full), within=tmp_path)
     data = json.loads(path.read_text())["profiles"]["ci"]
     assert data["packages"] == {"amd-aiter": "0.1.9", "torch": "2.9"}
     assert data["constraints"] == {"gpu": "mi30x"}
     assert read_lock(path).profiles["ci"] == full
     bare = replace(entry(), constraints=(), registry=None)
-    write_lock(path, Lock().with_profile("ci", bare))
+    write_lock(path, Lock().with_profile("ci", bare), within=tmp_path)
     assert set(json.loads(path.read_text())["profiles"]["ci"]) == {
         "repository", "tag", "digest", "media_type", "platform", "platform_digest", "resolved_at",
     }  # fmt: skip
@@ -351,7 +351,7 @@ def test_stale_temp_files_of_dead_writers_are_cleaned_and_live_ones_kept(tmp_pat
     later = tmp_path / f".rocmenv.lock.{dead}z.tmp"  # not a pid: left alone, the scan goes on
     for p in (*stale, live, odd, later):
         p.write_text("x")
-    write_lock(path, Lock().with_profile("ci", entry()))
+    write_lock(path, Lock().with_profile("ci", entry()), within=tmp_path)
     assert not any(p.exists() for p in stale)
     assert live.exists() and odd.exists() and later.exists()
 
@@ -365,7 +365,7 @@ def test_a_writer_waits_only_as_long_as_it_is_told(tmp_path: Path) -> None:
     held, release = threading.Event(), threading.Event()
 
     def holder() -> None:
-        with exclusive(path):
+        with exclusive(path, within=tmp_path):
             held.set()
             release.wait(30)
 
@@ -376,10 +376,13 @@ def test_a_writer_waits_only_as_long_as_it_is_told(tmp_path: Path) -> None:
         with pytest.raises(
             LockError, match=r"being written by another rocmenv process \(waited 0 s\)"
         ):
-            update_lock(path, lambda lock: lock, timeout=0.2)
+            update_lock(path, lambda lock: lock, within=tmp_path, timeout=0.2)
     finally:
         release.set()
         thread.join()
     assert (
-        update_lock(path, lambda lock: lock.with_profile("ci", entry())).profiles["ci"] == entry()
+        update_lock(path, lambda lock: lock.with_profile("ci", entry()), within=tmp_path).profiles[
+            "ci"
+        ]
+        == entry()
     )

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rocmenv.errors import RegistryProtocolError
+from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
 from rocmenv.registry.transport import Transport
 from rocmenv.settings.registry import RegistrySettings
 
@@ -84,3 +84,49 @@ def test_a_bad_backoff_is_a_config_error_not_a_traceback(value: str) -> None:
 
     with pytest.raises(ConfigError, match="ROCMENV_REGISTRY_BACKOFF"):
         Transport(RegistrySettings(), {"ROCMENV_REGISTRY_BACKOFF": value})
+
+
+def test_a_streamed_body_is_retried_until_its_head_then_read_as_sent() -> None:
+    body = gzip.compress(b"layer bytes " * 10000)  # sent as is: no decoding of a blob
+    with serve([response(b"busy", "503 Service Unavailable"), response(body)]) as port:
+        stream = transport(retries=2).stream_with_retries(
+            f"http://127.0.0.1:{port}/v2/x/blobs/sha256:00", {}, "blob-stream"
+        )
+        assert stream.status == 200
+        assert b"".join(stream.chunks(4096)) == body
+
+
+def test_a_streamed_body_stops_at_the_command_deadline_not_the_request_deadline() -> None:
+    """Each byte comes within the read timeout; only the command's deadline can end it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def drip() -> None:
+        conn, _ = server.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        while not stop.is_set():
+            conn.sendall(b"x")
+            stop.wait(0.05)
+        conn.close()
+
+    threading.Thread(target=drip, daemon=True).start()
+    slow = Transport(
+        RegistrySettings(timeout=5, request_deadline=0.2, command_deadline=2),
+        {"ROCMENV_REGISTRY_BACKOFF": "0"},
+        lambda s: None,
+    )
+    try:
+        stream = slow.stream_with_retries(
+            f"http://127.0.0.1:{server.getsockname()[1]}/v2/x/blobs/sha256:00", {}, "blob-stream"
+        )
+        received = 0
+        with pytest.raises(RegistryUnavailable, match=r"command's deadline \(2 s\)"):
+            for chunk in stream.chunks():
+                received += len(chunk)
+    finally:
+        stop.set()
+        server.close()
+    assert 8 < received < 1000  # went on well past request-deadline (~4 bytes), stopped

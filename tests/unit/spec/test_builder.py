@@ -294,12 +294,12 @@ def test_cli_env_sets_values_or_takes_them_from_the_host(tmp_path: Path) -> None
 def test_untrusted_mode_passes_no_secrets_and_mounts_data_read_only(tmp_path: Path) -> None:
     profile = replace(
         CPU,
-        mounts=(Mount(source="/data", target="/data"),),
+        mounts=(Mount(source="/data/miles_ci/x", target="/data"),),  # declared: built-in
         secret_env=("WANDB_API_KEY",),
         pass_env=("HIP_VISIBLE_DEVICES",),
     )
     env = {"WANDB_API_KEY": "k" * 10, "HIP_VISIBLE_DEVICES": "1"}
-    ok = {"existing": {"/data"}, "image": "rocm/sgl-dev:v1"}
+    ok = {"existing": {"/data/miles_ci/x"}, "image": "rocm/sgl-dev:v1"}
     for spec in (
         spec_for(profile, None, tmp_path, untrusted_flag=True, env=env, **ok),
         spec_for(replace(profile, untrusted=True), None, tmp_path, env=env, **ok),

@@ -518,11 +518,29 @@ def test_a_checkout_holding_the_runners_work_directory_is_refused(tmp_path: Path
         guarded(BUILTIN_PROFILES["cpu"], Overrides(), above, image=IMAGE)
 
 
-def test_a_mount_inside_the_checkout_is_allowed_read_only(tmp_path: Path) -> None:
-    _facts, checkout = guard_facts(tmp_path)
+def test_a_mount_inside_the_checkout_is_read_only_from_the_command_line_only(
+    tmp_path: Path,
+) -> None:
+    """A profile's (the fork's) mount of its own files is not declared by the trusted side
+    (and a parallel test could swap the directory for a link before the engine mounts it);
+    the workflow's ``-v`` of it is mounted read-only."""
+    facts, checkout = guard_facts(tmp_path)
     (checkout / "data").mkdir()
-    spec, _ = spec_with_mount(tmp_path, str(checkout / "data"))
+    with pytest.raises(PolicyViolation, match="declared"):
+        spec_with_mount(tmp_path, str(checkout / "data"))
+    spec = guarded(BUILTIN_PROFILES["cpu"], Overrides(mounts=(f"{checkout}/data:/mnt/x",)),
+                   facts, image=IMAGE)  # fmt: skip
     assert next(m for m in spec.mounts if m.target == "/mnt/x").readonly
+
+
+def test_a_dot_git_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    """A run can leave ``.git`` a link when the checkout had none: the next run would mount
+    its target (``/etc``) read-only where the job reads it."""
+    facts, checkout = guard_facts(tmp_path)
+    (checkout / ".git").rmdir()
+    (checkout / ".git").symlink_to("/etc")
+    with pytest.raises(PolicyViolation, match=r"\.git .* leads to /etc"):
+        guarded(BUILTIN_PROFILES["cpu"], Overrides(), facts, image=IMAGE)
 
 
 def test_a_symlink_in_the_checkout_to_a_host_directory_is_refused(tmp_path: Path) -> None:
@@ -579,7 +597,8 @@ def test_the_runners_work_directory_outside_the_checkout_is_refused(tmp_path: Pa
     temp.mkdir()
     with pytest.raises(PolicyViolation, match="runner's work directory"):
         spec_with_mount(tmp_path, str(temp), RUNNER_TEMP=str(temp))
-    spec_with_mount(tmp_path, str(other))  # without the runner's variables: a data mount
+    with pytest.raises(PolicyViolation, match="declared"):  # without them: undeclared still
+        spec_with_mount(tmp_path, str(other))
 
 
 @pytest.mark.parametrize("source", ["/", "/proc", "/sys/kernel", "/dev", "/etc", "/root",
@@ -597,10 +616,132 @@ def test_the_policy_can_restrict_data_mounts_to_named_roots(tmp_path: Path) -> N
         BUILTIN_PROFILES["cpu"], name="fork", source="x",
         mounts=(Mount(source=str(data), target="/mnt/x"),),
     )  # fmt: skip
-    strict = Guard(policy=Policy(mount_sources=("/data",)))
-    with pytest.raises(PolicyViolation, match="data mounts only from /data"):
+    strict = Guard(policy=Policy(mount_sources=("/data",)), mount_sources=("/data",))
+    with pytest.raises(PolicyViolation, match=r"only under the sources .* declared \(/data"):
         guarded(profile, Overrides(), facts, image=IMAGE, guard=strict)
-    guarded(profile, Overrides(), facts, image=IMAGE, guard=Guard())
+    guarded(profile, Overrides(), facts, image=IMAGE, guard=Guard(mount_sources=(str(data),)))
+
+
+def _deep_socket_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, object]:
+    """A directory whose socket lies past the denylist's scan limit (10,000 entries)."""
+    import socket
+
+    from rocmenv.spec.hostpaths import SOCKET_SCAN_LIMIT
+
+    deep = tmp_path / "deep"
+    (deep / "x" / "y").mkdir(parents=True)
+    for i in range(SOCKET_SCAN_LIMIT + 1):
+        (deep / f"f{i}").touch()
+    monkeypatch.chdir(deep / "x" / "y")  # AF_UNIX paths are short: bind relative
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind("agent")
+    return deep, sock
+
+
+def test_data_mounts_the_trusted_side_did_not_declare_are_refused(
+    tmp_path: Path,
+    fake: FakeHost,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 22: the denylist's gaps — the runner's credentials file, ``~/.docker`` when
+    ``HOME`` is not under /home, /opt, /var/backups, a socket past the scan limit — were
+    read-only mounts whose 0600 files container root reads. Now a checkout's profile may
+    mount only under the sources the trusted side declared."""
+    runner = tmp_path / "actions-runner"
+    (runner / "_work" / "repo" / "repo").mkdir(parents=True)
+    (runner / ".credentials").write_text('{"token": "runner-secret"}')
+    home = tmp_path / "var-lib-ci"
+    (home / ".docker").mkdir(parents=True)
+    (home / ".docker" / "config.json").write_text('{"auths": {}}')
+    deep, sock = _deep_socket_dir(tmp_path, monkeypatch)
+    env = hostile_env(fake, HOME=str(home), RUNNER_WORKSPACE=str(runner / "_work" / "repo"))
+    try:
+        for source in (runner / ".credentials", home / ".docker", "/opt", "/var/backups", deep):
+            root = write_checkout(tmp_path / "fork", {"mounts": [f"{source}:/mnt/x"]})
+            code, out, err = cli(monkeypatch, capsys, root, env, "options", "--format", "docker")
+            assert code == 2, (source, out)
+            assert f"mounts = '{source}:/mnt/x'" in err, err
+            assert "untrusted mode" in err and "Traceback" not in err
+    finally:
+        sock.close()  # type: ignore[attr-defined]
+
+
+def test_the_denylist_behind_the_allowlist_covers_credentials_wherever_home_is(
+    tmp_path: Path,
+    fake: FakeHost,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The second line: even the workflow's own ``-v`` (not held to the allowlist) cannot
+    mount the runner's credentials, ``~/.docker`` of a HOME outside /home, or
+    /var/backups."""
+    runner = tmp_path / "actions-runner"
+    (runner / "_work" / "repo").mkdir(parents=True)
+    (runner / ".credentials").write_text("x")
+    home = tmp_path / "ci-home"
+    (home / ".docker").mkdir(parents=True)
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    env = hostile_env(fake, HOME=str(home), RUNNER_WORKSPACE=str(runner / "_work" / "repo"),
+                      DOCKER_CONFIG=str(config))  # fmt: skip
+    root = write_checkout(tmp_path / "fork", {})
+    for source, rule in ((runner / ".credentials", "credentials"), (runner, "runner's"),
+                         (home / ".docker", "credentials"), (config, "credentials"),
+                         (home, "credentials"), ("/var/backups", "nothing of /var/backups")):  # fmt: skip
+        code, out, err = cli(monkeypatch, capsys, root, env, "options", "-v", f"{source}:/x")
+        assert code == 2, (source, out)
+        assert rule in err, err
+
+
+def test_declared_sources_and_the_command_lines_own_mounts_pass_the_allowlist(
+    tmp_path: Path,
+    fake: FakeHost,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    datasets = tmp_path / "datasets"
+    (datasets / "imagenet").mkdir(parents=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'mount-sources = ["{datasets}"]\n')
+    root = write_checkout(tmp_path / "fork", {"mounts": [f"{datasets}/imagenet:/data"]})
+    env = hostile_env(fake, ROCMENV_POLICY=str(policy))
+    code, out, err = cli(monkeypatch, capsys, root, env, "options", "--format", "docker")
+    assert code == 0, err
+    assert f"source={datasets}/imagenet,target=/data,readonly" in out
+    # a link under a declared source that leads elsewhere is judged where it leads
+    (datasets / "escape").symlink_to(other)
+    write_checkout(root, {"mounts": [f"{datasets}/escape:/data"]})
+    code, out, err = cli(monkeypatch, capsys, root, env, "options", "--format", "docker")
+    assert code == 2 and "declared" in err
+    # -v is the workflow's (trusted) command line: not held to the allowlist, still to the
+    # denylist
+    write_checkout(root, {})
+    code, out, err = cli(monkeypatch, capsys, root, env, "options", "-v", f"{other}:/o")
+    assert code == 0, err
+    assert f"source={other},target=/o,readonly" in out
+    code, out, err = cli(monkeypatch, capsys, root, env, "options", "-v", "/etc:/o")
+    assert code == 2 and "nothing of /etc" in err
+
+
+def test_without_a_policy_the_declared_sources_are_the_trusted_configs_profile_mounts(
+    tmp_path: Path,
+) -> None:
+    from rocmenv.settings.resolve import Flags
+    from rocmenv.spec.guard import guard_for
+
+    root = write_checkout(tmp_path / "fork", {"mounts": ["/srv/fork:/x"]})
+    ctx = Context(env={"ROCMENV_UNTRUSTED": "1", "HOME": str(tmp_path)}, cwd=root)
+    guard = guard_for(settings_for(ctx, Flags()), root)
+    assert guard.mount_sources == ("/data/miles_ci",)  # the built-in profiles': not the fork's
+    trusted = tmp_path / "trusted.toml"
+    trusted.write_text('[profiles.ci]\nextends = "rocm"\nmounts = ["/srv/models:/models"]\n')
+    ctx = Context(env={"ROCMENV_UNTRUSTED": "1", "HOME": str(tmp_path)}, cwd=root,
+                  config_path=trusted)  # fmt: skip
+    guard = guard_for(settings_for(ctx, Flags()), root)
+    assert guard.mount_sources == ("/data/miles_ci", "/srv/models")
 
 
 # -- groups, the host's GIDs -------------------------------------------------------------------

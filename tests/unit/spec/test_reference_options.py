@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rocmenv.spec.guard import UNTRUSTED_CAP_DROP
+
 WORKFLOW = Path(__file__).resolve().parents[3] / "docs" / "workflows" / "pr-rocm.yml"
 
 # The reference CI's container options (its `docker run` line), minus the opt-in privileged.
@@ -95,11 +97,13 @@ def test_the_trusted_workflow_options_are_the_reference_plus_documented_extras()
     assert reference - ours == set(), "reference options the workflow lacks"
     assert ours - reference == DOCUMENTED_EXTRAS, "options the workflow adds"
     # the untrusted variant: the default policy (README "Running untrusted code") drops the
-    # reference's debugger/profiler options and host IPC, and makes data mounts read-only
+    # reference's debugger/profiler options and host IPC, drops the default capabilities a
+    # planted file would use, and makes data mounts read-only
     policy_drops = {("--cap-add", "SYS_PTRACE"), ("--security-opt", "seccomp=unconfined"),
                     ("--ipc", "host")}  # fmt: skip
+    cap_drops = {("--cap-drop", c) for c in UNTRUSTED_CAP_DROP}
     ro = {(n, v.removesuffix(":ro")) if n == "--mount" else (n, v) for n, v in normalise(untrusted)}
-    assert ro == (ours - policy_drops) | {("--ipc", "private")}
+    assert ro == (ours - policy_drops) | {("--ipc", "private")} | cap_drops
     assert all(v.endswith(":ro") for n, v in normalise(untrusted) if n == "--mount")
 
 

@@ -80,7 +80,7 @@ def test_learned_estimates_change_the_plan(tmp_path: Path) -> None:
     path = tmp_path / "rocmenv.suite-history.json"
     before = partitions(estimates(_suite(REFERENCE), read_history(path), "rocm"), 2)
     # h.py, declared 600 s, really takes ~3000 s
-    record(path, "rocm", [("h.py", 3000.0), ("h.py", 3100.0)])
+    record(path, "rocm", [("h.py", 3000.0), ("h.py", 3100.0)], within=path.parent)
     learned = estimates(_suite(REFERENCE), read_history(path), "rocm")
     h = next(t for t in learned if t.name == "h.py")
     assert h.estimate.source == "learned" and h.estimate.runs == 2
@@ -96,7 +96,7 @@ def test_learned_estimates_change_the_plan(tmp_path: Path) -> None:
 def test_history_is_versioned_sorted_and_keeps_the_last_ten(tmp_path: Path) -> None:
     path = tmp_path / "rocmenv.suite-history.json"
     for i in range(12):
-        record(path, "rocm", [("b.py", float(i)), ("a.py", 1.0)])
+        record(path, "rocm", [("b.py", float(i)), ("a.py", 1.0)], within=tmp_path)
     doc = json.loads(path.read_text())
     assert doc["history_version"] == 1
     assert list(doc["tests"]) == ["rocm::a.py", "rocm::b.py"]
@@ -118,7 +118,7 @@ def test_concurrent_recorders_both_land(tmp_path: Path) -> None:
     path = tmp_path / "rocmenv.suite-history.json"
     code = (
         "import sys; from pathlib import Path; from rocmenv.suite.history import record\n"
-        "for i in range(20): record(Path(sys.argv[1]), 'p', [(sys.argv[2], float(i))])\n"
+        "for i in range(20): record(Path(sys.argv[1]), 'p', [(sys.argv[2], float(i))], within=None)\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path), name]) for name in ("x", "y")]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
@@ -142,7 +142,7 @@ def test_suite_plan_cli_shows_declared_and_learned(
             """
         )
     )
-    record(tmp_path / "rocmenv.suite-history.json", "rocm", [("c.py", 400.0)])
+    record(tmp_path / "rocmenv.suite-history.json", "rocm", [("c.py", 400.0)], within=tmp_path)
     monkeypatch.chdir(tmp_path)
     assert main(["suite", "plan", "s", "--partitions", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
