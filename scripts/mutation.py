@@ -40,11 +40,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "settings": (["rocmenv/settings/resolve.py"], ["tests/unit/settings"]),
     "guard": (
         ["rocmenv/spec/guard.py", "rocmenv/spec/hostpaths.py"],
-        [
-            "tests/unit/spec/test_guard.py",
-            "tests/unit/spec/test_hostpaths.py",
-            "tests/unit/settings/test_untrusted_sources.py",
-        ],
+        ["tests/unit"],
     ),
     "lock": (["rocmenv/image/lock.py"], ["tests/unit/image/test_lock.py"]),
     "grammar": (
