@@ -154,11 +154,11 @@ def test_the_node_command_is_this_rocmenv_with_this_config(tmp_path: Path) -> No
     from rocmenv.suite.slurm import _node_command
 
     assert _node_command(Context(env={}, cwd=tmp_path), ["run", "x"]) == [
-        sys.executable, "-m", "rocmenv", "run", "x"
+        sys.executable, "-I", "-m", "rocmenv", "run", "x"
     ]  # fmt: skip
     ctx = Context(env={}, cwd=tmp_path, config_path=tmp_path / "sub" / ".." / "rocmenv.toml")
     assert _node_command(ctx, ["run"]) == [
-        sys.executable, "-m", "rocmenv", "--config", str(tmp_path / "rocmenv.toml"), "run"
+        sys.executable, "-I", "-m", "rocmenv", "--config", str(tmp_path / "rocmenv.toml"), "run"
     ]  # fmt: skip
 
 
@@ -176,7 +176,7 @@ def test_each_test_is_an_srun_of_slurm_exec_with_its_flags(tmp_path: Path) -> No
     )  # fmt: skip
     assert backend.argv(Job(name="t.py", gpus=2, estimate=120), "job-1") == [
         "srun", "--job-name=job-1", "--quiet", "--nodes=1", "--ntasks=1", "--gres=gpu:2",
-        "--time=2", sys.executable, "-m", "rocmenv", "suite", "slurm-exec", "--profile", "ci",
+        "--time=2", sys.executable, "-I", "-m", "rocmenv", "suite", "slurm-exec", "--profile", "ci",
         "--engine", "podman", "--untrusted", "--gres-conf", "/etc/x/gres.conf", "--",
         "python", "t.py",
     ]  # fmt: skip
