@@ -176,7 +176,18 @@ def test_numbers_switches_and_short_values_cannot_be_secrets(value: str) -> None
 
 
 @pytest.mark.parametrize(
-    "value", ["1.2.3.4", "+-12", "12ab", "\uff11\uff12\uff13\uff14", "yes!", "nulls"]
+    "value",
+    [
+        "1.2.3",
+        "1.2.3.4",
+        "+-12",
+        "12ab",
+        "x1234",
+        "v2024",
+        "\uff11\uff12\uff13\uff14",
+        "yes!",
+        "nulls",
+    ],
 )
 def test_versions_words_and_other_digits_can_be_secrets(value: str) -> None:
     assert can_be_secret(value)
@@ -263,3 +274,14 @@ def test_argv_and_json_are_redacted_item_by_item() -> None:
     doc = redact_json({"token=abc": ("token=def", 1, None, [True, "https://t@h"])})
     assert doc == {"token=***": ["token=***", 1, None, [True, "https://***@h"]]}
     assert redact_url("https://h/x") == "https://h/x"
+
+
+def test_the_credential_patterns_are_compiled_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redact_module, "_patterns", [])  # as in a fresh process
+    assert redact("Authorization: Bearer abc.def") == "Authorization: Bearer ***"
+    assert len(redact_module._patterns) == len(redact_module._PATTERN_SOURCES)
+
+
+def test_the_percent_encoded_form_encodes_slashes_too() -> None:
+    # a secret in a URL's path or query is printed with its slashes encoded
+    assert secret_forms("ab/cd ef")[-1] == "ab%2Fcd%20ef"
