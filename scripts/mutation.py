@@ -9,8 +9,8 @@ mutmut writes ``mutants/`` there, never into the checkout. The script prints the
 module and lists every surviving mutant (``--show``: with its diff); the summary is also
 written to ``<dir>/summary.json``.
 
-A mutant the tests time out on (a loop that no longer ends) counts as killed: the tests
-detected it, as PIT and Stryker count it.
+A mutant the tests time out on (a loop that no longer ends) or crash on (a segfault) counts
+as killed: the tests detected it, as PIT and Stryker count it.
 
 Mutants on a line marked ``# pragma: no mutate`` are not generated: the project marks the
 equivalent ones that way, with the reason in a comment beside it.
@@ -40,7 +40,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "settings": (["rocmenv/settings/resolve.py"], ["tests/unit/settings"]),
     "guard": (
         ["rocmenv/spec/guard.py", "rocmenv/spec/hostpaths.py"],
-        ["tests/unit"],
+        ["tests/unit/spec", "tests/unit/settings"],
     ),
     "lock": (["rocmenv/image/lock.py"], ["tests/unit/image/test_lock.py"]),
     "grammar": (
@@ -66,7 +66,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "rocmenv/suite/allocation.py",
             "rocmenv/suite/slurm.py",
         ],
-        ["tests/unit"],
+        ["tests/unit/suite", "tests/unit/spec"],
     ),
     # In-process tests only: a mutant copies mutmut's trampoline into the bundle, which the
     # interpreters test_launcher.py starts cannot import (and mutmut cannot see them anyway).
@@ -124,6 +124,9 @@ def configure(target: Path, modules: list[str], tests: list[str]) -> None:
         f"also_copy = {json.dumps(sorted(_top_level(target) - {'rocmenv', 'tests', 'mutants'}))}",
         f"only_mutate = {json.dumps(modules)}",
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+        # a hung mutant is stopped after 10x the CPU time its tests took (mutmut's default, 30x,
+        # spends minutes of two shared cores on each loop that no longer ends)
+        "timeout_multiplier = 5.0",
         # hypothesis derandomised: a mutant is judged by the same examples every time
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--hypothesis-seed=0"]',
     ]
@@ -171,8 +174,9 @@ def run_group(name: str, base: Path, jobs: int) -> dict[str, Row]:
             continue
         module = key.split(".x_", 1)[0].split(".x\u01c1", 1)[0]
         row = per_module.setdefault(module, Row())
-        # a timeout is a mutant the tests hang on: detected, as PIT and Stryker count it
-        if status in ("killed", "timeout"):
+        # a timeout is a mutant the tests hang on, a segfault one they crash on (a loop that
+        # fills memory until the process dies): detected, as PIT and Stryker count them
+        if status in ("killed", "timeout", "segfault"):
             row.killed += 1
         elif status == "survived":
             row.survived += 1
