@@ -47,7 +47,10 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         ["rocmenv/grammar/reference.py", "rocmenv/grammar/tags.py"],
         ["tests/unit"],
     ),
-    "redact": (["rocmenv/redact.py"], ["tests/unit"]),
+    "redact": (
+        ["rocmenv/redact.py"],
+        ["tests/unit/test_redact.py", "tests/unit/bootstrap/test_redaction.py"],
+    ),
     "registry": (
         [
             "rocmenv/registry/transport.py",

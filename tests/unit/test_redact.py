@@ -285,3 +285,9 @@ def test_the_credential_patterns_are_compiled_on_first_use(monkeypatch: pytest.M
 def test_the_percent_encoded_form_encodes_slashes_too() -> None:
     # a secret in a URL's path or query is printed with its slashes encoded
     assert secret_forms("ab/cd ef")[-1] == "ab%2Fcd%20ef"
+
+
+def test_a_run_of_a_secret_of_one_repeated_character_is_one_mask() -> None:
+    # each next occurrence starts one character later: none is skipped
+    with masking(["zzzz"]):
+        assert redact("zzzzz!") == "***!"
