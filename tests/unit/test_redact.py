@@ -291,3 +291,9 @@ def test_a_run_of_a_secret_of_one_repeated_character_is_one_mask() -> None:
     # each next occurrence starts one character later: none is skipped
     with masking(["zzzz"]):
         assert redact("zzzzz!") == "***!"
+        assert redact("zzzzzz!") == "***!"
+
+
+def test_overlapping_secrets_are_one_mask_and_a_later_one_is_still_masked() -> None:
+    with masking(["abcdef12", "ef12ghij", "xyzw9999"]):
+        assert redact("abcdef12ghij-xyzw9999") == "***-***"
