@@ -254,3 +254,53 @@ def test_all_gpus_with_slurm_is_a_whole_node(tmp_path: Path) -> None:
         "--gpus all with Slurm means a whole node, but sinfo reports no GPU nodes"
     )
     assert info.value.hint == "name a count instead, e.g. --gpus 0-3 for 4 GPUs"
+
+
+def test_the_batch_script_in_full_with_this_config(tmp_path: Path) -> None:
+    from rocmenv.context import Context
+    from rocmenv.suite.slurm import render_sbatch
+
+    work = tmp_path / "my repo"
+    ctx = Context(env={}, cwd=work, config_path=tmp_path / "sub" / ".." / "ci.toml")
+    script = render_sbatch(ctx, SlurmSettings(), count=1, profile="ci", node_args=["run", "--"])
+    assert script == (
+        "#!/bin/bash\n"
+        "# rocmenv: profile ci with 1 GPU(s); submit with: sbatch THIS_FILE CMD…\n"
+        "# The job's container gets exactly the GPUs Slurm allocates (rocmenv run --gpus slurm).\n"
+        "#SBATCH --job-name=rocmenv-ci\n#SBATCH --nodes=1\n#SBATCH --ntasks=1\n"
+        "#SBATCH --gres=gpu:1\n"
+        "set -euo pipefail\n"
+        f"cd '{work}'\n"
+        f'exec rocmenv --config {tmp_path}/ci.toml run -- "$@"\n'
+    )
+
+
+def test_control_characters_in_the_script_or_job_arguments_are_refused_naming_where(
+    tmp_path: Path,
+) -> None:
+    from rocmenv.context import Context
+    from rocmenv.errors import UsageError
+    from rocmenv.suite.slurm import job_args, render_sbatch
+
+    ctx = Context(env={}, cwd=tmp_path / "a\nb")
+    with pytest.raises(UsageError, match="options --format sbatch"):
+        render_sbatch(ctx, SlurmSettings(), count=1, profile="ci", node_args=["run"])
+    with pytest.raises(UsageError, match="the Slurm job's arguments"):
+        job_args(SlurmSettings(extra_args=("--comment=a\rb",)), 1, time_seconds=None)
+
+
+def test_marker_lines_are_read_from_any_bytes_and_values_keep_their_equals_signs(
+    tmp_path: Path,
+) -> None:
+    from rocmenv.suite.allocation import MARKER
+    from rocmenv.suite.slurm import _markers
+
+    log = tmp_path / "t.log"
+    log.write_bytes(
+        b"\xff\xfe not utf-8 \xc3\n"
+        + f"{MARKER} slurm=0 host=none files=/dev/x node=n=1 extra\n".encode()
+        + f"{MARKER} runtime=2.5 exit=0\n".encode()
+    )
+    assert _markers(log) == (None, 2.5)
+    log.write_text(f"{MARKER} slurm=1 host=NONE\n")
+    assert _markers(log) == (None, None)  # not a list of indices: ignored
