@@ -255,3 +255,29 @@ def test_a_bad_partition_argument_says_what_it_must_be(text: str) -> None:
         parse_partition(text)
     assert info.value.what == f"--partition {text!r} is not I/N with 0 <= I < N"
     assert info.value.hint == "e.g. --partition 0/2 and --partition 1/2 for a two-job matrix"
+
+
+def test_equal_estimates_put_the_test_with_more_gpus_first() -> None:
+    from rocmenv.suite.balance import longest_first
+
+    suite = Suite(name="s", profile=None, tests=(
+        SuiteTest(name="a.py", path="a.py", gpus=1, est_time=60, command=("a",)),
+        SuiteTest(name="b.py", path="b.py", gpus=8, est_time=60, command=("b",)),
+        SuiteTest(name="c.py", path="c.py", gpus=2, est_time=90, command=("c",)),
+    ))  # fmt: skip
+    planned = estimates(suite, History(path=Path("h")), "rocm")
+    assert [t.name for t in planned] == ["c.py", "b.py", "a.py"]
+    assert [t.name for t in longest_first(planned[::-1], lambda t: t.seconds)] == [
+        "c.py", "b.py", "a.py"
+    ]  # fmt: skip
+    only = estimates(suite, History(path=Path("h")), "rocm", tests=suite.tests[:1])
+    assert [t.name for t in only] == ["a.py"]
+
+
+def test_partitions_are_numbered_from_zero() -> None:
+    for split in (partitions, reference_partitions):
+        assert [p.index for p in split(_planned(REFERENCE), 3)] == [0, 1, 2]
+
+
+def test_a_partition_time_under_a_second_is_allowed() -> None:
+    assert partitions_for_time(_planned({"a.py": 0.5, "b.py": 0.5}), 0.5) == 2
