@@ -89,9 +89,13 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
 SLURM_MAPPING = ("x_slurm_pool", "x_gpu_args", "x_time_limit", "x_node_gpu_capacity",
                  "x\u01c1SlurmBackend\u01c1argv", "x__markers", "x_gpu_count", "x__node_command",
                  "x_job_args", "x_render_sbatch")  # fmt: skip
+# allocation.py's exec_on_node runs the test's container: the Slurm integration tests'.
+ALLOCATION = ("x__expand", "x_parse_gres_conf", "x_default_gres_conf", "x_allocated_indices",
+              "x_map_allocation", "x_check_access", "x_allocated_gpus", "x_describe")  # fmt: skip
 ONLY: dict[str, list[str]] = {
     "suite": [
-        *(f"rocmenv.suite.{m}.*" for m in ("plan", "balance", "packer", "drive", "allocation")),
+        *(f"rocmenv.suite.{m}.*" for m in ("plan", "balance", "packer", "drive")),
+        *(f"rocmenv.suite.allocation.{f}__mutmut_*" for f in ALLOCATION),
         *(f"rocmenv.suite.slurm.{f}__mutmut_*" for f in SLURM_MAPPING),
     ],
 }
