@@ -236,3 +236,14 @@ def test_an_undeclared_mount_names_the_declared_sources(tmp_path: Path) -> None:
                   Guard(mount_sources=()))  # fmt: skip
     assert "mounts = '/srv/x:/x': data mounts only under the sources the trusted side declared " \
         "(none: the policy's mount-sources" in str(err.value.what)  # fmt: skip
+
+
+def test_an_undeclared_mount_lists_every_declared_source(tmp_path: Path) -> None:
+    with pytest.raises(PolicyViolation) as err:
+        untrusted({"mounts": (Mount(source="/srv/x", target="/x"),)}, tmp_path,
+                  Guard(mount_sources=("/data", "/models")))  # fmt: skip
+    assert (
+        "mounts = '/srv/x:/x': data mounts only under the sources the trusted side declared "
+        "(/data, /models: the policy's mount-sources, else the trusted config's profile mounts); "
+        "the checkout itself is mounted at its own path already"
+    ) in str(err.value.what)

@@ -286,3 +286,12 @@ def test_an_unreadable_directory_is_skipped_and_the_scan_goes_on(
         for sock in socks:
             sock.close()
     assert found is not None and found != calls[1] + "/s" and len(calls) == 3
+
+
+def test_the_limit_counts_entries_over_the_whole_tree_not_per_directory(tmp_path: Path) -> None:
+    deep = tmp_path / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(deep / "s"))
+        assert find_socket(str(tmp_path), limit=4) == str(deep / "s")
+        assert find_socket(str(tmp_path), limit=2) is None  # a, b seen: c is not scanned
