@@ -295,3 +295,9 @@ def test_the_limit_counts_entries_over_the_whole_tree_not_per_directory(tmp_path
         sock.bind(str(deep / "s"))
         assert find_socket(str(tmp_path), limit=4) == str(deep / "s")
         assert find_socket(str(tmp_path), limit=2) is None  # a, b seen: c is not scanned
+
+
+def test_a_checkout_reached_through_a_link_keeps_its_files_in_even_under_home() -> None:
+    links = {"/home/ci/link": "/home/ci/repo", "/home/ci/link/data": "/home/ci/repo/data"}
+    assert problem("/home/ci/repo/data", checkout="/home/ci/link", links=links) is None
+    assert problem("/home/ci/link/data", checkout="/home/ci/link", links=links) is None
