@@ -385,7 +385,8 @@ def builtin_mount_sources(trusted: Iterable[Profile] = ()) -> tuple[str, ...]:
     ``trusted`` profiles (a config outside the checkout), reduced to their roots."""
     sources = [m.source for p in (*BUILTIN_PROFILES.values(), *trusted) for m in p.mounts]
     roots: list[str] = []
-    for source in sorted(dict.fromkeys(sources), key=len):
+    # key=len: a parent first (pragma: so does the plain order, a parent is its children's prefix)
+    for source in sorted(dict.fromkeys(sources), key=len):  # pragma: no mutate
         if not any(is_under(source, root) for root in roots):
             roots.append(source)
     return tuple(sorted(roots))

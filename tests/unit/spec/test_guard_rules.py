@@ -247,3 +247,9 @@ def test_an_undeclared_mount_lists_every_declared_source(tmp_path: Path) -> None
         "(/data, /models: the policy's mount-sources, else the trusted config's profile mounts); "
         "the checkout itself is mounted at its own path already"
     ) in str(err.value.what)
+
+
+def test_a_device_other_than_kfd_and_the_gpus_is_refused_naming_the_rule(tmp_path: Path) -> None:
+    with pytest.raises(PolicyViolation) as err:
+        untrusted({"devices": ("/dev/sda",)}, tmp_path)
+    assert "devices = '/dev/sda': only /dev/kfd and the selected GPUs' nodes" in err.value.what
