@@ -253,3 +253,34 @@ def test_a_device_other_than_kfd_and_the_gpus_is_refused_naming_the_rule(tmp_pat
     with pytest.raises(PolicyViolation) as err:
         untrusted({"devices": ("/dev/sda",)}, tmp_path)
     assert "devices = '/dev/sda': only /dev/kfd and the selected GPUs' nodes" in err.value.what
+
+
+@pytest.mark.parametrize(
+    ("changes", "refusal"),
+    [
+        ({"security_opt": ("apparmor=unconfined",)},
+         "security-opt = 'apparmor=unconfined': no unconfined or custom security options "
+         "(no-new-privileges only)"),
+        ({"network": "host"}, "network = 'host': no host or container network namespace"),
+        ({"network": "container:db"},
+         "network = 'container:db': no host or container network namespace"),
+        ({"ipc": "container:db"}, "ipc = 'container:db': no host or container IPC namespace"),
+        ({"group_add": ("docker",)},
+         "group-add = 'docker': never a root-equivalent group, whatever the policy"),
+    ],
+)  # fmt: skip
+def test_each_refusal_names_key_value_and_rule(
+    changes: dict[str, object], refusal: str, tmp_path: Path
+) -> None:
+    with pytest.raises(PolicyViolation) as err:
+        untrusted(changes, tmp_path)
+    assert err.value.what == (
+        "untrusted mode: the policy (built-in) refuses profile 'fork' (/fork/rocmenv.toml): "
+        + refusal
+    )
+
+
+def test_no_new_privileges_and_private_namespaces_pass(tmp_path: Path) -> None:
+    spec = untrusted({"security_opt": ("no-new-privileges:true",), "ipc": "shareable",
+                      "network": None}, tmp_path)  # fmt: skip
+    assert spec.security_opt == ("no-new-privileges:true",) and spec.ipc == "shareable"
