@@ -284,3 +284,25 @@ def test_no_new_privileges_and_private_namespaces_pass(tmp_path: Path) -> None:
     spec = untrusted({"security_opt": ("no-new-privileges:true",), "ipc": "shareable",
                       "network": None}, tmp_path)  # fmt: skip
     assert spec.security_opt == ("no-new-privileges:true",) and spec.ipc == "shareable"
+
+
+def test_apply_refuses_an_image_the_policy_does_not_allow_naming_it(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
+    draft = build_spec(profile, Overrides(), facts(tmp_path), image="evil.example/x:1", guard=None)
+    with pytest.raises(PolicyViolation) as err:
+        Guard().apply(draft, profile, facts(tmp_path))
+    assert err.value.what.endswith(
+        "image = 'evil.example/x:1': only images of docker.io/rocm/sgl-dev (and their trusted "
+        "mirrors)"
+    )
+
+
+def test_a_checkout_that_is_a_system_directory_is_refused_naming_it(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
+    host = replace(facts(tmp_path), cwd=Path("/usr"), checkout=Path("/usr"))
+    with pytest.raises(PolicyViolation) as err:
+        build_spec(profile, Overrides(), host, image="IMAGE", guard=Guard())
+    assert err.value.what.endswith(
+        "the checkout (the working directory's git top level) = '/usr': not / or a directory "
+        "holding system paths, the engine's socket or the runner"
+    )
