@@ -192,7 +192,7 @@ class Guard:
         return env, changes, secrets
 
     def _gpus(
-        self, draft: RunSpec, host: HostFacts, naming: str = "nodes"
+        self, draft: RunSpec, host: HostFacts, naming: str
     ) -> tuple[tuple[Device, ...], list[EnvVar], list[str]]:
         """Isolation by the selected GPUs' own nodes (also for ``all`` on this host), the
         visible-device variables numbered as the container sees them; with ``gpu-devices =

@@ -306,3 +306,26 @@ def test_a_checkout_that_is_a_system_directory_is_refused_naming_it(tmp_path: Pa
         "the checkout (the working directory's git top level) = '/usr': not / or a directory "
         "holding system paths, the engine's socket or the runner"
     )
+
+
+def test_only_the_forks_pass_env_and_proxy_variables_are_dropped(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK, pass_env=("FOO", "BAR"),  # type: ignore[arg-type]
+                      keep_proxy_env=True)  # fmt: skip
+    host = replace(facts(tmp_path), env={"FOO": "1", "BAR": "2", "HTTPS_PROXY": "http://p:3128"})
+    guard = Guard(policy=Policy(pass_env=("BAR",)))
+    spec = build_spec(
+        profile, Overrides(env=("FOO=cli", "KEEP=1")), host, image="IMAGE", guard=guard
+    )
+    env = {(e.name, e.value) for e in spec.env}
+    assert {("FOO", "cli"), ("KEEP", "1"), ("BAR", "2")} <= env  # -e is the workflow's own
+    assert ("FOO", "1") not in env and not any(name == "HTTPS_PROXY" for name, _ in env)
+    assert "secrets not passed" not in spec.notes[0]
+
+
+def test_every_refusal_of_a_profile_is_in_one_message(tmp_path: Path) -> None:
+    with pytest.raises(PolicyViolation) as err:
+        untrusted({"network": "host", "ipc": "container:db"}, tmp_path)
+    assert err.value.what.endswith(
+        ": network = 'host': no host or container network namespace; "
+        "ipc = 'container:db': no host or container IPC namespace"
+    )
