@@ -197,8 +197,10 @@ class Guard:
         """Isolation by the selected GPUs' own nodes (also for ``all`` on this host), the
         visible-device variables numbered as the container sees them; with ``gpu-devices =
         "cdi"`` the selected GPUs' CDI names are those allowed devices."""
+        # pragma below: gpu_devices reads isolation as "env" or not, so any other spelling of
+        # "devices" is the same (an equivalent mutant)
         gpu_devs, gpu_env, notes = gpu_devices(
-            draft.gpu_selection, host, isolation="devices", env_names=VISIBLE_DEVICE_VARS,
+            draft.gpu_selection, host, isolation="devices", env_names=VISIBLE_DEVICE_VARS,  # pragma: no mutate
             nodes_for_all=host.check_host, naming=naming,
         )  # fmt: skip
         extra = [d for d in draft.devices if not d.gpu]

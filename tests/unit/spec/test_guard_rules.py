@@ -329,3 +329,25 @@ def test_every_refusal_of_a_profile_is_in_one_message(tmp_path: Path) -> None:
         ": network = 'host': no host or container network namespace; "
         "ipc = 'container:db': no host or container IPC namespace"
     )
+
+
+def test_a_mount_over_the_checkouts_git_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    from rocmenv.errors import UsageError
+
+    git = str(tmp_path / "repo" / ".git")
+    with pytest.raises(UsageError) as err:
+        untrusted({"mounts": (Mount(source="/data/miles_ci/x", target=git),)}, tmp_path)
+    assert err.value.what == (f"two mounts target {git}: the checkout's .git and /data/miles_ci/x")
+    assert err.value.hint == "give one of them another target"
+
+
+def test_a_git_link_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "repo" / ".git").symlink_to(tmp_path / "elsewhere")
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
+    host = HostFacts(env={}, cwd=tmp_path / "repo", checkout=tmp_path / "repo", inventory=None,
+                     path_exists=os.path.exists, realpath=os.path.realpath)  # fmt: skip
+    with pytest.raises(PolicyViolation) as err:
+        build_spec(profile, Overrides(), host, image="IMAGE", guard=Guard())
+    assert err.value.hint == "check out the repository afresh (.git must be the checkout's own)"
