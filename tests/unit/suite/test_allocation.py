@@ -63,6 +63,12 @@ def test_gres_conf_is_next_to_slurm_conf_or_where_scontrol_says(
     assert default_gres_conf({}) == Path("/srv/slurm/gres.conf")
     fake.write_text("#!/bin/sh\necho 'SlurmctldPort = 6817'\n")
     assert default_gres_conf({}) == DEFAULT_GRES_CONF
+    # asked for its config, on any line of it, even when it exits non-zero
+    fake.write_text(
+        '#!/bin/sh\n[ "$*" = "show config" ] || exit 0\n'
+        "echo 'Configuration data'\necho 'SLURM_CONF = /srv/s2/slurm.conf'\nexit 1\n"
+    )
+    assert default_gres_conf({}) == Path("/srv/s2/gres.conf")
 
 
 def test_indices_that_are_not_numbers_are_an_error_naming_the_variable() -> None:
@@ -98,6 +104,7 @@ def test_a_file_entry_is_matched_by_name_when_it_is_no_device(tmp_path: Path) ->
     with pytest.raises(SlurmError) as neg:
         map_allocation((-1,), devices, inventory)
     assert neg.value.what == "Slurm allocated GPU index -1 but gres.conf lists 2 GPU files"
+    assert neg.value.hint == "gres.conf on this node must match the one slurmd read"
     assert map_allocation((), devices, inventory) == NodeGpus(slurm=(), paths=(), host=())
 
 
@@ -123,13 +130,17 @@ def test_opening_the_allocated_nodes_refuses_only_what_the_cgroup_forbids(
         f"{host.dev_root}/dri/renderD129 was mapped from this job's allocation but the job may "
         "not open it"
     )
+    assert err.value.hint == "gres.conf's File= order differs from the one slurmd uses"
 
 
 def test_the_jobs_gpus_come_from_its_indices_through_gres_conf(tmp_path: Path) -> None:
     host = build_fake_host(tmp_path / "host")
     renders = sorted((host.dev_root / "dri").glob("renderD*"), reverse=True)
     conf = tmp_path / "gres.conf"
-    conf.write_text("".join(f"Name=gpu File={p}\n" for p in renders))
+    conf.write_text(
+        "NodeName=some-other-node Name=gpu File=/dev/dri/renderD999\n"
+        + "".join(f"Name=gpu File={p}\n" for p in renders)
+    )
     env = {"ROCMENV_SYSFS_ROOT": str(host.sysfs_root), "ROCMENV_DEV_ROOT": str(host.dev_root),
            "ROCMENV_SITE_CONFIG": "", "SLURM_JOB_GPUS": "0,2"}  # fmt: skip
     ctx = Context(env=env, cwd=tmp_path)
