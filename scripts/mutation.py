@@ -9,6 +9,9 @@ mutmut writes ``mutants/`` there, never into the checkout. The script prints the
 module and lists every surviving mutant (``--show``: with its diff); the summary is also
 written to ``<dir>/summary.json``.
 
+A mutant the tests time out on (a loop that no longer ends) or crash on (a segfault) counts
+as killed: the tests detected it, as PIT and Stryker count it.
+
 Mutants on a line marked ``# pragma: no mutate`` are not generated: the project marks the
 equivalent ones that way, with the reason in a comment beside it.
 
@@ -19,6 +22,7 @@ groups need the test environment of ``scripts/setup.sh`` (registries, dockerd).
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import shutil
@@ -36,18 +40,17 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "settings": (["rocmenv/settings/resolve.py"], ["tests/unit/settings"]),
     "guard": (
         ["rocmenv/spec/guard.py", "rocmenv/spec/hostpaths.py"],
-        [
-            "tests/unit/spec/test_guard.py",
-            "tests/unit/spec/test_hostpaths.py",
-            "tests/unit/settings/test_untrusted_sources.py",
-        ],
+        ["tests/unit/spec", "tests/unit/settings"],
     ),
     "lock": (["rocmenv/image/lock.py"], ["tests/unit/image/test_lock.py"]),
     "grammar": (
         ["rocmenv/grammar/reference.py", "rocmenv/grammar/tags.py"],
-        ["tests/unit/grammar"],
+        ["tests/unit"],
     ),
-    "redact": (["rocmenv/redact.py"], ["tests/unit/test_redact.py"]),
+    "redact": (
+        ["rocmenv/redact.py"],
+        ["tests/unit/test_redact.py", "tests/unit/bootstrap/test_redaction.py"],
+    ),
     "registry": (
         [
             "rocmenv/registry/transport.py",
@@ -58,13 +61,43 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         ["tests/unit/registry", "tests/integration/registry"],
     ),
     "suite": (
-        ["rocmenv/suite/plan.py", "rocmenv/suite/packer.py", "rocmenv/suite/allocation.py"],
-        ["tests/unit/suite"],
+        [
+            "rocmenv/suite/plan.py",
+            "rocmenv/suite/balance.py",
+            "rocmenv/suite/packer.py",
+            "rocmenv/suite/drive.py",
+            "rocmenv/suite/allocation.py",
+            "rocmenv/suite/slurm.py",
+        ],
+        ["tests/unit/suite", "tests/unit/spec"],
     ),
+    # In-process tests only: a mutant copies mutmut's trampoline into the bundle, which the
+    # interpreters test_launcher.py starts cannot import (and mutmut cannot see them anyway).
     "launcher": (
         ["rocmenv/launcher/_runtime.py", "rocmenv/launcher/sitecustomize.py"],
-        ["tests/unit/launcher"],
+        [
+            "tests/unit/launcher/test_runtime.py",
+            "tests/unit/launcher/test_sitecustomize.py",
+            "tests/unit/shims/test_specifiers.py",
+        ],
     ),
+}
+
+# group -> the mutants it runs and scores (fnmatch on mutmut's names), where a module is only
+# partly in scope: slurm.py's submitting and waiting (srun, scancel, squeue) are the Slurm
+# integration tests' (tests/integration/suite); its GPU and argv mapping is the unit tests'.
+SLURM_MAPPING = ("x_slurm_pool", "x_gpu_args", "x_time_limit", "x_node_gpu_capacity",
+                 "x\u01c1SlurmBackend\u01c1argv", "x__markers", "x_gpu_count", "x__node_command",
+                 "x_job_args", "x_render_sbatch")  # fmt: skip
+# allocation.py's exec_on_node runs the test's container: the Slurm integration tests'.
+ALLOCATION = ("x__expand", "x_parse_gres_conf", "x_default_gres_conf", "x_allocated_indices",
+              "x_map_allocation", "x_check_access", "x_allocated_gpus", "x_describe")  # fmt: skip
+ONLY: dict[str, list[str]] = {
+    "suite": [
+        *(f"rocmenv.suite.{m}.*" for m in ("plan", "balance", "packer", "drive")),
+        *(f"rocmenv.suite.allocation.{f}__mutmut_*" for f in ALLOCATION),
+        *(f"rocmenv.suite.slurm.{f}__mutmut_*" for f in SLURM_MAPPING),
+    ],
 }
 
 
@@ -84,14 +117,23 @@ def copy_repo(target: Path) -> None:
             shutil.copy2(src, dst)
 
 
+def _top_level(target: Path) -> set[str]:
+    return {p.name for p in target.iterdir()}
+
+
 def configure(target: Path, modules: list[str], tests: list[str]) -> None:
     pyproject = target / "pyproject.toml"
     lines = [
         "",
         "[tool.mutmut]",
         'source_paths = ["rocmenv"]',
+        # the rest of the checkout too: tests read README.md, docs/, shims/, images/, examples/
+        f"also_copy = {json.dumps(sorted(_top_level(target) - {'rocmenv', 'tests', 'mutants'}))}",
         f"only_mutate = {json.dumps(modules)}",
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+        # a hung mutant is stopped after 10x the CPU time its tests took (mutmut's default, 30x,
+        # spends minutes of two shared cores on each loop that no longer ends)
+        "timeout_multiplier = 5.0",
         # hypothesis derandomised: a mutant is judged by the same examples every time
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--hypothesis-seed=0"]',
     ]
@@ -102,7 +144,7 @@ def configure(target: Path, modules: list[str], tests: list[str]) -> None:
 class Row:
     killed: int = 0
     survived: int = 0
-    other: int = 0  # timeout, suspicious, no tests: counted, not killed
+    other: int = 0  # suspicious, no tests: counted, not killed
     survivors: list[str] = field(default_factory=list)
 
     @property
@@ -122,9 +164,10 @@ def run_group(name: str, base: Path, jobs: int) -> dict[str, Row]:
     env = {**os.environ, "ROCMENV_REQUIRE_ENGINE": os.environ.get("ROCMENV_REQUIRE_ENGINE", "1")}
     log = base / f"{name}.log"
     t0 = time.monotonic()
+    only = ONLY.get(name, [])
     with log.open("w") as out:
         subprocess.run(
-            [str(VENV_BIN / "mutmut"), "run", "--max-children", str(jobs)],
+            [str(VENV_BIN / "mutmut"), "run", "--max-children", str(jobs), *only],
             cwd=target, stdout=out, stderr=subprocess.STDOUT, env=env, check=False,
         )  # fmt: skip
     results = subprocess.run(
@@ -134,11 +177,13 @@ def run_group(name: str, base: Path, jobs: int) -> dict[str, Row]:
     per_module: dict[str, Row] = {}
     for line in results.splitlines():
         key, _, status = line.strip().rpartition(": ")
-        if not key:
+        if not key or (only and not any(fnmatch.fnmatchcase(key, pat) for pat in only)):
             continue
         module = key.split(".x_", 1)[0].split(".x\u01c1", 1)[0]
         row = per_module.setdefault(module, Row())
-        if status == "killed":
+        # a timeout is a mutant the tests hang on, a segfault one they crash on (a loop that
+        # fills memory until the process dies): detected, as PIT and Stryker count them
+        if status in ("killed", "timeout", "segfault"):
             row.killed += 1
         elif status == "survived":
             row.survived += 1

@@ -140,8 +140,9 @@ class Reference:
         return out
 
     def with_tag(self, tag: str) -> Reference:
+        """This repository at ``tag`` (any digest dropped)."""
         validate_tag(tag)
-        return Reference(domain=self.domain, path=self.path, tag=tag, digest=None)
+        return Reference(domain=self.domain, path=self.path, tag=tag)
 
     def with_digest(self, digest: str) -> Reference:
         validate_digest(digest)
@@ -168,30 +169,21 @@ class Reference:
         }
 
 
-def _diagnose_name(text: str, name: str) -> ReferenceProblem:
-    """Say which rule a name part (no tag/digest) breaks."""
-    if not name:
-        return ReferenceProblem(rule="empty", detail=RULE_TEXT["empty"])
-    first, sep, rest = name.partition("/")
-    components = name.split("/")
-    domain_like = bool(sep) and (
-        first == "localhost" or any(c in first for c in ".:") or first.lower() != first
-    )
-    if domain_like:
-        if not _DOMAIN_RE.fullmatch(first):
-            return ReferenceProblem(rule="domain", detail=f"{RULE_TEXT['domain']}: {first!r}")
-        components = rest.split("/")
-    for component in components:
-        if component != component.lower() and _PATH_COMPONENT_RE.fullmatch(component.lower()):
-            return ReferenceProblem(
-                rule="uppercase", detail=f"{RULE_TEXT['uppercase']}: {component!r}"
-            )
+def _diagnose_name(name: str) -> ReferenceProblem:
+    """Say which rule a name part (no tag/digest) breaks. ``name`` is ``DOMAIN/PATH``:
+    :func:`parse` has put the domain in front and refused upper case in the path already."""
+    domain, _, path = name.partition("/")
+    if not _DOMAIN_RE.fullmatch(domain):
+        return ReferenceProblem(rule="domain", detail=f"{RULE_TEXT['domain']}: {domain!r}")
+    for component in path.split("/"):
         if not _PATH_COMPONENT_RE.fullmatch(component):
             shown = component if component else "(empty)"
             return ReferenceProblem(
                 rule="path-component", detail=f"{RULE_TEXT['path-component']}: {shown!r}"
             )
-    return ReferenceProblem(rule="format", detail=RULE_TEXT["format"])
+    # Not reached: the checks above and _diagnose's are the reference regexp's, part by part.
+    # Kept so that a grammar change can never turn into a traceback.
+    return ReferenceProblem(rule="format", detail=RULE_TEXT["format"])  # pragma: no mutate
 
 
 def _diagnose(text: str) -> ReferenceProblem:
@@ -207,13 +199,13 @@ def _diagnose(text: str) -> ReferenceProblem:
     name, tag = (rest[:colon], rest[colon + 1 :]) if colon > slash else (rest, None)
     if tag is not None and not _TAG_RE.fullmatch(tag):
         return ReferenceProblem(rule="tag", detail=f"{RULE_TEXT['tag']}: {tag!r}")
-    return _diagnose_name(text, name)
+    return _diagnose_name(name)
 
 
 def digest_problem(digest: str) -> ReferenceProblem | None:
     """go-digest's ``Validate``: format, then algorithm, then length and hex case."""
-    algorithm, colon, encoded = digest.partition(":")
-    if not colon or not algorithm or not encoded:
+    algorithm, _, encoded = digest.partition(":")
+    if not encoded:  # no ':', or nothing after it (an empty algorithm fails the regexp below)
         return ReferenceProblem(
             rule="digest-format", detail=f"{RULE_TEXT['digest-format']}: {digest!r}"
         )
@@ -273,9 +265,9 @@ def parse(text: str) -> Reference:
             hint="to name an image by digest use NAME@sha256:<hex>",
         )
     domain, remainder = _split_docker_domain(text)
-    remote = remainder.split(":", 1)[0]
+    remote = remainder.partition(":")[0]
     if remote.lower() != remote:
-        remote_path = text.split("@", 1)[0].rsplit(":", 1)[0] if "/" in text else remote
+        remote_path = text.partition("@")[0].rsplit(":", 1)[0] if "/" in text else remote
         raise ReferenceSyntaxError(text, "uppercase", f"{RULE_TEXT['uppercase']}: {remote_path!r}")
     full = f"{domain}/{remainder}"
     match = _REFERENCE_RE.fullmatch(full)
@@ -319,7 +311,7 @@ def validate_tag(tag: str) -> str:
     """A tag on its own. A full reference where a tag is expected gets a specific hint."""
     if _TAG_RE.fullmatch(tag):
         return tag
-    if "/" in tag or ("@" in tag and ":" in tag) or ":" in tag:
+    if "/" in tag or ":" in tag:  # perhaps NAME:TAG or NAME@DIGEST
         try:
             ref = parse(tag)
         except InvalidReference:
@@ -367,11 +359,20 @@ def is_loopback_host(domain: str) -> bool:
         return False
 
 
+_HOST_PORT_RE = re.compile(r"(?:\[(?P<v6>[^\]]*)\]|(?P<name>[^:@/\[\]]*))(?::[0-9]*)?", re.ASCII)
+
+
 def host_of(domain: str) -> str:
-    """The host part of ``domain[:port]`` (brackets of an IPv6 address removed)."""
-    if domain.startswith("["):
-        return domain[1 : domain.index("]")]
-    return domain.rsplit(":", 1)[0] if ":" in domain else domain
+    """The host part of ``domain[:port]`` (brackets of an IPv6 address removed).
+
+    Anything else comes back whole: a URL's netloc with user info is not ``HOST[:PORT]``
+    (the host of ``localhost:5000@evil.example`` or ``[::1]@evil.example`` is after the ``@``).
+    """
+    match = _HOST_PORT_RE.fullmatch(domain)
+    if match is None:
+        return domain
+    v6 = match.group("v6")
+    return v6 if v6 is not None else match.group("name")
 
 
 # -- registry hosts (mirrors, insecure registries) ---------------------------------------

@@ -262,7 +262,8 @@ def _specifier_set(text: str) -> object | None:
         return None
     try:
         spec = SpecifierSet(spec_text)
-        spec.contains("0", prereleases=True)
+        # A second guard: equivalent while the cap above holds (int() fails past 4300 digits).
+        spec.contains("0", prereleases=True)  # pragma: no mutate
     except ValueError:  # InvalidSpecifier, and int() limits
         return None
     return spec
@@ -291,7 +292,7 @@ def constraint_problem(key: str, value: str) -> str | None:
         value.lower() in GPU_ALIASES or GPU_CONSTRAINT.fullmatch(value.lower())
     ):
         return f"is not a GPU family ({gpu_aliases_text()}, ... or a gfx target)"
-    if key == "before" and not re.fullmatch(r"20[0-9]{6}", value, re.ASCII):
+    if key == "before" and not re.fullmatch(r"20[0-9]{6}", value):
         return "is not a date (YYYYMMDD, e.g. 20260301)"
     return None
 
@@ -321,11 +322,11 @@ def failed_constraints(info: TagInfo, c: Constraints) -> list[str]:
         if info.sglang is None or not spec.contains(Version(info.sglang), prereleases=True):
             failed.append("sglang")
     if c.rocm is not None:
-        want = c.rocm.split(".")
-        have = (info.rocm or "").split(".")
+        want = [str(int(p)) if p.isdigit() else p for p in c.rocm.split(".")]
+        have = info.rocm.split(".") if info.rocm else []
         if len(have) == 2:
             have.append("0")
-        if not info.rocm or have[: len(want)] != [str(int(p)) if p.isdigit() else p for p in want]:
+        if have[: len(want)] != want:
             failed.append("rocm")
     if c.gpu is not None:
         family = gpu_family(c.gpu)  # an alias (mi300x, gfx942) means its family's tags
@@ -343,14 +344,20 @@ def _version(text: str) -> object:
     return Version(text)
 
 
+#: Families from the best down (unknown tags are never sorted: they match nothing).
+_FAMILY_RANK: dict[str, int] = {
+    "nightly": 3, "release": 2, "date-only": 1, "floating": 0, "unknown": -1
+}  # fmt: skip
+
+
 def sort_key(info: TagInfo) -> tuple[int, str, object]:
     """Newest first when sorted in reverse: nightlies by date, releases by version."""
-    rank = {"nightly": 3, "release": 2, "date-only": 1, "floating": 0}.get(info.family, -1)
+    rank = _FAMILY_RANK[info.family]
     rocm = _version(info.rocm or "0")
     if info.family == "release" and info.sglang:
         # Among releases: version, then GPU-specific before generic, without -srt, newer ROCm.
         release = (_version(info.sglang), info.gpu is not None, info.suffix is None, rocm, info.tag)
-        return (rank, "", release)
+        return (rank, "", release)  # pragma: no mutate  (no other family has this rank)
     # Same date: a plain build before -preview/-srt, then the newer ROCm.
     return (rank, info.date_key, (info.suffix is None, rocm, info.tag))
 

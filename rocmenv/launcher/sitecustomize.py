@@ -35,7 +35,7 @@ def _chain():
     spec = finder.find_spec("sitecustomize", rest)
     while spec and spec.origin:
         with open(spec.origin, "rb") as f:
-            if b"rocmenv-launcher-sitecustomize" not in f.read(99):
+            if b"rocmenv-launcher-sitecustomize" not in f.read(99):  # pragma: no mutate (line 1)
                 module = sys.modules["_frozen_importlib"].module_from_spec(spec)
                 try:
                     spec.loader.exec_module(module)
@@ -45,7 +45,8 @@ def _chain():
                     )
                 return
         there = os.path.dirname(spec.origin)
-        rest = rest[rest.index(there) + 1 :] if there in rest else []
+        # `there` is one of `rest` (PathFinder searched those): the else is a safety net
+        rest = rest[rest.index(there) + 1 :] if there in rest else []  # pragma: no mutate
         spec = finder.find_spec("sitecustomize", rest)
 
 

@@ -192,13 +192,15 @@ class Guard:
         return env, changes, secrets
 
     def _gpus(
-        self, draft: RunSpec, host: HostFacts, naming: str = "nodes"
+        self, draft: RunSpec, host: HostFacts, naming: str
     ) -> tuple[tuple[Device, ...], list[EnvVar], list[str]]:
         """Isolation by the selected GPUs' own nodes (also for ``all`` on this host), the
         visible-device variables numbered as the container sees them; with ``gpu-devices =
         "cdi"`` the selected GPUs' CDI names are those allowed devices."""
+        # pragma below: gpu_devices reads isolation as "env" or not, so any other spelling of
+        # "devices" is the same (an equivalent mutant)
         gpu_devs, gpu_env, notes = gpu_devices(
-            draft.gpu_selection, host, isolation="devices", env_names=VISIBLE_DEVICE_VARS,
+            draft.gpu_selection, host, isolation="devices", env_names=VISIBLE_DEVICE_VARS,  # pragma: no mutate
             nodes_for_all=host.check_host, naming=naming,
         )  # fmt: skip
         extra = [d for d in draft.devices if not d.gpu]
@@ -385,7 +387,8 @@ def builtin_mount_sources(trusted: Iterable[Profile] = ()) -> tuple[str, ...]:
     ``trusted`` profiles (a config outside the checkout), reduced to their roots."""
     sources = [m.source for p in (*BUILTIN_PROFILES.values(), *trusted) for m in p.mounts]
     roots: list[str] = []
-    for source in sorted(dict.fromkeys(sources), key=len):
+    # key=len: a parent first (pragma: so does the plain order, a parent is its children's prefix)
+    for source in sorted(dict.fromkeys(sources), key=len):  # pragma: no mutate
         if not any(is_under(source, root) for root in roots):
             roots.append(source)
     return tuple(sorted(roots))

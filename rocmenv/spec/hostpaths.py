@@ -87,7 +87,8 @@ def checkout_problem(path: str, env: Mapping[str, str]) -> str | None:
 def engine_sockets(env: Mapping[str, str]) -> tuple[str, ...]:
     """The engine's socket path(s): ``DOCKER_HOST=unix://…`` and the usual places."""
     found = list(ENGINE_SOCKETS)
-    host = env.get("DOCKER_HOST", "")
+    # pragma: another default is no more a unix:// URL than "" (an equivalent mutant)
+    host = env.get("DOCKER_HOST", "")  # pragma: no mutate
     if host.startswith("unix://"):
         found.insert(0, host[len("unix://") :])
     runtime = env.get("XDG_RUNTIME_DIR")
@@ -98,11 +99,12 @@ def engine_sockets(env: Mapping[str, str]) -> tuple[str, ...]:
 
 def runner_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
     """The CI runner's work directories (GitHub Actions names them in the environment)."""
+    # pragma: another default is no more absolute than "" (equivalent mutants)
     out = []
-    if env.get("RUNNER_WORKSPACE", "").startswith("/"):
+    if env.get("RUNNER_WORKSPACE", "").startswith("/"):  # pragma: no mutate
         out.append(os.path.dirname(os.path.normpath(env["RUNNER_WORKSPACE"])))
     for name in ("RUNNER_TEMP", "RUNNER_TOOL_CACHE"):
-        if env.get(name, "").startswith("/"):
+        if env.get(name, "").startswith("/"):  # pragma: no mutate
             out.append(env[name])
     return tuple(out)
 
@@ -111,13 +113,15 @@ def user_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
     """Where the invoking user's and the runner's credentials live: ``$HOME``'s credential
     directories, ``$DOCKER_CONFIG``, and the runner's own directory (``RUNNER_WORKSPACE`` is
     ``<runner>/_work/<repo>``: ``<runner>`` holds ``.credentials``)."""
+    # Equivalent mutants (pragma): another default that is not absolute either; `out =` for
+    # `out +=` on the empty list.
     out = []
-    home = env.get("HOME", "")
+    home = env.get("HOME", "")  # pragma: no mutate
     if home.startswith("/") and os.path.normpath(home) != "/":
-        out += [os.path.join(home, name) for name in HOME_SECRETS]
-    if env.get("DOCKER_CONFIG", "").startswith("/"):
+        out += [os.path.join(home, name) for name in HOME_SECRETS]  # pragma: no mutate
+    if env.get("DOCKER_CONFIG", "").startswith("/"):  # pragma: no mutate
         out.append(env["DOCKER_CONFIG"])
-    workspace = env.get("RUNNER_WORKSPACE", "")
+    workspace = env.get("RUNNER_WORKSPACE", "")  # pragma: no mutate
     if workspace.startswith("/"):
         work = os.path.dirname(os.path.normpath(workspace))
         if os.path.basename(work) == "_work":
@@ -134,20 +138,27 @@ def find_socket(path: str, limit: int = SOCKET_SCAN_LIMIT) -> str | None:
             return path
     except OSError:
         return None
+    # Equivalent mutants (pragma): follow_symlinks=None reads as False; and following links
+    # in is_file/stat changes nothing, links are excluded by is_symlink() first.
     stack, seen = [path], 0
     while stack and seen < limit:
         try:
             with os.scandir(stack.pop()) as entries:
                 for entry in entries:
                     seen += 1
-                    if entry.is_dir(follow_symlinks=False):
+                    if entry.is_dir(follow_symlinks=False):  # pragma: no mutate
                         stack.append(entry.path)
                     elif (
-                        not entry.is_file(follow_symlinks=False)
+                        not entry.is_file(follow_symlinks=False)  # pragma: no mutate
                         and not entry.is_symlink()
-                        and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
+                        and _is_socket(entry)
                     ):
                         return entry.path
         except OSError:
             continue
     return None
+
+
+def _is_socket(entry: os.DirEntry[str]) -> bool:
+    info = entry.stat(follow_symlinks=False)  # pragma: no mutate  (see find_socket)
+    return stat.S_ISSOCK(info.st_mode)

@@ -9,13 +9,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
+from rocmenv.errors import UsageError
 from rocmenv.grammar.tags import (
     Constraints,
     constraint_problem,
+    failed_constraints,
+    gpu_aliases_text,
     nearest,
     parse_tag,
     rocm_version,
     select,
+    sglang_specifier,
 )
 from tests.support.tagset import generate_tagset
 
@@ -213,3 +217,244 @@ def test_a_gfx_tag_matches_its_family_and_its_aliases() -> None:
     for wanted in ("gfx942", "mi30x", "mi300x"):
         assert select([info], Constraints(gpu=wanted, project=None)) == [info], wanted
     assert select([info], Constraints(gpu="mi355x", project=None)) == []
+
+
+# -- what a tag says (the fields of `tags parse --json`) -------------------------------------
+
+NONE_FIELDS = dict.fromkeys(
+    ("sglang", "rocm", "gpu", "gfx", "date", "time", "suffix", "project", "problem")
+)
+
+
+@pytest.mark.parametrize(
+    ("tag", "fields"),
+    [
+        ("v0.5.8-rocm700-mi30x-20260215-preview",
+         {"family": "nightly", "sglang": "0.5.8", "rocm": "7.0", "gpu": "mi30x", "gfx": "gfx942",
+          "date": "20260215", "suffix": "preview", "project": "sglang"}),
+        ("v0.5.8-rocm700-mi30x-202602151230",
+         {"family": "nightly", "sglang": "0.5.8", "rocm": "7.0", "gpu": "mi30x", "gfx": "gfx942",
+          "date": "20260215", "time": "1230", "project": "sglang"}),
+        ("v0.5.8-rocm700-mi45x-20260215",
+         {"family": "nightly", "sglang": "0.5.8", "rocm": "7.0", "gpu": "mi45x",
+          "date": "20260215", "project": "sglang"}),
+        ("v0.5.10rc0-rocm724-srt",
+         {"family": "release", "sglang": "0.5.10rc0", "rocm": "7.2.4", "suffix": "srt",
+          "project": "sglang"}),
+        ("v0.5.8-rocm10-mi35x",
+         {"family": "release", "sglang": "0.5.8", "rocm": "10.0", "gpu": "mi35x", "gfx": "gfx950",
+          "project": "sglang"}),
+        ("miles-rocm720-mi35x",
+         {"family": "floating", "rocm": "7.2", "gpu": "mi35x", "gfx": "gfx950", "project": "miles",
+          "moving": True}),
+        ("latest-rocm720-gfx1151-202603022359",
+         {"family": "floating", "rocm": "7.2", "gpu": "gfx1151", "gfx": "gfx1151",
+          "date": "20260302", "time": "2359", "project": "latest"}),
+        ("20250301-rc",
+         {"family": "date-only", "date": "20250301", "suffix": "rc", "project": "sglang",
+          "gpu": "mi30x", "gfx": "gfx942"}),
+        ("v0.5.8-cu129",
+         {"family": "unknown", "problem": "matches no known rocm/sgl-dev tag family"}),
+    ],
+)  # fmt: skip
+def test_each_family_reports_every_field(tag: str, fields: dict[str, object]) -> None:
+    info = parse_tag(tag)
+    assert info.to_json() == {"tag": tag, **NONE_FIELDS, "moving": False, **fields}
+
+
+@pytest.mark.parametrize(
+    ("tag", "problem"),
+    [
+        ("v0.5.8-rocm700-mi30x-20260231", "20260231 is not a calendar date"),
+        ("v0.5.8-rocm700-mi30x-202602152460", "202602152460 is not a calendar date"),
+        ("v0.5.8-rocm9999-mi30x", "rocm9999 is not a ROCm version code"),
+        ("v0.5.8-rocm9999-mi30x-20260215", "rocm9999 is not a ROCm version code"),
+        ("miles-rocm720-mi35x-202603011260", "202603011260 is not a calendar date"),
+        ("miles-rocm5000-mi35x", "rocm5000 is not a ROCm version code"),
+        ("20251301-srt", "20251301 is not a calendar date"),
+        ("sglang-v0.5.8", "matches no known rocm/sgl-dev tag family"),
+    ],
+)
+def test_an_unknown_tag_is_kept_with_the_reason(tag: str, problem: str) -> None:
+    info = parse_tag(tag)
+    assert info.to_json() == {
+        "tag": tag, **NONE_FIELDS, "family": "unknown", "moving": False, "problem": problem
+    }  # fmt: skip
+
+
+# -- constraints -------------------------------------------------------------------------------
+
+
+def test_constraints_are_described_as_the_flags_that_give_them() -> None:
+    c = Constraints(
+        sglang=">=0.5",
+        rocm="7.2",
+        gpu="mi35x",
+        family="nightly",
+        before="20260301",
+        project="miles",
+    )
+    assert c.describe() == (
+        "--sglang >=0.5 --rocm 7.2 --gpu mi35x --family nightly --before 20260301 --project miles"
+    )
+    assert Constraints(rocm="7.2").describe() == "--rocm 7.2"  # the default project goes unsaid
+    assert Constraints().describe() == "(no constraints)"
+    assert Constraints(project=None).describe() == "(no constraints)"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        ("sglang", ">=0.5,<", "is not a PEP 440 specifier or version (e.g. '>=0.5.8,<0.6')"),
+        ("rocm", "7.2.4.1", "is not a ROCm version (X.Y or X.Y.Z, e.g. 7.2)"),
+        ("gpu", "h100", f"is not a GPU family ({gpu_aliases_text()}, ... or a gfx target)"),
+        ("before", "2026-03-01", "is not a date (YYYYMMDD, e.g. 20260301)"),
+        ("before", "19991231", "is not a date (YYYYMMDD, e.g. 20260301)"),
+    ],
+)
+def test_a_bad_constraint_says_what_it_should_be(key: str, value: str, problem: str) -> None:
+    assert constraint_problem(key, value) == problem
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("sglang", "0.5.8"), ("sglang", ">=0.5.8,<0.6"), ("rocm", "7.2"), ("rocm", "10.1.2"),
+     ("gpu", "MI355X"), ("gpu", "gfx1151"), ("before", "20260301"), ("family", "anything")],
+)  # fmt: skip
+def test_a_good_constraint_has_no_problem(key: str, value: str) -> None:
+    assert constraint_problem(key, value) is None
+
+
+def test_a_version_constraint_is_capped_at_256_characters() -> None:
+    """Bounded before packaging compares it (a 5000-digit version broke int())."""
+    at_cap, over = "10" + ".0" * 126, "100" + ".0" * 126  # "==" + 254 / 255 characters
+    assert constraint_problem("sglang", at_cap) is None
+    assert constraint_problem("sglang", over) is not None
+    assert constraint_problem("sglang", "==" + "1" * 5000) is not None
+
+
+def test_a_bad_sglang_specifier_is_a_usage_error_with_an_example() -> None:
+    with pytest.raises(UsageError) as info:
+        sglang_specifier("x" * 100)
+    assert info.value.what == f"--sglang {'x' * 80!r} is not a PEP 440 version or specifier"
+    assert info.value.hint == 'e.g. --sglang 0.5.8.post1 or --sglang ">=0.5.8,<0.6"'
+    assert info.value.exit_code == 2
+
+
+NIGHTLY = parse_tag("v0.5.8-rocm700-mi30x-20260215")
+MILES = parse_tag("miles-rocm720-mi35x")
+
+
+def test_every_constraint_a_tag_misses_is_named_in_order() -> None:
+    c = Constraints(
+        sglang=">=0.6", rocm="7.2", gpu="mi35x", family="release", before="20260101",
+        project="miles",
+    )  # fmt: skip
+    assert failed_constraints(NIGHTLY, c) == [
+        "family",
+        "project",
+        "sglang",
+        "rocm",
+        "gpu",
+        "before",
+    ]
+    assert failed_constraints(parse_tag("v0.5.8-cu129"), c) == ["family"]
+    assert failed_constraints(parse_tag("v0.5.8-cu129"), Constraints()) == ["family"]
+
+
+def test_a_tag_of_another_project_misses_the_project() -> None:
+    assert failed_constraints(NIGHTLY, Constraints(project="miles")) == ["project"]
+    assert failed_constraints(NIGHTLY, Constraints(project=None)) == []
+    assert failed_constraints(MILES, Constraints()) == ["family", "project"]
+    assert failed_constraints(MILES, Constraints(family="nightly")) == ["family", "project"]
+
+
+def test_floating_tags_of_any_project_when_floating_is_asked_for() -> None:
+    """``--family floating`` alone means every project's floating tags (the default project
+    is sglang, which builds none); naming a project still narrows them."""
+    assert failed_constraints(MILES, Constraints(family="floating")) == []
+    assert failed_constraints(MILES, Constraints(family="floating", project="latest")) == [
+        "project"
+    ]
+    assert failed_constraints(MILES, Constraints(family="floating", sglang=">=0")) == ["sglang"]
+
+
+def test_a_prerelease_sglang_is_inside_a_range() -> None:
+    rc = parse_tag("v0.5.10rc0-rocm720-mi35x-20260301")
+    assert failed_constraints(rc, Constraints(sglang=">=0.5.9")) == []
+    assert failed_constraints(rc, Constraints(sglang="<0.5.10rc0")) == ["sglang"]
+
+
+@pytest.mark.parametrize(
+    ("tag", "rocm", "meets"),
+    [("v0.5.8-rocm720-mi30x", "7.2.0", True), ("v0.5.8-rocm724-mi30x", "7.2.0", False),
+     ("v0.5.8-rocm720-mi30x", "7.02", True), ("v0.5.8-rocm724-mi30x", "7.2", True),
+     ("v0.5.8-rocm720-mi30x", "7.x", False), ("20250301", "7.0", False)],
+)  # fmt: skip
+def test_a_rocm_constraint_compares_versions_part_by_part(tag: str, rocm: str, meets: bool) -> None:
+    """7.2 is 7.2.0; leading zeros do not count; a value no flag would accept (a hand-edited
+    lockfile's ``7.x``) simply matches nothing."""
+    assert failed_constraints(parse_tag(tag), Constraints(rocm=rocm)) == ([] if meets else ["rocm"])
+
+
+def test_before_means_strictly_earlier_and_needs_a_date() -> None:
+    assert failed_constraints(NIGHTLY, Constraints(before="20260216")) == []
+    assert failed_constraints(NIGHTLY, Constraints(before="20260215")) == ["before"]
+    release = parse_tag("v0.5.8-rocm700-mi30x")
+    assert failed_constraints(release, Constraints(before="20260216")) == ["before"]
+
+
+# -- ordering ----------------------------------------------------------------------------------
+
+
+def _order(*tags: str, c: Constraints | None = None) -> list[str]:
+    return [i.tag for i in select([parse_tag(t) for t in tags], c or Constraints())]
+
+
+def test_releases_beat_date_only_tags() -> None:
+    assert _order("20260301", "v0.5.8-rocm700-mi30x") == ["v0.5.8-rocm700-mi30x", "20260301"]
+
+
+def test_a_plain_nightly_beats_its_srt_and_preview_builds_of_the_same_day() -> None:
+    tags = ("v0.5.8-rocm720-mi30x-20260301-srt", "v0.5.8-rocm700-mi30x-20260301",
+            "v0.5.8-rocm720-mi30x-20260301-preview")  # fmt: skip
+    assert _order(*tags)[0] == "v0.5.8-rocm700-mi30x-20260301"
+
+
+def test_the_newer_rocm_wins_by_version_not_by_spelling() -> None:
+    """rocm10 (10.0) is newer than rocm700 (7.0), though "rocm1" sorts before "rocm7"."""
+    nightlies = ("v0.5.8-rocm700-mi30x-20260301", "v0.5.8-rocm10-mi30x-20260301")
+    assert _order(*nightlies)[0] == "v0.5.8-rocm10-mi30x-20260301"
+    releases = ("v0.5.8-rocm700-mi30x", "v0.5.8-rocm10-mi30x")
+    assert _order(*releases)[0] == "v0.5.8-rocm10-mi30x"
+
+
+def test_a_release_for_a_gpu_beats_a_generic_one_and_a_plain_one_beats_srt() -> None:
+    assert _order("v0.5.8-rocm720", "v0.5.8-rocm700-mi30x")[0] == "v0.5.8-rocm700-mi30x"
+    assert _order("v0.5.8-rocm700-mi30x-srt", "v0.5.8-rocm720-mi30x")[0] == "v0.5.8-rocm720-mi30x"
+    assert _order("v0.5.8-rocm720-mi30x-srt", "v0.5.8-rocm700-mi30x")[0] == "v0.5.8-rocm700-mi30x"
+
+
+def test_nearest_misses_fewest_failures_first_then_newest() -> None:
+    infos = [parse_tag(t) for t in (
+        "v0.5.8-rocm720-mi30x-20260320",  # gpu and before
+        "v0.5.8-cu129",                   # unknown: never a candidate
+        "v0.5.8-rocm720-mi30x-20260301",  # gpu
+        "v0.5.8-rocm720-mi35x-20260302",  # meets every constraint: not a miss
+        "v0.5.8-rocm720-mi30x-20260310",  # gpu
+        "v0.5.8-rocm720-mi30x-20260305",  # gpu
+    )]  # fmt: skip
+    close = nearest(infos, Constraints(gpu="mi35x", before="20260315"))
+    assert [(i.tag, failed) for i, failed in close] == [
+        ("v0.5.8-rocm720-mi30x-20260310", ["gpu"]),
+        ("v0.5.8-rocm720-mi30x-20260305", ["gpu"]),
+        ("v0.5.8-rocm720-mi30x-20260301", ["gpu"]),
+    ]
+    assert len(nearest(infos, Constraints(gpu="mi35x", before="20260315"), limit=4)) == 4
+
+
+def test_nearest_ranks_families_as_select_does() -> None:
+    """Among equal misses a date-only tag ranks above a newer floating one."""
+    infos = [parse_tag("miles-rocm720-mi35x-20260301"), parse_tag("20250301")]
+    close = nearest(infos, Constraints(family="nightly", project=None))
+    assert [i.tag for i, _ in close] == ["20250301", "miles-rocm720-mi35x-20260301"]

@@ -847,3 +847,37 @@ def test_a_profile_that_declares_itself_untrusted_gets_no_mirror_from_its_own_fi
     assert json.loads(out)["image"].startswith("rocm/sgl-dev@")  # the file's pull-from-mirror
     assert "ignored from the checkout's rocmenv.toml: [registry]" in err
     assert "HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES/CUDA_VISIBLE_DEVICES=0" in err
+
+
+def test_the_policys_images_are_the_allowed_ones_over_the_trusted_configs(tmp_path: Path) -> None:
+    from rocmenv.settings.resolve import Flags
+    from rocmenv.spec.guard import guard_for
+
+    root = write_checkout(tmp_path / "fork", {})
+    trusted = tmp_path / "trusted.toml"
+    trusted.write_text('[profiles.ci]\nextends = "rocm"\nimage = "ghcr.io/org/ci:1"\n')
+    env = {"ROCMENV_UNTRUSTED": "1", "HOME": str(tmp_path)}
+    ctx = Context(env=env, cwd=root, config_path=trusted)
+    assert guard_for(settings_for(ctx, Flags()), root).images == ("ghcr.io/org/ci",)
+    policy = tmp_path / "policy.toml"
+    policy.write_text('images = ["quay.io/org/only"]\n')
+    ctx = Context(env={**env, "ROCMENV_POLICY": str(policy)}, cwd=root, config_path=trusted)
+    assert guard_for(settings_for(ctx, Flags()), root).images == ("quay.io/org/only",)
+
+
+def test_the_guard_of_a_run_trusts_the_config_outside_the_checkout_and_its_mirrors(
+    tmp_path: Path,
+) -> None:
+    from rocmenv.settings.resolve import Flags
+    from rocmenv.spec.guard import guard_for
+
+    root = write_checkout(tmp_path / "fork", {})
+    env = {"ROCMENV_UNTRUSTED": "1", "HOME": str(tmp_path),
+           "ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000,docker.io=m2.example"}  # fmt: skip
+    guard = guard_for(settings_for(Context(env=env, cwd=root), Flags()), root)
+    assert guard.mirrors == (("docker.io", "127.0.0.1:5000"), ("docker.io", "m2.example"))
+    assert not guard.config_trusted and guard.trusted_sources == ("built-in",)
+    trusted = tmp_path / "trusted.toml"
+    trusted.write_text('[profiles.ci]\nextends = "rocm"\n')
+    guard = guard_for(settings_for(Context(env=env, cwd=root, config_path=trusted), Flags()), root)
+    assert guard.config_trusted and str(trusted) in guard.trusted_sources

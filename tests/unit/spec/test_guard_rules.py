@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.errors import PolicyViolation
+from rocmenv.errors import PolicyViolation, UsageError
 from rocmenv.settings.policy import Policy
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Mount
-from rocmenv.spec.guard import Guard
+from rocmenv.spec.guard import UNTRUSTED_CAP_DROP, Guard, builtin_mount_sources
 from rocmenv.spec.hostpaths import FORBIDDEN_EXACT, FORBIDDEN_ROOTS
 from rocmenv.spec.plan import build_spec
 from rocmenv.spec.runspec import HostFacts, Overrides
@@ -90,3 +90,264 @@ def test_a_policy_allows_exactly_the_capabilities_it_names(tmp_path: Path) -> No
     assert spec.cap_add == ("SYS_NICE", "CAP_SYS_NICE")
     with pytest.raises(PolicyViolation, match="NET_ADMIN"):
         untrusted({"cap_add": ("SYS_NICE", "NET_ADMIN")}, tmp_path, guard)
+
+
+# -- the notice line and each neutralisation (issue 21) ----------------------------------------
+
+FORK = {"name": "fork", "source": "/fork/rocmenv.toml"}
+
+
+def fork_of(base: str, tmp_path: Path, guard: Guard, **changes: object):  # type: ignore[no-untyped-def]
+    profile = replace(BUILTIN_PROFILES[base], **FORK, **changes)  # type: ignore[arg-type]
+    return build_spec(profile, Overrides(), facts(tmp_path), image="IMAGE", guard=guard)
+
+
+def test_the_notice_lists_every_change_of_the_reference_profile_from_a_fork_in_order(
+    tmp_path: Path,
+) -> None:
+    spec = fork_of("rocm", tmp_path, OPEN_ALLOWLIST, secret_env=("HF_TOKEN", "WANDB_KEY"),
+                   pass_env=("FOO", "BAR"), keep_proxy_env=True)  # fmt: skip
+    assert spec.notes[0] == (
+        "untrusted mode: policy built-in; privileged refused; ipc host -> private /dev/shm (32g); "
+        "cap-add SYS_PTRACE dropped; cap-drop MKNOD,SETFCAP,FSETID,NET_RAW,AUDIT_WRITE,SETPCAP,"
+        "SYS_CHROOT; security-opt seccomp=unconfined dropped; pass-env FOO,BAR not passed; "
+        "keep-proxy-env ignored; 4 data mount(s) and .git read-only; "
+        "secrets not passed: HF_TOKEN, WANDB_KEY"
+    )
+    assert (spec.ipc, spec.cap_add, spec.security_opt) == ("private", (), ())
+    assert spec.untrusted and all(m.readonly for m in spec.mounts if m.target != spec.checkout)
+
+
+def test_without_a_git_directory_the_notice_counts_only_the_data_mounts(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["rocm"], **FORK)  # type: ignore[arg-type]
+    host = replace(facts(tmp_path), path_exists=lambda p: not p.endswith("/.git"))
+    spec = build_spec(profile, Overrides(), host, image="IMAGE", guard=OPEN_ALLOWLIST)
+    assert "; 4 data mount(s) read-only" in spec.notes[0]
+    assert not any(m.target.endswith("/.git") for m in spec.mounts)
+
+
+def test_what_the_policy_allows_is_kept_and_not_listed_as_changed(tmp_path: Path) -> None:
+    policy = Policy(cap_add=("SYS_PTRACE", "cap_mknod"), security_opt=("seccomp=unconfined",),
+                    pass_env=("FOO",), mount_sources=("/",))  # fmt: skip
+    spec = fork_of("rocm", tmp_path, Guard(policy=policy), pass_env=("FOO", "BAR"))
+    assert spec.cap_add == ("SYS_PTRACE",) and spec.security_opt == ("seccomp=unconfined",)
+    assert "MKNOD" not in spec.cap_drop and "SETFCAP" in spec.cap_drop
+    notice = spec.notes[0]
+    assert "cap-add" not in notice and "security-opt" not in notice
+    assert "cap-drop SETFCAP,FSETID,NET_RAW,AUDIT_WRITE,SETPCAP,SYS_CHROOT;" in notice
+    assert "pass-env BAR not passed" in notice
+
+
+def test_a_capability_the_profile_drops_already_is_not_dropped_twice(tmp_path: Path) -> None:
+    spec = fork_of("cpu", tmp_path, Guard(), cap_drop=("cap_mknod", "NET_ADMIN"))
+    assert spec.cap_drop == ("cap_mknod", "NET_ADMIN", *UNTRUSTED_CAP_DROP[1:])
+
+
+def test_a_profile_from_the_trusted_config_keeps_its_pass_env_and_proxies(tmp_path: Path) -> None:
+    guard = Guard(policy=Policy(mount_sources=("/",)), config_trusted=True)
+    spec = fork_of("rocm", tmp_path, guard, pass_env=("FOO",), keep_proxy_env=True)
+    assert "pass-env" not in spec.notes[0] and "keep-proxy-env" not in spec.notes[0]
+    assert Guard(trusted_sources=("/site.toml",)).trusts(
+        replace(BUILTIN_PROFILES["cpu"], source="/site.toml")
+    )
+    assert not Guard().trusts(replace(BUILTIN_PROFILES["cpu"], **FORK))  # type: ignore[arg-type]
+
+
+def test_a_secret_passed_by_e_is_refused_naming_it(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK, secret_env=("HF_TOKEN",))  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"^-e HF_TOKEN: HF_TOKEN is a secret of profile 'fork' "
+                       "and untrusted mode passes no secrets$"):  # fmt: skip
+        build_spec(profile, Overrides(env=("HF_TOKEN=x",)), facts(tmp_path), image="IMAGE",
+                   guard=Guard())  # fmt: skip
+
+
+NEVER = "never a root-equivalent group, whatever the policy"
+ONLY = "only video/render (the GPU nodes' groups)"
+
+
+@pytest.mark.parametrize(
+    ("groups", "gids", "refused"),
+    [
+        (("video", "render"), {}, []),
+        (("44", "109"), {"video": 44, "render": 109}, []),
+        (("45",), {"video": 44}, [("45", ONLY)]),
+        (("docker",), {}, [("docker", NEVER)]),
+        (("998",), {"docker": 998}, [("998", NEVER)]),
+        (("0", "wheel"), {}, [("0", NEVER), ("wheel", ONLY)]),
+    ],
+)
+def test_groups_pass_by_name_or_gid_and_root_equivalent_ones_never(
+    groups: tuple[str, ...], gids: dict[str, int], refused: list[tuple[str, str]]
+) -> None:
+    assert Guard()._group_problems(groups, gids.get) == refused
+
+
+@pytest.mark.parametrize(
+    ("image", "problem"),
+    [
+        ("IMAGE", None),
+        ("rocm/sgl-dev:v1", None),
+        ("docker.io/rocm/sgl-dev@sha256:" + "a" * 64, None),
+        ("mirror.example/rocm/sgl-dev:v1", None),
+        (
+            "other.example/rocm/sgl-dev:v1",
+            "only images of docker.io/rocm/sgl-dev (and their trusted mirrors)",
+        ),
+        (
+            "mirror.example/rocm/other:v1",
+            "only images of docker.io/rocm/sgl-dev (and their trusted mirrors)",
+        ),
+        ("Not A Reference", "not a valid image reference"),
+    ],
+)
+def test_images_of_the_allowed_repositories_or_their_trusted_mirrors_only(
+    image: str, problem: str | None
+) -> None:
+    guard = Guard(mirrors=(("docker.io", "mirror.example"),))
+    assert guard._image_problem(image) == problem
+
+
+def test_check_image_refuses_naming_the_profile_and_the_rule() -> None:
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
+    Guard().check_image("rocm/sgl-dev:v1", profile)
+    with pytest.raises(PolicyViolation) as err:
+        Guard().check_image("evil/x:1", profile)
+    assert str(err.value.what) == (
+        "untrusted mode: the policy (built-in) refuses profile 'fork' (/fork/rocmenv.toml): "
+        "image = 'evil/x:1': only images of docker.io/rocm/sgl-dev (and their trusted mirrors)"
+    )
+
+
+def test_the_declared_sources_are_the_outermost_of_the_trusted_mounts_sorted() -> None:
+    extra = replace(BUILTIN_PROFILES["cpu"], mounts=(
+        Mount(source="/zz/models", target="/m"), Mount(source="/aa", target="/a"),
+        Mount(source="/aa/b", target="/b"), Mount(source="/data/miles_ci/x", target="/x"),
+    ))  # fmt: skip
+    assert builtin_mount_sources() == ("/data/miles_ci",)
+    assert builtin_mount_sources([extra]) == ("/aa", "/data/miles_ci", "/zz/models")
+    assert Guard().declared_sources == ("/data/miles_ci",)
+    assert Guard(policy=Policy(mount_sources=("/p",))).declared_sources == ("/p",)
+    assert Guard(policy=Policy(mount_sources=("/p",)), mount_sources=()).declared_sources == ()
+
+
+def test_an_undeclared_mount_names_the_declared_sources(tmp_path: Path) -> None:
+    with pytest.raises(PolicyViolation) as err:
+        untrusted({"mounts": (Mount(source="/srv/x", target="/x"),)}, tmp_path,
+                  Guard(mount_sources=()))  # fmt: skip
+    assert "mounts = '/srv/x:/x': data mounts only under the sources the trusted side declared " \
+        "(none: the policy's mount-sources" in str(err.value.what)  # fmt: skip
+
+
+def test_an_undeclared_mount_lists_every_declared_source(tmp_path: Path) -> None:
+    with pytest.raises(PolicyViolation) as err:
+        untrusted({"mounts": (Mount(source="/srv/x", target="/x"),)}, tmp_path,
+                  Guard(mount_sources=("/data", "/models")))  # fmt: skip
+    assert (
+        "mounts = '/srv/x:/x': data mounts only under the sources the trusted side declared "
+        "(/data, /models: the policy's mount-sources, else the trusted config's profile mounts); "
+        "the checkout itself is mounted at its own path already"
+    ) in str(err.value.what)
+
+
+def test_a_device_other_than_kfd_and_the_gpus_is_refused_naming_the_rule(tmp_path: Path) -> None:
+    with pytest.raises(PolicyViolation) as err:
+        untrusted({"devices": ("/dev/sda",)}, tmp_path)
+    assert "devices = '/dev/sda': only /dev/kfd and the selected GPUs' nodes" in err.value.what
+
+
+@pytest.mark.parametrize(
+    ("changes", "refusal"),
+    [
+        ({"security_opt": ("apparmor=unconfined",)},
+         "security-opt = 'apparmor=unconfined': no unconfined or custom security options "
+         "(no-new-privileges only)"),
+        ({"network": "host"}, "network = 'host': no host or container network namespace"),
+        ({"network": "container:db"},
+         "network = 'container:db': no host or container network namespace"),
+        ({"ipc": "container:db"}, "ipc = 'container:db': no host or container IPC namespace"),
+        ({"group_add": ("docker",)},
+         "group-add = 'docker': never a root-equivalent group, whatever the policy"),
+    ],
+)  # fmt: skip
+def test_each_refusal_names_key_value_and_rule(
+    changes: dict[str, object], refusal: str, tmp_path: Path
+) -> None:
+    with pytest.raises(PolicyViolation) as err:
+        untrusted(changes, tmp_path)
+    assert err.value.what == (
+        "untrusted mode: the policy (built-in) refuses profile 'fork' (/fork/rocmenv.toml): "
+        + refusal
+    )
+
+
+def test_no_new_privileges_and_private_namespaces_pass(tmp_path: Path) -> None:
+    spec = untrusted({"security_opt": ("no-new-privileges:true",), "ipc": "shareable",
+                      "network": None}, tmp_path)  # fmt: skip
+    assert spec.security_opt == ("no-new-privileges:true",) and spec.ipc == "shareable"
+
+
+def test_apply_refuses_an_image_the_policy_does_not_allow_naming_it(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
+    draft = build_spec(profile, Overrides(), facts(tmp_path), image="evil.example/x:1", guard=None)
+    with pytest.raises(PolicyViolation) as err:
+        Guard().apply(draft, profile, facts(tmp_path))
+    assert err.value.what.endswith(
+        "image = 'evil.example/x:1': only images of docker.io/rocm/sgl-dev (and their trusted "
+        "mirrors)"
+    )
+
+
+def test_a_checkout_that_is_a_system_directory_is_refused_naming_it(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
+    host = replace(facts(tmp_path), cwd=Path("/usr"), checkout=Path("/usr"))
+    with pytest.raises(PolicyViolation) as err:
+        build_spec(profile, Overrides(), host, image="IMAGE", guard=Guard())
+    assert err.value.what.endswith(
+        "the checkout (the working directory's git top level) = '/usr': not / or a directory "
+        "holding system paths, the engine's socket or the runner"
+    )
+
+
+def test_only_the_forks_pass_env_and_proxy_variables_are_dropped(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK, pass_env=("FOO", "BAR"),  # type: ignore[arg-type]
+                      keep_proxy_env=True)  # fmt: skip
+    host = replace(facts(tmp_path), env={"FOO": "1", "BAR": "2", "HTTPS_PROXY": "http://p:3128"})
+    guard = Guard(policy=Policy(pass_env=("BAR",)))
+    spec = build_spec(
+        profile, Overrides(env=("FOO=cli", "KEEP=1")), host, image="IMAGE", guard=guard
+    )
+    env = {(e.name, e.value) for e in spec.env}
+    assert {("FOO", "cli"), ("KEEP", "1"), ("BAR", "2")} <= env  # -e is the workflow's own
+    assert ("FOO", "1") not in env and not any(name == "HTTPS_PROXY" for name, _ in env)
+    assert "secrets not passed" not in spec.notes[0]
+
+
+def test_every_refusal_of_a_profile_is_in_one_message(tmp_path: Path) -> None:
+    with pytest.raises(PolicyViolation) as err:
+        untrusted({"network": "host", "ipc": "container:db"}, tmp_path)
+    assert err.value.what.endswith(
+        ": network = 'host': no host or container network namespace; "
+        "ipc = 'container:db': no host or container IPC namespace"
+    )
+
+
+def test_a_mount_over_the_checkouts_git_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    from rocmenv.errors import UsageError
+
+    git = str(tmp_path / "repo" / ".git")
+    with pytest.raises(UsageError) as err:
+        untrusted({"mounts": (Mount(source="/data/miles_ci/x", target=git),)}, tmp_path)
+    assert err.value.what == (f"two mounts target {git}: the checkout's .git and /data/miles_ci/x")
+    assert err.value.hint == "give one of them another target"
+
+
+def test_a_git_link_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "repo" / ".git").symlink_to(tmp_path / "elsewhere")
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
+    host = HostFacts(env={}, cwd=tmp_path / "repo", checkout=tmp_path / "repo", inventory=None,
+                     path_exists=os.path.exists, realpath=os.path.realpath)  # fmt: skip
+    with pytest.raises(PolicyViolation) as err:
+        build_spec(profile, Overrides(), host, image="IMAGE", guard=Guard())
+    assert err.value.hint == "check out the repository afresh (.git must be the checkout's own)"

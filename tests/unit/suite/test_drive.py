@@ -129,3 +129,39 @@ def test_a_stop_while_a_retry_waits_keeps_its_last_attempt(tmp_path: Path) -> No
                          [0], backend.launch, stop, RunOptions())  # fmt: skip
     (t,) = results
     assert t.status == "failed" and len(t.attempts) == 1
+
+
+def test_a_stop_action_registered_after_the_cancel_runs_at_once() -> None:
+    cancel, ran = Cancel(), []
+    cancel.on_cancel(lambda: ran.append("before"))
+    assert ran == []
+    cancel.cancel()
+    cancel.on_cancel(lambda: ran.append("after"))
+    assert ran == ["before", "after"] and cancel.requested
+
+
+def test_a_stop_action_that_fails_with_our_error_or_an_os_error_does_not_stop_the_others() -> None:
+    import pytest
+
+    from rocmenv.errors import EngineError
+
+    cancel, ran = Cancel(), []
+
+    def engine_gone() -> None:
+        raise EngineError("the engine went away")
+
+    def no_such_process() -> None:
+        raise ProcessLookupError(3, "No such process")
+
+    for action in (engine_gone, no_such_process, lambda: ran.append("kill")):
+        cancel.on_cancel(action)
+    cancel.cancel()
+    assert ran == ["kill"]
+
+    def bug() -> None:
+        raise ValueError("a bug is not swallowed")
+
+    stopped = Cancel()
+    stopped.cancel()
+    with pytest.raises(ValueError, match="a bug is not swallowed"):
+        stopped.on_cancel(bug)

@@ -237,3 +237,16 @@ def test_uniform_suites_are_never_slower_than_the_static_split(gpus: int, pool: 
         for a, b in combinations(slots, 2):
             if a.start < b.end and b.start < a.end:
                 assert not set(a.gpus) & set(b.gpus)
+
+
+def test_the_lower_bound_is_the_gpu_time_over_the_pool_or_the_longest_test() -> None:
+    a, b, cpu = (
+        Job(name="a", gpus=4, estimate=1),
+        Job(name="b", gpus=1, estimate=1),
+        Job(name="c", gpus=0, estimate=1),
+    )
+    assert lower_bound([a, cpu], {"a": 10, "c": 20}, 2) == 20.0  # CPU tests use no GPU time
+    assert lower_bound([a, b], {"a": 10, "b": 10}, 2) == 25.0  # (40 + 10) / 2
+    assert lower_bound([b, b], {"b": 10}, 1) == 20.0
+    assert lower_bound([b], {"b": 10}, 0) == 10.0  # an empty pool counts as one GPU
+    assert lower_bound([], {}, 4) == 0.0

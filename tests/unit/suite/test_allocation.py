@@ -1,0 +1,164 @@
+"""The node side of a Slurm job (issue 21): where gres.conf is, which GPUs Slurm's indices
+name on a fake 8-GPU host (real device nodes when root), what each refusal says, and the
+marker line. The container run (exec_on_node) is the Slurm integration tests'."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from rocmenv.context import Context
+from rocmenv.errors import ConfigError, SlurmError
+from rocmenv.settings.resolve import Flags, settings_for
+from rocmenv.suite.allocation import (
+    DEFAULT_GRES_CONF,
+    NodeGpus,
+    _expand,
+    allocated_gpus,
+    allocated_indices,
+    check_access,
+    default_gres_conf,
+    describe,
+    map_allocation,
+    parse_gres_conf,
+)
+from tests.support.fakegpu import build_fake_host
+
+
+def test_ranges_lists_and_zero_padding_expand_in_order() -> None:
+    assert _expand("/dev/dri/renderD[128-130,140]") == [
+        "/dev/dri/renderD128", "/dev/dri/renderD129", "/dev/dri/renderD130", "/dev/dri/renderD140"
+    ]  # fmt: skip
+    assert _expand("n[08-10]x,m1") == ["n08x", "n09x", "n10x", "m1"]
+    assert _expand("a,,b") == ["a", "b"]
+    assert _expand("/dev/x[5]") == ["/dev/x5"]
+
+
+def test_gres_lines_need_name_gpu_and_a_file_and_keys_are_any_case() -> None:
+    text = "NAME=gpu FILE=/dev/a # trailing\nName=gpu Count=2\nName=mps File=/dev/m\nName=gpu File=/dev/b Type\n"
+    assert [(d.index, d.path, d.type) for d in parse_gres_conf(text)] == [
+        (0, "/dev/a", None), (1, "/dev/b", None)
+    ]  # fmt: skip
+
+
+def test_gres_lines_for_other_nodes_are_skipped_only_when_a_node_is_named() -> None:
+    text = "NodeName=a[1-2] Name=gpu File=/dev/a\nNodeName=b Name=gpu File=/dev/b\n"
+    assert [d.path for d in parse_gres_conf(text, node="a2")] == ["/dev/a"]
+    assert [d.path for d in parse_gres_conf(text)] == ["/dev/a", "/dev/b"]
+
+
+def test_gres_conf_is_next_to_slurm_conf_or_where_scontrol_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert default_gres_conf({"SLURM_CONF": "/opt/s/slurm.conf"}) == Path("/opt/s/gres.conf")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol: the default
+    assert default_gres_conf({"SLURM_CONF": ""}) == DEFAULT_GRES_CONF
+    fake = tmp_path / "scontrol"
+    fake.write_text("#!/bin/sh\necho 'SLURM_CONF              = /srv/slurm/slurm.conf'\n")
+    fake.chmod(0o755)
+    assert default_gres_conf({}) == Path("/srv/slurm/gres.conf")
+    fake.write_text("#!/bin/sh\necho 'SlurmctldPort = 6817'\n")
+    assert default_gres_conf({}) == DEFAULT_GRES_CONF
+    # asked for its config, on any line of it, even when it exits non-zero
+    fake.write_text(
+        '#!/bin/sh\n[ "$*" = "show config" ] || exit 0\n'
+        "echo 'Configuration data'\necho 'SLURM_CONF = /srv/s2/slurm.conf'\nexit 1\n"
+    )
+    assert default_gres_conf({}) == Path("/srv/s2/gres.conf")
+
+
+def test_indices_that_are_not_numbers_are_an_error_naming_the_variable() -> None:
+    with pytest.raises(SlurmError) as err:
+        allocated_indices({"SLURM_STEP_GPUS": "0,x"})
+    assert err.value.what == "SLURM_STEP_GPUS='0,x' is not a list of GPU indices"
+    assert allocated_indices({"SLURM_STEP_GPUS": "  ", "SLURM_JOB_GPUS": " 1,2 "}) == (1, 2)
+    with pytest.raises(SlurmError) as none:
+        allocated_indices({})
+    assert none.value.what == (
+        "Slurm allocated no GPUs to this job (neither SLURM_STEP_GPUS nor SLURM_JOB_GPUS is set)"
+    )
+    assert none.value.hint is not None and "--gres=gpu:K" in none.value.hint
+
+
+def test_a_file_entry_is_matched_by_name_when_it_is_no_device(tmp_path: Path) -> None:
+    from rocmenv.spec.gpu import discover
+
+    host = build_fake_host(tmp_path / "host")
+    inventory = discover(host.sysfs_root, host.dev_root)
+    plain = tmp_path / "x" / inventory.gpus[5].render_node.name  # a regular file: no rdev
+    plain.parent.mkdir()
+    plain.write_text("")
+    devices = parse_gres_conf(f"Name=gpu File={plain}\nName=gpu File=/nowhere/renderD999\n")
+    node = map_allocation((0,), devices, inventory)
+    assert node == NodeGpus(slurm=(0,), paths=(str(plain),), host=(5,))
+    with pytest.raises(SlurmError) as err:
+        map_allocation((1,), devices, inventory)
+    assert (
+        err.value.what
+        == "gres.conf File=/nowhere/renderD999 (Slurm GPU 1) is none of this host's GPUs"
+    )
+    with pytest.raises(SlurmError) as neg:
+        map_allocation((-1,), devices, inventory)
+    assert neg.value.what == "Slurm allocated GPU index -1 but gres.conf lists 2 GPU files"
+    assert neg.value.hint == "gres.conf on this node must match the one slurmd read"
+    assert map_allocation((), devices, inventory) == NodeGpus(slurm=(), paths=(), host=())
+
+
+def test_opening_the_allocated_nodes_refuses_only_what_the_cgroup_forbids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = build_fake_host(tmp_path / "host")
+    nodes = [str(host.dev_root / "dri" / "renderD128"), str(tmp_path / "missing")]
+    check_access(nodes)  # no driver behind the node (ENXIO), or none at all: not our business
+    # root passes every device cgroup here: EPERM stands in for a node outside the job's
+    real_open = os.open
+
+    def cgroup_open(path: str, flags: int) -> int:
+        if path.endswith("renderD129"):
+            raise PermissionError(errno.EPERM, "Operation not permitted", path)
+        return real_open(path, flags)
+
+    monkeypatch.setattr(os, "open", cgroup_open)
+    check_access(nodes)
+    with pytest.raises(SlurmError) as err:
+        check_access([*nodes, str(host.dev_root / "dri" / "renderD129")])
+    assert err.value.what == (
+        f"{host.dev_root}/dri/renderD129 was mapped from this job's allocation but the job may "
+        "not open it"
+    )
+    assert err.value.hint == "gres.conf's File= order differs from the one slurmd uses"
+
+
+def test_the_jobs_gpus_come_from_its_indices_through_gres_conf(tmp_path: Path) -> None:
+    host = build_fake_host(tmp_path / "host")
+    renders = sorted((host.dev_root / "dri").glob("renderD*"), reverse=True)
+    conf = tmp_path / "gres.conf"
+    conf.write_text(
+        "NodeName=some-other-node Name=gpu File=/dev/dri/renderD999\n"
+        + "".join(f"Name=gpu File={p}\n" for p in renders)
+    )
+    env = {"ROCMENV_SYSFS_ROOT": str(host.sysfs_root), "ROCMENV_DEV_ROOT": str(host.dev_root),
+           "ROCMENV_SITE_CONFIG": "", "SLURM_JOB_GPUS": "0,2"}  # fmt: skip
+    ctx = Context(env=env, cwd=tmp_path)
+    node = allocated_gpus(ctx, settings_for(ctx, Flags()), conf)
+    assert node.slurm == (0, 2) and node.paths == (str(renders[0]), str(renders[2]))
+    assert len(node.host) == 2 and node.host[0] != node.host[1]
+    with pytest.raises(ConfigError) as err:
+        allocated_gpus(ctx, settings_for(ctx, Flags()), tmp_path / "none.conf")
+    assert err.value.what == f"cannot read {tmp_path}/none.conf: No such file or directory"
+    assert err.value.hint == "set gres-conf in [slurm]"
+
+
+def test_the_marker_line_names_slurms_and_rocmenvs_gpus_the_files_and_the_node() -> None:
+    node = NodeGpus(slurm=(0, 3), paths=("/dev/dri/renderD128", "/dev/dri/renderD131"), host=(4, 7))
+    assert describe(node) == (
+        "slurm=0,3 host=4,7 files=/dev/dri/renderD128,/dev/dri/renderD131 "
+        f"node={socket.gethostname()}"
+    )
+    assert describe(NodeGpus(slurm=(), paths=(), host=())) == (
+        f"slurm= host=none files= node={socket.gethostname()}"
+    )
