@@ -79,12 +79,7 @@ def parse_slurm(table: Any, where: str, base: SlurmSettings | None = None) -> Sl
     if "gres-type" in table:
         s = replace(s, gres_type=_text(table["gres-type"], f"{where}.gres-type"))
     if "gpu-request" in table:
-        style = as_str(table["gpu-request"], f"{where}.gpu-request")
-        if style not in GPU_REQUEST_STYLES:
-            raise ConfigError(
-                f"{where}.gpu-request = {style!r} is not gres or gpus"
-                + did_you_mean(style, GPU_REQUEST_STYLES)
-            )
+        style = _choice(table["gpu-request"], f"{where}.gpu-request", GPU_REQUEST_STYLES)
         s = replace(s, gpu_request="gres" if style == "gres" else "gpus")
     if "time-factor" in table:
         s = replace(s, time_factor=_seconds(table["time-factor"], f"{where}.time-factor"))
@@ -96,11 +91,16 @@ def parse_slurm(table: Any, where: str, base: SlurmSettings | None = None) -> Sl
     if "gres-conf" in table:
         s = replace(s, gres_conf=Path(_text(table["gres-conf"], f"{where}.gres-conf")))
     if "packing" in table:
-        packing = as_str(table["packing"], f"{where}.packing")
-        if packing not in PACKINGS:
-            raise ConfigError(
-                f"{where}.packing = {packing!r} is not rocmenv or slurm"
-                + did_you_mean(packing, PACKINGS)
-            )
+        packing = _choice(table["packing"], f"{where}.packing", PACKINGS)
         s = replace(s, packing="rocmenv" if packing == "rocmenv" else "slurm")
     return s
+
+
+def _choice(value: object, key: str, choices: tuple[str, ...]) -> str:
+    """``value`` as one of ``choices``, or a ConfigError naming them (and the nearest)."""
+    text = as_str(value, key)
+    if text not in choices:
+        raise ConfigError(
+            f"{key} = {text!r} is not {' or '.join(choices)}" + did_you_mean(text, choices)
+        )
+    return text
