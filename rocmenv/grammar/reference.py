@@ -359,7 +359,7 @@ def is_loopback_host(domain: str) -> bool:
         return False
 
 
-_HOST_PORT_RE = re.compile(r"(?:\[(?P<v6>[^\]]*)\]|(?P<name>[^:@/\[\]]*))(?::[0-9]*)?", re.ASCII)
+_HOST_PORT_RE = Pattern(r"(?:\[(?P<v6>[^\]]*)\]|(?P<name>[^:@/\[\]]*))(?::[0-9]*)?", re.ASCII)
 
 
 def host_of(domain: str) -> str:

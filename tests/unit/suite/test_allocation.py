@@ -155,10 +155,10 @@ def test_the_jobs_gpus_come_from_its_indices_through_gres_conf(tmp_path: Path) -
 
 def test_the_marker_line_names_slurms_and_rocmenvs_gpus_the_files_and_the_node() -> None:
     node = NodeGpus(slurm=(0, 3), paths=("/dev/dri/renderD128", "/dev/dri/renderD131"), host=(4, 7))
-    assert describe(node) == (
+    assert describe(node, {"SLURM_JOB_ID": "41", "SLURM_STEP_ID": "3"}) == (
         "slurm=0,3 host=4,7 files=/dev/dri/renderD128,/dev/dri/renderD131 "
-        f"node={socket.gethostname()}"
+        f"node={socket.gethostname()} step=41.3"
     )
     assert describe(NodeGpus(slurm=(), paths=(), host=())) == (
-        f"slurm= host=none files= node={socket.gethostname()}"
+        f"slurm=none host=none files=none node={socket.gethostname()} step=?"
     )

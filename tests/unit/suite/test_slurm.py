@@ -185,7 +185,7 @@ def test_each_test_is_an_srun_of_slurm_exec_with_its_flags(tmp_path: Path) -> No
         log_dir=tmp_path, settings=SlurmSettings(),
     )  # fmt: skip
     argv = plain.argv(Job(name="t", gpus=0, estimate=1), "j")
-    assert argv[argv.index("slurm-exec") + 1 :] == ["--", "t"]
+    assert argv[argv.index("slurm-exec") + 1 :] == ["--no-gpus", "--", "t"]  # takes none
 
 
 def test_the_node_s_marker_lines_give_the_gpus_and_the_runtime(tmp_path: Path) -> None:
