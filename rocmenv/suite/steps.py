@@ -169,7 +169,9 @@ def hold(
     )  # fmt: skip
     held: Held | None = None
     try:
-        held = _granted(proc, name, gpus, stop, env)
+        partition = backend.settings.partition
+        where = f" in partition {partition}" if partition else ""
+        held = _granted(proc, name, f"{gpus} GPU(s){where}", gpus, stop, env)
         yield held
     finally:
         if held is not None:  # steps still ending finish removing their containers first
@@ -184,7 +186,7 @@ def hold(
 
 
 def _granted(
-    proc: subprocess.Popen[bytes], name: str, gpus: int, stop: threading.Event,
+    proc: subprocess.Popen[bytes], name: str, asked: str, gpus: int, stop: threading.Event,
     env: Mapping[str, str],
 ) -> Held | None:  # fmt: skip
     output = bytearray()
@@ -208,7 +210,7 @@ def _granted(
     match = re.search(r"[Gg]ranted job allocation ([0-9]+)", text)
     if proc.returncode != 0 or match is None:
         raise SlurmError(
-            f"salloc could not allocate {gpus} GPU(s) for the suite (exit {proc.returncode}): "
+            f"salloc could not allocate {asked} for the suite (exit {proc.returncode}): "
             + (text.strip().splitlines() or ["no message"])[-1],
             hint='check [slurm] partition/account/extra-args, or use packing = "slurm"',
         )
