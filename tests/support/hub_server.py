@@ -40,6 +40,7 @@ import http.client
 import json
 import secrets
 import ssl
+import sys
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -301,6 +302,14 @@ def _sign(repo: str, digest: str) -> str:
 class HubServer(ThreadingHTTPServer):
     daemon_threads = True
     state: HubState
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that hangs up before or during the TLS handshake (a readiness probe that
+        only connects, a benchmark's killed run) is not a server error: no traceback for it."""
+        err = sys.exc_info()[1]
+        if isinstance(err, (ssl.SSLError, ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 def main() -> None:
