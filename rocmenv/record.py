@@ -4,20 +4,23 @@ Hand-written (conventions rule 11) because the standard library's is what a user
 on every ``rocmenv run``: on Python 3.10–3.12 ``dataclasses`` compiles each generated method
 with its own ``exec`` (six for a frozen class: ``__init__``, ``__repr__``, ``__eq__``,
 ``__hash__``, ``__setattr__``, ``__delattr__``) and importing it imports ``inspect`` (with
-``ast``, ``dis``, ``tokenize``). A record compiles only its ``__init__`` (keyword-only, with
-the declared defaults: what catches a wrong call) and shares one ``__repr__``, ``__eq__``,
-``__hash__`` and frozen ``__setattr__`` among all records, which read the field names the
-class keeps. Measured with ``benchmarks/bench_record.py`` (Python 3.11, 48 classes of 6
-fields — the run path's count — 21 interleaved rounds, load average 5.5 on 2 cores):
-``dataclasses`` 23.7 ms to import + 80.8 ms for the classes; ``record`` 0.6 + 9.8 ms.
+``ast``, ``dis``, ``tokenize``). A record compiles nothing: every record shares one
+``__init__`` (keyword-only, the declared defaults, the ``TypeError`` a compiled one raises),
+``__repr__``, ``__eq__``, ``__hash__`` and frozen ``__setattr__``, which read the fields the
+class keeps; ``inspect.signature`` sees the signature a compiled ``__init__`` would have. Measured with ``benchmarks/bench_record.py`` (Python 3.11, 48 classes of 6 fields — the
+run path's count — 21 interleaved rounds, load average 3.8–4.0 on 2 cores): ``dataclasses``
+31.3 ms to import + 99.7 ms for the classes; ``record`` 0.7 + 1.4 ms. The price is paid per
+instance instead: 3.5 µs against 1.5 µs for a 6-field ``__init__``, a few hundred instances
+per run.
 
 What it makes is the same class ``dataclass(frozen=True, kw_only=True)`` makes, for the
 subset rocmenv uses (``tests/unit/test_record.py`` compares every method against
 ``dataclasses``' own on the same class): keyword-only ``__init__`` with defaults and
 ``field(default_factory=…)``, ``__repr__`` (``field(repr=False)``), ``__eq__`` and
 ``__hash__`` over the fields (``field(compare=False)``), ``__setattr__``/``__delattr__``
-raising :class:`dataclasses.FrozenInstanceError`, ``__match_args__ = ()``; methods the class
-body defines are kept. To the outside a record *is* a dataclass: ``dataclasses.fields``,
+raising :class:`dataclasses.FrozenInstanceError`, ``__match_args__ = ()``, ``__replace__``
+(``copy.replace`` from Python 3.13); methods the class body defines are kept (the frozen
+``__setattr__``/``__delattr__`` cannot be, as in ``dataclasses``). To the outside a record *is* a dataclass: ``dataclasses.fields``,
 ``replace``, ``asdict`` and ``is_dataclass`` find its ``__dataclass_fields__``, built by
 ``dataclasses`` itself from the same declaration the first time anyone asks (that imports
 ``dataclasses`` then, off the hot path). Not supported, refused at class creation:
@@ -86,13 +89,8 @@ def field(
 def record(cls: type[_T]) -> type[_T]:
     """The class as ``@dataclass(frozen=True, kw_only=True)`` makes it (module docstring)."""
     fields = _declared(cls)
-    namespace: dict[str, Any] = {"_r_missing": MISSING, "_r_set": object.__setattr__}
-    for f in fields:
-        namespace[f"_r_d_{f.name}"] = f.default_factory if f.default is MISSING else f.default
-    exec(_source(fields), namespace)  # our own generated text, as in dataclasses
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    made = {"__init__": init, "__repr__": _repr, "__eq__": _eq, "__hash__": _hash}
+    made = {"__init__": _init, "__repr__": _repr, "__eq__": _eq, "__hash__": _hash,
+            "__replace__": replace}  # fmt: skip
     for name, function in made.items():
         if name not in cls.__dict__ or (name == "__hash__" and cls.__dict__[name] is None):
             setattr(cls, name, function)
@@ -100,11 +98,13 @@ def record(cls: type[_T]) -> type[_T]:
         if name in cls.__dict__:
             raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
         setattr(cls, name, function)
+    type.__setattr__(cls, "__record_fields__", fields)
     type.__setattr__(cls, "__record_repr__", tuple(f.name for f in fields if f.repr))
     type.__setattr__(cls, "__record_compare__", tuple(f.name for f in fields if f.compare))
     if "__match_args__" not in cls.__dict__:
         type.__setattr__(cls, "__match_args__", ())
-    type.__setattr__(cls, "__record_fields__", fields)
+    if "__signature__" not in cls.__dict__:
+        type.__setattr__(cls, "__signature__", _Signature())
     type.__setattr__(cls, "__dataclass_fields__", _DataclassFields())
     return cls
 
@@ -130,8 +130,6 @@ def _declared(cls: type) -> tuple[_Field, ...]:
         text = annotation if isinstance(annotation, str) else repr(annotation)
         if text.startswith(("ClassVar", "typing.ClassVar", "t.ClassVar")):
             continue
-        if name.startswith("_r_"):
-            raise TypeError(f"record {cls.__name__}.{name}: the prefix _r_ is the record's own")
         if "InitVar" in text:
             raise TypeError(f"record {cls.__name__}.{name}: InitVar is not supported")
         value = cls.__dict__.get(name, MISSING)
@@ -151,20 +149,42 @@ def _declared(cls: type) -> tuple[_Field, ...]:
     return tuple(out)
 
 
-def _source(fields: tuple[_Field, ...]) -> str:
-    """The text of ``__init__``, the one method compiled per class (the others are shared:
-    compiling them was ~80 % of a class's cost)."""
-    params, body = [], []
-    for f in fields:
-        n = f.name
-        if f.default_factory is not MISSING:
-            params.append(f"{n}=_r_missing")
-            body.append(f"    _r_set(self, {n!r}, _r_d_{n}() if {n} is _r_missing else {n})")
-        else:
-            params.append(n if f.default is MISSING else f"{n}=_r_d_{n}")
-            body.append(f"    _r_set(self, {n!r}, {n})")
-    star = "*, " if params else ""
-    return "\n".join([f"def __init__(self, {star}{', '.join(params)}):", *(body or ["    pass"])])
+def _init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """Every record's ``__init__``: keyword-only, the declared defaults, and the
+    ``TypeError`` Python gives a compiled one (a compiled ``__init__`` per class was most of
+    what making a record cost)."""
+    cls = self.__class__
+    if args:
+        raise TypeError(
+            f"{cls.__qualname__}.__init__() takes 1 positional argument but "
+            f"{len(args) + 1} were given"
+        )
+    missing = []
+    for f in cls.__record_fields__:
+        try:
+            value = kwargs.pop(f.name)
+        except KeyError:
+            if f.default_factory is not MISSING:
+                value = f.default_factory()
+            elif f.default is not MISSING:
+                value = f.default
+            else:
+                missing.append(repr(f.name))
+                continue
+        object.__setattr__(self, f.name, value)
+    if kwargs:
+        raise TypeError(
+            f"{cls.__qualname__}.__init__() got an unexpected keyword argument "
+            f"{next(iter(kwargs))!r}"
+        )
+    if missing:
+        listed = " and ".join(missing) if len(missing) < 3 else ", ".join(missing[:-1])
+        listed += f", and {missing[-1]}" if len(missing) >= 3 else ""
+        plural = "s" if len(missing) > 1 else ""
+        raise TypeError(
+            f"{cls.__qualname__}.__init__() missing {len(missing)} required keyword-only "
+            f"argument{plural}: {listed}"
+        )
 
 
 def _repr(self: Any) -> str:
@@ -196,6 +216,31 @@ def _frozen(name: str) -> Exception:
     from dataclasses import FrozenInstanceError
 
     return FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+class _Signature:
+    """``__signature__`` for ``inspect.signature``: the keyword-only parameters a compiled
+    ``__init__`` would have (``inspect`` imported when asked, not by the run)."""
+
+    def __get__(self, instance: object, owner: type) -> Any:
+        import inspect
+
+        def default(f: _Field) -> Any:
+            if f.default_factory is not MISSING:
+                return _Factory()  # dataclasses shows <factory>
+            return inspect.Parameter.empty if f.default is MISSING else f.default
+
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        return inspect.Signature(
+            [inspect.Parameter(f.name, keyword, default=default(f), annotation=f.type)
+             for f in owner.__record_fields__],  # type: ignore[attr-defined]
+            return_annotation=None,
+        )  # fmt: skip
+
+
+class _Factory:
+    def __repr__(self) -> str:
+        return "<factory>"
 
 
 class _DataclassFields:

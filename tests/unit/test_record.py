@@ -82,13 +82,31 @@ def test_defaults_and_factories_are_fresh_per_instance() -> None:
     assert Record.size == Real.size == 3  # a plain default stays on the class
 
 
-def test_init_is_keyword_only_and_requires_what_has_no_default() -> None:
-    with pytest.raises(TypeError):
-        Record("a")
-    with pytest.raises(TypeError):
-        Record()
-    with pytest.raises(TypeError):
-        Record(name="a", colour="red")
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [(("a",), {}), ((), {}), ((), {"name": "a", "colour": "red"}), ((), {"colour": "red"})],
+)
+def test_a_wrong_call_raises_the_type_error_a_dataclass_raises(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    with pytest.raises(TypeError) as real:
+        Real(*args, **kwargs)
+    with pytest.raises(TypeError) as mine:
+        Record(*args, **kwargs)
+    assert str(mine.value).removeprefix("Record") == str(real.value).removeprefix("Real")
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_every_missing_argument_is_named_as_python_names_them(count: int) -> None:
+    names = ["alpha", "beta", "gamma"][:count]
+    body = {"__annotations__": dict.fromkeys(names, "int"), "__module__": __name__}
+    real = dataclasses.dataclass(frozen=True, kw_only=True)(type("Many", (), dict(body)))
+    mine = record(type("Many", (), dict(body)))
+    with pytest.raises(TypeError) as expected:
+        real()
+    with pytest.raises(TypeError, match="missing") as got:
+        mine()
+    assert str(got.value) == str(expected.value)
 
 
 def test_an_instance_is_frozen_with_dataclasses_error() -> None:
@@ -111,7 +129,7 @@ def test_dataclasses_fields_replace_asdict_see_the_same_fields() -> None:
     assert dataclasses.asdict(mine) == dataclasses.asdict(real)
     changed = dataclasses.replace(mine, size=9)
     assert type(changed) is Record and changed.size == 9 and changed.name == "a"
-    assert replace(mine, size=9) == changed
+    assert replace(mine, size=9) == changed == mine.__replace__(size=9)  # copy.replace (3.13)
     with pytest.raises(TypeError):
         replace(mine, colour="red")
 
@@ -172,8 +190,8 @@ def test_making_and_using_records_imports_no_dataclasses() -> None:
 def test_init_has_the_dataclass_signature() -> None:
     import inspect
 
-    def shape(cls: Any) -> list[tuple[str, Any, bool]]:
+    def shape(cls: Any) -> list[tuple[str, Any, str]]:
         params = inspect.signature(cls).parameters.values()
-        return [(p.name, p.kind, p.default is inspect.Parameter.empty) for p in params]
+        return [(p.name, p.kind, repr(p.default)) for p in params]
 
     assert shape(Record) == shape(Real)
