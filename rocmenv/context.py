@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from rocmenv.record import field, record
 
-@dataclass(frozen=True, kw_only=True)
+
+@record
 class Context:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     cwd: Path = field(default_factory=Path.cwd)

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rocmenv.errors import StartFailure
+from rocmenv.record import record
 from rocmenv.settings.choices import EngineKind
 
 if TYPE_CHECKING:
     from rocmenv.spec.runspec import RunSpec
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class EngineInfo:
     kind: EngineKind
     version: str
@@ -30,7 +30,7 @@ class EngineInfo:
     name: str = ""  # the daemon's host name
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ImageInfo:
     id: str
     repo_digests: tuple[str, ...] = ()
@@ -48,7 +48,7 @@ class ImageInfo:
         return digests[0][1] if len(digests) == 1 else None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class LocalImage:
     """An image in the engine's store (what ``gc --images`` and the disk budget need)."""
 
@@ -60,7 +60,7 @@ class LocalImage:
     layers: tuple[str, ...] = ()  # RootFS diff ids (uncompressed layer digests)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class StoreInfo:
     """Where the engine keeps images; ``local``: that path is on this machine's file system."""
 
@@ -68,7 +68,7 @@ class StoreInfo:
     local: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ContainerInfo:
     id: str
     name: str
@@ -80,7 +80,7 @@ class ContainerInfo:
         return dict(self.labels).get(key)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class PullEvent:
     layer: str
     status: str
@@ -88,7 +88,7 @@ class PullEvent:
     total: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class CaptureResult:
     exit_code: int
     stdout: str

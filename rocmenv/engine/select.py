@@ -12,16 +12,15 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import shutil
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
 from rocmenv.context import Context
 from rocmenv.engine.protocol import Engine
 from rocmenv.errors import EngineUnavailable, UsageError
+from rocmenv.record import field, record
 from rocmenv.settings.choices import ENGINE_KINDS, ENGINE_NAMES, EngineKind, EngineName
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
@@ -67,20 +66,25 @@ def _uses_cli_context(env: Mapping[str, str]) -> bool:
     return bool(match and match.group(1) not in ("", "default"))
 
 
+def _on_path(binary: str, path_env: str) -> bool:
+    import shutil  # only when the socket does not decide (shutil costs ~3 ms: bz2, lzma)
+
+    return shutil.which(binary, path=path_env) is not None
+
+
 def detect_engine(env: Mapping[str, str]) -> EngineKind:
     """Auto-detection (see the module docstring)."""
     path_env = env.get("PATH", os.defpath)
-    has_docker = shutil.which("docker", path=path_env) is not None
-    if has_docker and not env.get("DOCKER_HOST") and _uses_cli_context(env):
+    if not env.get("DOCKER_HOST") and _uses_cli_context(env) and _on_path("docker", path_env):
         return "docker-cli"  # a CLI context points elsewhere; only the CLI knows where
     sock = _socket_path(env)
     if sock is None:
         return "docker-api"  # DOCKER_HOST=tcp://… or ssh://…: docker-py speaks both
     if socket_answers(sock):
         return "docker-api"
-    if has_docker:
+    if _on_path("docker", path_env):
         return "docker-cli"
-    if shutil.which("podman", path=path_env) is not None:
+    if _on_path("podman", path_env):
         return "podman"
     raise EngineUnavailable(
         f"no container engine found: {sock} does not answer and neither docker nor podman "
@@ -126,7 +130,7 @@ _MODULES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class EngineOptions:
     env: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 60.0

@@ -23,11 +23,11 @@ parse`` can say which one. Nothing that fails here ever reaches a URL, shell or 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal
 
 from rocmenv.errors import ConfigError, InvalidReference, ReferenceSyntaxError
 from rocmenv.lazy import Pattern
+from rocmenv.record import record
 
 DEFAULT_DOMAIN = "docker.io"
 LEGACY_DEFAULT_DOMAIN = "index.docker.io"
@@ -88,13 +88,13 @@ RULE_TEXT: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ReferenceProblem:
     rule: Rule
     detail: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Reference:
     """A normalised reference: ``domain/path[:tag][@digest]``."""
 

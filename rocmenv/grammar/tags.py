@@ -17,14 +17,13 @@ by date and releases by PEP 440 version.
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 from rocmenv.lazy import Pattern
+from rocmenv.record import record
 
 Family = Literal["nightly", "release", "floating", "date-only", "unknown"]
 FAMILY_NAMES: tuple[str, ...] = ("nightly", "release", "floating", "date-only", "unknown")
@@ -66,7 +65,7 @@ _PROJECT_RE = Pattern(rf"(?P<project>[a-z][a-z0-9]*)-{_ROCM}-{_GPU}(?:-{_DATE})?
 _DATE_ONLY_RE = Pattern(r"(?P<date>20[0-9]{6})(?:-?(?P<suffix>srt|rc))?", re.ASCII)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class TagInfo:
     tag: str
     family: Family
@@ -122,6 +121,8 @@ def rocm_version(code: str) -> str | None:
 
 @functools.lru_cache(maxsize=4096)
 def _valid_date(date: str, time: str | None) -> bool:
+    import datetime as _dt  # only for a tag with a date (~1 ms)
+
     try:
         _dt.date(int(date[:4]), int(date[4:6]), int(date[6:8]))
     except ValueError:
@@ -219,7 +220,7 @@ def _check(rocm: str, date: str | None, time: str | None) -> str | None:
 # -- selection --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Constraints:
     sglang: str | None = None  # PEP 440 specifier, e.g. ">=0.5.8,<0.6" or "0.5.8" (== implied)
     rocm: str | None = None  # "7.2" matches 7.2 and 7.2.x; "7.2.4" only 7.2.4

@@ -8,13 +8,13 @@ runs an image, through :func:`choose_image`) share this module; it talks to the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from rocmenv.context import Context
 from rocmenv.errors import CheckFailed, ConfigError, DigestMismatch, RegistryNotFound
 from rocmenv.grammar.reference import Reference, parse, parse_repository
 from rocmenv.grammar.tags import Constraints, TagInfo, nearest, parse_tag, select
+from rocmenv.record import record
 from rocmenv.settings.profiles import ImageSpec, Profile
 from rocmenv.settings.resolve import Settings
 
@@ -44,7 +44,7 @@ def now_utc() -> str:
 # -- resolve ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Resolution:
     repository: Reference
     best: TagInfo
@@ -125,7 +125,7 @@ def entry_matches_spec(entry: LockEntry, spec: ImageSpec) -> bool:
 ImageSource = Literal["cli", "lock", "profile", "resolved"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ImageChoice:
     """Which image a command uses, decided once (:func:`choose_image`)."""
 
@@ -311,14 +311,14 @@ def checked_entry(entry: LockEntry) -> LockEntry:
 # -- validate -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Check:
     name: Literal["grammar", "exists", "platform", "pinned", "bytes"]
     ok: bool
     detail: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Validation:
     subject: str
     kind: Literal["profile", "reference"]

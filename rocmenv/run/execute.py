@@ -21,7 +21,6 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from rocmenv.context import Context
@@ -29,6 +28,7 @@ from rocmenv.engine.container import Container
 from rocmenv.engine.protocol import Attachment, Engine, ImageInfo
 from rocmenv.engine.select import choose_engine_kind, in_container, make_engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
+from rocmenv.record import field, record, replace
 from rocmenv.run.interrupt import Interrupted, Job, SignalWatch
 from rocmenv.run.stages import Stage, Stages
 from rocmenv.settings.resolve import Flags, Settings, settings_for
@@ -50,7 +50,7 @@ SHELL_COMMAND = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class RunRequest:
     flags: Flags = field(default_factory=Flags)  # profile, engine, pull, shims, untrusted
     overrides: Overrides = field(default_factory=Overrides)
@@ -60,7 +60,7 @@ class RunRequest:
     shell: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Terminal:
     """How the container meets ours: a TTY (of ``size``: rows, columns) and stdin or not."""
 

@@ -25,12 +25,12 @@ import enum
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from rocmenv.errors import UsageError
 from rocmenv.hostfs import write_atomic
+from rocmenv.record import record
 from rocmenv.run.interrupt import Interrupted, SignalWatch
 
 PARK_VARIABLE: Final = "ROCMENV_TEST_PARK"
@@ -55,7 +55,7 @@ BEFORE_RUNNING: Final = frozenset(
 )
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Park:
     """Where the test hook parks the run, and the file that says it is parked there."""
 
@@ -77,13 +77,15 @@ class Park:
         return cls(stage=stages[name], path=Path(path))
 
 
-@dataclass
 class Timings:
     """``ROCMENV_TIMINGS=1``: how long each stage took (one note at the end of the run)."""
 
-    enabled: bool
-    start: float = field(default_factory=time.perf_counter)
-    marks: list[tuple[str, float]] = field(default_factory=list)
+    __slots__ = ("enabled", "marks", "start")
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.start = time.perf_counter()
+        self.marks: list[tuple[str, float]] = []
 
     def mark(self, name: str) -> None:
         if self.enabled:

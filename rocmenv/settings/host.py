@@ -10,17 +10,17 @@ Relative paths are relative to the directory of the file that says them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from rocmenv.errors import ConfigError
+from rocmenv.record import record, replace
 from rocmenv.settings.keys import as_str, check_keys
 
 HOST_KEYS: Final = ("sysfs-root", "dev-root")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class HostSettings:
     sysfs_root: Path = Path("/sys")
     dev_root: Path = Path("/dev")

@@ -5,7 +5,6 @@ policy file) uses these.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +14,8 @@ from rocmenv.lazy import Pattern
 
 
 def did_you_mean(word: str, candidates: list[str] | tuple[str, ...]) -> str:
+    import difflib
+
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.hostfs import is_under
+from rocmenv.record import record, replace
 
 UNTRUSTED_ENV: Final = "ROCMENV_UNTRUSTED"
 POLICY_ENV: Final = "ROCMENV_POLICY"
@@ -45,7 +45,7 @@ def untrusted_env(env: Mapping[str, str]) -> bool:
     )
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Policy:
     """What an untrusted container may have beyond the fixed rules (module docstring)."""
 

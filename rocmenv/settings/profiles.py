@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rocmenv.errors import ConfigError, RocmenvError
 from rocmenv.lazy import Pattern
+from rocmenv.record import record, replace
 from rocmenv.settings.choices import (
     ENGINE_NAMES,
     GPU_DEVICE_NAMINGS,
@@ -48,7 +48,7 @@ PROFILE_KEYS = (
 MOUNT_KEYS = ("source", "target", "readonly", "optional")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ImageSpec:
     """Which image a profile means: a repository plus a tag, a digest, or tag constraints."""
 
@@ -66,7 +66,7 @@ class ImageSpec:
         return any((self.sglang, self.rocm, self.gpu, self.family, self.before))
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Mount:
     source: str
     target: str
@@ -77,7 +77,7 @@ class Mount:
         return f"{self.source}:{self.target}" + (":ro" if self.readonly else "")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Ulimit:
     name: str
     soft: int
@@ -91,7 +91,7 @@ class Ulimit:
         )
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Profile:
     name: str
     description: str = ""

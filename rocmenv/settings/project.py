@@ -66,12 +66,12 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
+from rocmenv.record import field, record
 from rocmenv.settings.choices import ENGINE_NAMES, EngineName
 from rocmenv.settings.files import file_trusted, find_project_file
 from rocmenv.settings.keys import as_choice, as_str, check_keys, did_you_mean
@@ -85,7 +85,7 @@ TOP_KEYS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Project:
     """The project file as written (or the built-ins when there is none)."""
 

@@ -6,11 +6,11 @@ pull-from-mirror), validated when the configuration is read.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from typing import Any
 
 from rocmenv.errors import ConfigError
 from rocmenv.grammar.reference import check_host
+from rocmenv.record import record, replace
 from rocmenv.settings.keys import as_str_list, check_keys
 
 REGISTRY_KEYS = (
@@ -57,7 +57,7 @@ CONTENT_LIMITS: dict[str, int] = {
 _LIMIT_MAX = {**dict.fromkeys(RESPONSE_LIMITS, 1 << 32), **dict.fromkeys(CONTENT_LIMITS, 1 << 40)}
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class RegistrySettings:
     mirrors: tuple[tuple[str, tuple[str, ...]], ...] = ()
     insecure: tuple[str, ...] = ()
@@ -130,13 +130,13 @@ def registry_settings(
             t = table[key]
             if not isinstance(t, (int, float)) or isinstance(t, bool) or not 0 < t <= 86400:
                 raise ConfigError(f"{where}.{key} must be a number of seconds from 0 to 86400")
-            settings = replace(settings, **{attr: float(t)})  # type: ignore[arg-type]
+            settings = replace(settings, **{attr: float(t)})
     for key, attr in (("max-pages", "max_pages"), ("ratelimit-warning", "ratelimit_warning")):
         if key in table:
             n = table[key]
             if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 1_000_000:
                 raise ConfigError(f"{where}.{key} must be an integer from 0 to 1000000")
-            settings = replace(settings, **{attr: n})  # type: ignore[arg-type]
+            settings = replace(settings, **{attr: n})
     if "limits" in table:
         limits = table["limits"]
         if not isinstance(limits, dict):

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
 from rocmenv.context import Context, find_checkout
 from rocmenv.errors import ConfigError
 from rocmenv.hostfs import is_under
+from rocmenv.record import field, record
 from rocmenv.settings.choices import ENGINE_NAMES, EngineName, PullPolicy
 from rocmenv.settings.host import HostSettings, host_settings
 from rocmenv.settings.keys import parse_size
@@ -84,7 +84,7 @@ CASCADE: Mapping[str, tuple[str | None, str | None, str | None, str | None, str 
 HOST_ENV: Final = {"ROCMENV_SYSFS_ROOT": "sysfs-root", "ROCMENV_DEV_ROOT": "dev-root"}
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Flags:
     """What the command line says; ``None`` is "not given" (the next level decides)."""
 
@@ -97,7 +97,7 @@ class Flags:
     untrusted: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Settings:
     """What a command runs with. Made by :func:`resolve`, never patched afterwards."""
 

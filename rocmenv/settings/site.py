@@ -31,11 +31,11 @@ untrusted mode (it would be the pull request's).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from rocmenv.errors import ConfigError
+from rocmenv.record import record
 from rocmenv.settings.choices import ENGINE_NAMES, EngineName
 from rocmenv.settings.files import load_toml
 from rocmenv.settings.keys import as_choice, check_keys
@@ -47,7 +47,7 @@ SYSTEM_SITE_CONFIG: Final = Path("/etc/rocmenv/config.toml")
 SITE_KEYS: Final = ("engine", "registry", "host", "slurm", "policy", "profiles")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class SiteFile:
     """One site or user configuration file as read: every table checked for unknown keys and
     its values validated; tables kept as written until the resolver layers them."""

@@ -18,11 +18,11 @@ Which tables count (a checkout's are ignored in untrusted mode) is decided once,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from rocmenv.errors import ConfigError
+from rocmenv.record import record, replace
 from rocmenv.settings.keys import as_str, as_str_list, check_keys, did_you_mean
 
 GpuRequestStyle = Literal["gres", "gpus"]
@@ -35,7 +35,7 @@ SLURM_KEYS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class SlurmSettings:
     partition: str | None = None
     account: str | None = None

@@ -199,14 +199,20 @@ def build_bundle(
     return final, digest
 
 
-def _inputs_stamp() -> str:
-    """A key for everything a bundle is built from, computed with ``stat`` calls only.
+def _inputs_stamp() -> tuple[str, str]:
+    """A key for everything a bundle is built from, computed with ``stat`` calls only:
+    ``(name, text)`` — the stamp file's name and the text it must hold to be reused.
 
     The catalogue's and launcher's files (name, size, mtime), rocmenv's version, and the
     directories of ``sys.path`` (their mtime changes when a distribution — and so an entry
     point — is installed or removed). Same stamp, same bundle: ``rocmenv run`` then skips
-    parsing and validating the shims and hashing the bundle (~50 ms per run).
+    parsing and validating the shims and hashing the bundle (~50 ms per run). The name is
+    two 32-bit checksums of the text and the whole text is compared when read, so a
+    collision only costs a rebuild; ``zlib`` rather than ``hashlib`` keeps OpenSSL (~3 ms
+    to load) off the run path.
     """
+    import zlib
+
     from rocmenv import __version__
 
     parts: list[str] = [__version__, str(BUNDLE_FORMAT), sys.version]
@@ -224,9 +230,21 @@ def _inputs_stamp() -> str:
             parts.append(f"{entry}:{os.stat(entry or '.').st_mtime_ns}")
         except OSError:
             parts.append(f"{entry}:-")
-    import hashlib
+    text = "\n".join(parts)
+    data = text.encode("utf-8", "surrogateescape")
+    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}", text
 
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+def _tree_listing(root: Path) -> list[list[Any]]:
+    """Every file of a bundle with its size and mtime (``stat`` only): what the stamp
+    remembers, so that a damaged or edited bundle is rebuilt without hashing it each run."""
+    out: list[list[Any]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            st = os.stat(os.path.join(dirpath, name))
+            out.append([os.path.join(dirpath, name), st.st_size, st.st_mtime_ns])
+    return out
 
 
 def _shim_from_json(data: Mapping[str, Any]) -> ShimInfo:
@@ -246,12 +264,15 @@ def _shim_from_json(data: Mapping[str, Any]) -> ShimInfo:
     )
 
 
-def _read_stamp(root: Path, stamp: str) -> LauncherBundle | None:
+def _read_stamp(root: Path, stamp: tuple[str, str]) -> LauncherBundle | None:
+    name, text = stamp
     try:
-        data = json.loads((root / "stamps" / f"{stamp}.json").read_text())
+        data = json.loads((root / "stamps" / f"{name}.json").read_text())
+        if data["inputs"] != text:
+            return None  # another set of inputs with the same checksums
         host_dir = root / data["digest"][:32]
-        # Damaged or edited bundles are rebuilt: hashing ~20 small files costs ~1 ms.
-        if _tree_digest(host_dir) != data["digest"]:
+        # damaged or edited since the stamp was written (any size or mtime): rebuilt
+        if _tree_listing(host_dir) != data["tree"]:
             return None
         shims = tuple(_shim_from_json(s) for s in data["shims"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -260,9 +281,12 @@ def _read_stamp(root: Path, stamp: str) -> LauncherBundle | None:
     return LauncherBundle(host_dir=host_dir, shims=shims, digest=data["digest"])
 
 
-def _write_stamp(root: Path, stamp: str, bundle: LauncherBundle, within: Path) -> None:
+def _write_stamp(root: Path, stamp: tuple[str, str], bundle: LauncherBundle, within: Path) -> None:
+    name, text = stamp
     data = {
         "digest": bundle.digest,
+        "inputs": text,
+        "tree": _tree_listing(bundle.host_dir),
         "shims": [
             {**s.to_json(), "module_id": s.module_id, "missing": s.missing} for s in bundle.shims
         ],
@@ -271,7 +295,7 @@ def _write_stamp(root: Path, stamp: str, bundle: LauncherBundle, within: Path) -
 
     # only a cache: the next run builds the slow way again; never written through a link
     with contextlib.suppress(OSError, ValueError):  # (it may lie in the checkout)
-        write_atomic(root / "stamps" / f"{stamp}.json", json.dumps(data, sort_keys=True),
+        write_atomic(root / "stamps" / f"{name}.json", json.dumps(data, sort_keys=True),
                      within=within, durable=False, parents=True)  # fmt: skip
 
 

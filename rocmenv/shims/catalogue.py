@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,11 +22,12 @@ if TYPE_CHECKING:  # the slow path (parsing shims, building bundles) imports the
 from rocmenv import launcher
 from rocmenv.errors import ConfigError
 from rocmenv.lazy import Pattern
+from rocmenv.record import record
 
 ShimSource = Literal["catalogue", "entry-point"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ShimInfo:
     """What a shim file declares (read statically) and where it came from."""
 
@@ -59,7 +59,7 @@ class ShimInfo:
         }
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class LauncherBundle:
     """A built launcher directory on the host and where it goes in the container."""
 

@@ -28,9 +28,9 @@ Policies (README "Profiles"):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from rocmenv.errors import ConfigError, UsageError
+from rocmenv.record import replace
 from rocmenv.settings.profiles import PROXY_VARS, Mount, Profile, check_env_name, parse_mount
 from rocmenv.spec.gpu import (
     CONTAINER_DRI,

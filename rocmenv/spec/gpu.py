@@ -20,12 +20,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from rocmenv.errors import GpuSelectionError
 from rocmenv.lazy import Pattern
+from rocmenv.record import record, replace
 
 CONTAINER_KFD = "/dev/kfd"
 CONTAINER_DRI = "/dev/dri"
@@ -52,7 +52,7 @@ def gfx_target_name(version: int) -> str:
     return f"gfx{major}{minor:x}{stepping:x}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Gpu:
     index: int  # position in PCI-address order
     node: int  # KFD topology node number (informational only)
@@ -82,7 +82,7 @@ class Gpu:
         }
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class GpuInventory:
     sysfs_root: Path
     dev_root: Path
@@ -242,7 +242,7 @@ _PCI_RE = Pattern(r"(?i)(?:([0-9a-f]{4}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])"
 _GPUS_HINT = "use all, none, indices (0,1), ranges (0-3), UUIDs (GPU-<16 hex>) or PCI addresses"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class SelectionItem:
     kind: Literal["index", "uuid", "pci"]
     text: str
@@ -250,7 +250,7 @@ class SelectionItem:
     value: str = ""  # normalised uuid hex / PCI address
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class GpuRequest:
     """A parsed ``--gpus`` value, before it is matched against a host."""
 
@@ -316,7 +316,7 @@ def _shown(text: str) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class GpuSelection:
     kind: SelectionKind
     gpus: tuple[Gpu, ...] = ()  # for "subset" (in the order given) and "all" (when known)

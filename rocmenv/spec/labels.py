@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
 from pathlib import Path
+
+from rocmenv.record import record
 
 LABEL_PREFIX = "rocmenv."
 LABEL_SESSION = "rocmenv.session"
@@ -24,7 +25,7 @@ LABEL_IMAGE_DIGEST = "rocmenv.image-digest"
 LABEL_PURPOSE = "rocmenv.purpose"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Identity:
     """Who runs a container: a fresh session id and the owning process."""
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from rocmenv.context import Context, find_checkout
 from rocmenv.image.pinning import ImageChoice, choose_image
+from rocmenv.record import field, record, replace
 from rocmenv.settings.profiles import Profile
 from rocmenv.settings.resolve import Settings
 from rocmenv.spec.builder import add_launcher, build_runspec, check_devices
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the guard is imported by an untrusted plan only
 NO_IMAGE = "IMAGE"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class PlanRequest:
     """What the command line asks of the container."""
 
@@ -51,7 +51,7 @@ class PlanRequest:
     resolve_constraints: bool = True  # False: an unpinned constrained profile stays a repository
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Plan:
     """A planned container: everything decided before the engine is asked."""
 

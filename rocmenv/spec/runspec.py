@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from rocmenv.errors import ConfigError
 from rocmenv.lazy import Pattern
+from rocmenv.record import field, record
 from rocmenv.settings.profiles import Profile, Ulimit
 from rocmenv.spec.gpu import (
     GpuInventory,
@@ -27,7 +27,7 @@ from rocmenv.spec.labels import Identity
 EnvSource = Literal["fixed", "pass", "host", "secret", "gpu", "cli", "launcher"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Device:
     host: str
     container: str
@@ -49,7 +49,7 @@ class Device:
 MountOrigin = Literal["checkout", "profile", "cli", "guard", "launcher"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class BindMount:
     source: str
     target: str
@@ -73,7 +73,7 @@ def csv_field(text: str) -> str:
     return '"' + text.replace('"', '""') + '"' if ("," in text or '"' in text) else text
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class EnvVar:
     name: str
     value: str | None  # None: taken from the host at run time (rendered as bare NAME)
@@ -84,7 +84,7 @@ class EnvVar:
         return self.source in ("pass", "host", "secret")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class RunSpec:
     image: str
     command: tuple[str, ...] = ()
@@ -122,7 +122,7 @@ class RunSpec:
         return dict(self.labels)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Overrides:
     """What the command line adds to or overrides in the profile."""
 
@@ -135,7 +135,7 @@ class Overrides:
     privileged: bool | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class HostFacts:
     """Everything :func:`build_runspec` needs to know about the host, passed in."""
 
@@ -153,7 +153,7 @@ class HostFacts:
     find_socket: Callable[[str], str | None] = lambda _p: None  # run: rocmenv.spec.guard's
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class LauncherMount:
     """The shim launcher as the spec mounts it (see :mod:`rocmenv.shims.bundle`)."""
 

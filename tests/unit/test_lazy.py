@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from rocmenv.lazy import Pattern
+from tests.support.startup import RUN_MODULES, RUN_UNUSED
 
 
 def test_a_pattern_is_compiled_only_when_first_used() -> None:
@@ -100,12 +101,9 @@ def test_the_run_path_compiles_no_expression_and_imports_only_what_a_run_uses() 
         "rocmenv.shims.bundle", "rocmenv.spec.plan",
     )  # fmt: skip
     assert compiled == []
-    unused = {
-        "importlib.metadata", "packaging", "rocmenv.launcher._vendor.packaging",
-        "rocmenv.shims.probe", "rocmenv.spec.guard", "rocmenv.run.planted",
-        "rocmenv.run.pull", "rocmenv.registry", "urllib3", "ssl", "docker", "secrets",
-    }  # fmt: skip
-    assert unused & modules == set()
+    assert RUN_UNUSED & modules == set()
+    ours = {m for m in modules if m == "rocmenv" or m.startswith("rocmenv.")}
+    assert ours - RUN_MODULES == set(), "new on the run path: update RUN_MODULES deliberately"
 
 
 def test_the_registry_path_compiles_none_of_rocmenvs_expressions_at_import() -> None:

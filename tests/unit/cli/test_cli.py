@@ -140,3 +140,22 @@ def test_gpu_help_shows_the_family_aliases(capsys: pytest.CaptureFixture[str]) -
         main(["resolve", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "mi30x (mi300x, mi300a, mi325x, gfx942), mi35x (mi350x, mi355x, gfx950)" in out
+
+
+@pytest.mark.parametrize("columns", ["30", "72", "200", "", "junk"])
+def test_help_is_formatted_to_the_width_argparse_itself_would_use(
+    columns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from rocmenv.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", columns)
+    ours = build_parser("run")
+    theirs = build_parser("run")
+    for parser in (theirs, *theirs._subparsers._group_actions[0].choices.values()):  # type: ignore[union-attr]
+        parser.formatter_class = argparse.HelpFormatter  # shutil.get_terminal_size's width
+    assert ours.format_help() == theirs.format_help()
+    run_ours = ours._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    run_theirs = theirs._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    assert run_ours.format_help() == run_theirs.format_help()

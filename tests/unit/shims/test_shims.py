@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -199,6 +200,37 @@ def test_bundle_is_content_addressed_cached_and_rebuilt_when_damaged(tmp_path):
     assert "def handle" in (repaired.host_dir / "_rocmenv_launcher" / "_runtime.py").read_text()
     left = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert left == sorted([first.host_dir.name, "stamps"])  # no temp left
+
+
+def test_a_bundle_edited_in_place_with_its_size_kept_is_rebuilt(tmp_path):
+    first = make_bundle(tmp_path / "cache")
+    runtime = first.host_dir / "_rocmenv_launcher" / "_runtime.py"
+    size, mtime = runtime.stat().st_size, runtime.stat().st_mtime_ns
+    runtime.write_bytes(b"#" * size)  # same size: only the mtime tells
+    os.utime(runtime, ns=(mtime + 1_000_000, mtime + 1_000_000))
+    repaired = make_bundle(tmp_path / "cache")
+    assert "def handle" in (repaired.host_dir / "_rocmenv_launcher" / "_runtime.py").read_text()
+
+
+def test_a_stamp_written_for_other_inputs_is_not_reused(tmp_path):
+    first = make_bundle(tmp_path / "cache")
+    (stamp,) = (tmp_path / "cache" / "stamps").iterdir()
+    data = json.loads(stamp.read_text())
+    stamp.write_text(json.dumps({**data, "inputs": data["inputs"] + "x", "shims": []}))
+    again = make_bundle(tmp_path / "cache")  # a checksum collision: rebuilt, not trusted
+    assert again.shims == first.shims and again.shims
+
+
+def test_reusing_a_bundle_reads_stat_only_and_loads_no_hashlib(tmp_path):
+    probe = (
+        "import sys\nfrom pathlib import Path\nfrom tests.support.launcher import make_bundle\n"
+        "b = make_bundle(Path(sys.argv[1]))\nprint(b.digest, 'hashlib' in sys.modules)"
+    )
+    run = [sys.executable, "-c", probe, str(tmp_path / "cache")]
+    built = subprocess.run(run, capture_output=True, text=True, check=True)
+    reused = subprocess.run(run, capture_output=True, text=True, check=True)
+    assert built.stdout.split()[1] == "True"  # building hashes the bundle
+    assert reused.stdout.split() == [built.stdout.split()[0], "False"]
 
 
 def test_a_different_shim_set_is_a_different_bundle(tmp_path):

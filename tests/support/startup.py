@@ -1,0 +1,34 @@
+"""The start-up budget of ``rocmenv run`` (issue 20), shared by the unit test of its imports
+(``tests/unit/test_lazy.py``) and the end-to-end one (``tests/integration/run/test_startup_budget.py``)."""
+
+from __future__ import annotations
+
+#: What a plain ``rocmenv run`` must not import (README "Benchmarks": its start-up budget):
+#: ``dataclasses`` (with ``inspect``, ``ast``, ``dis``: rocmenv.record), OpenSSL through
+#: ``hashlib`` (the launcher bundle's stat-only stamp), ``shutil`` (``bz2``, ``lzma``), ``difflib``
+RUN_UNUSED = {
+    "importlib.metadata", "packaging", "rocmenv.launcher._vendor.packaging",
+    "rocmenv.shims.probe", "rocmenv.spec.guard", "rocmenv.run.planted",
+    "rocmenv.run.pull", "rocmenv.registry", "urllib3", "ssl", "docker", "secrets",
+    "dataclasses", "inspect", "ast", "dis", "hashlib", "_hashlib", "shutil", "bz2", "lzma",
+    "difflib", "tempfile", "rocmenv.image.lock", "rocmenv.suite",
+}  # fmt: skip
+
+#: Every rocmenv module a plain run may import; one more is a deliberate change of this list.
+RUN_MODULES = {
+    "rocmenv", "rocmenv.cli", "rocmenv.cli._common", "rocmenv.cli.run", "rocmenv.context",
+    "rocmenv.engine", "rocmenv.engine.attach", "rocmenv.engine.container",
+    "rocmenv.engine.docker_api", "rocmenv.engine.hints", "rocmenv.engine.protocol",
+    "rocmenv.engine.select", "rocmenv.engine.wire", "rocmenv.errors", "rocmenv.grammar",
+    "rocmenv.grammar.reference", "rocmenv.grammar.tags", "rocmenv.hostfs", "rocmenv.image",
+    "rocmenv.image.pinning", "rocmenv.lazy", "rocmenv.record", "rocmenv.redact", "rocmenv.run",
+    "rocmenv.run.execute", "rocmenv.run.interrupt", "rocmenv.run.stages", "rocmenv.settings",
+    "rocmenv.settings.choices", "rocmenv.settings.files", "rocmenv.settings.host",
+    "rocmenv.settings.keys", "rocmenv.settings.policy", "rocmenv.settings.profile_set",
+    "rocmenv.settings.profiles", "rocmenv.settings.project", "rocmenv.settings.registry",
+    "rocmenv.settings.resolve", "rocmenv.settings.site", "rocmenv.settings.slurm",
+    "rocmenv.spec", "rocmenv.spec.builder", "rocmenv.spec.gpu", "rocmenv.spec.hostpaths",
+    "rocmenv.spec.labels", "rocmenv.spec.plan", "rocmenv.spec.render", "rocmenv.spec.runspec",
+    # with the shim launcher (its bundle reused: nothing of the vendored packaging)
+    "rocmenv.launcher", "rocmenv.shims", "rocmenv.shims.bundle", "rocmenv.shims.catalogue",
+}  # fmt: skip
