@@ -101,6 +101,7 @@ class Transport:
         self._plain: set[str] = set()  # insecure hosts that answered only plain HTTP
         self._tls_ok: set[str] = set()  # insecure hosts that answered over HTTPS
         self._first = True  # the first request dials ahead (rocmenv.registry.connect.predial)
+        self._dialled = False
 
     def close(self) -> None:
         with self._lock:
@@ -108,7 +109,7 @@ class Transport:
             self._managers.clear()
         for manager in managers:
             manager.clear()
-        if not self._first:
+        if self._dialled:
             from rocmenv.registry.connect import discard_predials
 
             discard_predials()
@@ -127,6 +128,24 @@ class Transport:
 
             return "https" if has_certs_dir(host, self.env) else "http"
         return "https"
+
+    def dial_ahead(self, url: str, registry_host: str | None = None) -> None:
+        """Start connecting to ``url``'s host now when the request will go there over
+        verified HTTPS without a proxy (:func:`rocmenv.registry.connect.predial`)."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "https" or not parts.hostname:
+            return
+        if self.is_insecure(registry_host or parts.netloc) or self.is_insecure(parts.netloc):
+            return
+        from rocmenv.registry.proxy import proxy_for
+
+        if proxy_for(url, self.env, self.settings.proxy, self.settings.no_proxy) is not None:
+            return
+        from rocmenv.registry.connect import predial
+
+        self._dialled = True
+        within = min(self.settings.timeout, max(0.0, self.deadline_left()))
+        predial(parts.hostname, parts.port or 443, within)
 
     def _manager(self, key: str | None) -> urllib3.PoolManager:
         proxy = key
@@ -232,11 +251,7 @@ class Transport:
         proxy = proxy_for(url, self.env, self.settings.proxy, self.settings.no_proxy)
         if self._first:  # HTTPS straight to the host: connect while urllib3 is imported
             self._first = False
-            if parts.scheme == "https" and not insecure and proxy is None and parts.hostname:
-                from rocmenv.registry.connect import predial
-
-                within = min(self.settings.timeout, max(0.0, self.deadline_left()))
-                predial(parts.hostname, parts.port or 443, within)
+            self.dial_ahead(url, registry_host)
         import urllib3
 
         now = self._clock()
