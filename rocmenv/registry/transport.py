@@ -96,6 +96,7 @@ class Transport:
                 f"ROCMENV_REGISTRY_BACKOFF={backoff!r} is not a number of seconds from 0 to 60"
             )
         self._lock = threading.Lock()
+        self._building = threading.Lock()  # held while an SSL context is built
         self._managers: dict[str | None, urllib3.PoolManager] = {}
         self._contexts: dict[tuple[Any, ...], ssl.SSLContext] = {}
         self._plain: set[str] = set()  # insecure hosts that answered only plain HTTP
@@ -190,12 +191,10 @@ class Transport:
 
         cas, pairs = trust_inputs(host, self.env, registry)
         key = (cas, pairs, verify)
-        with self._lock:
+        with self._building:  # the registry and its realm, dialled together, build it once
             ctx = self._contexts.get(key)
-        if ctx is None:
-            ctx = build_context(self.env, cas, pairs, verify=verify)
-            with self._lock:
-                ctx = self._contexts.setdefault(key, ctx)
+            if ctx is None:
+                ctx = self._contexts[key] = build_context(self.env, cas, pairs, verify=verify)
         return ctx
 
     # -- one round trip ---------------------------------------------------------------------
