@@ -146,7 +146,12 @@ class Transport:
 
         self._dialled = True
         within = min(self.settings.timeout, max(0.0, self.deadline_left()))
-        predial(parts.hostname, parts.port or 443, within)
+        host = parts.netloc
+
+        def tls() -> ssl.SSLContext:  # on the dialling thread: the handshake's context
+            return self._ssl_context(host, registry_host or host, True)
+
+        predial(parts.hostname, parts.port or 443, within, tls)
 
     def _manager(self, key: str | None) -> urllib3.PoolManager:
         proxy = key
