@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmenv.context import Context
-from rocmenv.errors import RegistryAuthError, RegistryProtocolError
+from rocmenv.errors import RegistryAuthError, RegistryProtocolError, RocmenvError
 from rocmenv.grammar.reference import is_loopback_host
 from rocmenv.redact import redact, register_secret
 from rocmenv.registry.manifest import DOCKER_HUB, DOCKER_HUB_API
@@ -443,13 +443,15 @@ class RegistryAuth:
 
 
 class _Ahead:
-    """One anonymous token request on a daemon thread; its failure is only a missed chance
-    (the request is made again in the ordinary way)."""
+    """One anonymous token request on a daemon thread, made exactly as :meth:`authenticate`
+    would make it: its answer or its :class:`RocmenvError` is that request's (retried as
+    that one would be, not a second time); anything else only a missed chance."""
 
     def __init__(self, request: Callable[[], Response]) -> None:
         self._request = request
         self._done = threading.Event()
         self._response: Response | None = None
+        self._error: RocmenvError | None = None
 
     def start(self) -> None:
         threading.Thread(target=self._run, name="rocmenv-token-ahead", daemon=True).start()
@@ -457,14 +459,17 @@ class _Ahead:
     def _run(self) -> None:
         try:
             self._response = self._request()
-        except Exception:  # asked again, and reported, by the ordinary flow
+        except RocmenvError as err:  # the registry's or the realm's failure: told when taken
+            self._error = err
+        except Exception:  # asked again, in the ordinary way
             self._response = None
         finally:
             self._done.set()
 
     def result(self, timeout: float) -> Response | None:
-        """The answer, once the request ends (within ``timeout``), or None."""
-        self._done.wait(max(0.0, timeout))
+        """The answer once the request ends (within ``timeout``; else None), or its error."""
+        if self._done.wait(max(0.0, timeout)) and self._error is not None:
+            raise self._error
         return self._response
 
 

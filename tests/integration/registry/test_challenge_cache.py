@@ -202,3 +202,52 @@ def test_an_untrusted_run_neither_reads_nor_writes_challenges(
     assert out.returncode == 0, out.stderr
     assert seen == []
     assert (cache / "rocmenv" / "registry-challenges.json").read_text() == before
+
+
+class _Unavailable(BaseHTTPRequestHandler):
+    """A registry on loopback whose token server (same host, ``/token``) is down (503)."""
+
+    seen: list[str]
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        port = self.server.server_address[1]
+        if self.path.startswith("/token"):
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+        else:
+            self.send_response(401)
+            realm = f'Bearer realm="http://127.0.0.1:{port}/token",service="down"'
+            self.send_header("WWW-Authenticate", realm)
+            self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_token_server_that_is_down_is_asked_once_not_twice(tmp_path: Path) -> None:
+    """The ask ahead is the request the 401 calls for: its failure is reported, after one
+    round of retries, not followed by a second round."""
+    seen: list[str] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Down", (_Unavailable,), {"seen": seen}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host = f"127.0.0.1:{server.server_address[1]}"
+    cache = tmp_path / "cache"
+    remember(cache, host, f"http://{host}/token", "down")
+    try:
+        out = rocmenv(
+            tmp_path,
+            "tags",
+            "list",
+            f"{host}/some/repo",
+            ROCMENV_TOKEN_CACHE="1",
+            XDG_CACHE_HOME=str(cache),
+            ROCMENV_REGISTRY_RETRIES="2",
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert out.returncode == 3, out.stderr
+    assert "Traceback" not in out.stderr and "503" in out.stderr
+    assert len([p for p in seen if p.startswith("/token")]) == 3  # 1 + 2 retries, once
