@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmenv.context import Context
-from rocmenv.errors import RegistryAuthError, RegistryProtocolError, RocmenvError
+from rocmenv.errors import RegistryAuthError, RegistryProtocolError
 from rocmenv.grammar.reference import is_loopback_host
 from rocmenv.redact import redact, register_secret
 from rocmenv.registry.manifest import DOCKER_HUB, DOCKER_HUB_API
@@ -32,9 +32,9 @@ from rocmenv.registry.response import Response
 from rocmenv.registry.transport import Transport
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
-    from rocmenv.registry.challenge_cache import ChallengeCache
+    from rocmenv.registry.challenge_cache import AskAhead, ChallengeCache
     from rocmenv.registry.token_cache import TokenCache
 
 IDENTITY_TOKEN = "<token>"
@@ -153,7 +153,7 @@ class RegistryAuth:
         self.transport = transport
         self.cache = cache  # anonymous tokens only
         self.challenges = challenges  # realm and service per host, answered anonymously
-        self._ahead: dict[tuple[str, str, str], _Ahead] = {}  # token requests under way
+        self._ahead: dict[tuple[str, str, str], AskAhead] = {}  # token requests under way
         self._skip_cache: set[tuple[str, str]] = set()
         self._tokens: dict[tuple[str, str], str] = {}
         self._basic: dict[str, str] = {}  # host -> "Basic …" for registries that asked for it
@@ -265,7 +265,11 @@ class RegistryAuth:
             assert self.challenges is not None
             self.challenges.drop(host)
             return None
-        ahead = _Ahead(lambda: self._token_request(realm, realm_parts, service, scope, None, host))
+        from rocmenv.registry.challenge_cache import AskAhead
+
+        ahead = AskAhead(
+            lambda: self._token_request(realm, realm_parts, service, scope, None, host)
+        )
         with self._lock:
             if key in self._ahead:
                 return None
@@ -440,37 +444,6 @@ class RegistryAuth:
             no_retry=(429,),
             body=urllib.parse.urlencode(form).encode(),
         )
-
-
-class _Ahead:
-    """One anonymous token request on a daemon thread, made exactly as :meth:`authenticate`
-    would make it: its answer or its :class:`RocmenvError` is that request's (retried as
-    that one would be, not a second time); anything else only a missed chance."""
-
-    def __init__(self, request: Callable[[], Response]) -> None:
-        self._request = request
-        self._done = threading.Event()
-        self._response: Response | None = None
-        self._error: RocmenvError | None = None
-
-    def start(self) -> None:
-        threading.Thread(target=self._run, name="rocmenv-token-ahead", daemon=True).start()
-
-    def _run(self) -> None:
-        try:
-            self._response = self._request()
-        except RocmenvError as err:  # the registry's or the realm's failure: told when taken
-            self._error = err
-        except Exception:  # asked again, in the ordinary way
-            self._response = None
-        finally:
-            self._done.set()
-
-    def result(self, timeout: float) -> Response | None:
-        """The answer once the request ends (within ``timeout``; else None), or its error."""
-        if self._done.wait(max(0.0, timeout)) and self._error is not None:
-            raise self._error
-        return self._response
 
 
 def _same_owner(registry_host: str, realm_hostname: str) -> bool:

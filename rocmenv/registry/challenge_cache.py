@@ -10,6 +10,7 @@ challenge's (scheme, host rules), never sends credentials to it (hosts with cred
 use it at all), and uses a token fetched from it only when the registry's own 401 names the
 same realm, service and scope. Off with the token cache (``ROCMENV_TOKEN_CACHE=0``, untrusted
 mode). A missing, unreadable, oversized or malformed file is an empty cache, never an error.
+:class:`AskAhead` is the token request a remembered challenge allows, on its thread.
 """
 
 from __future__ import annotations
@@ -17,10 +18,15 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from rocmenv.errors import RocmenvError
 from rocmenv.hostfs import write_atomic
+
+if TYPE_CHECKING:
+    from rocmenv.registry.response import Response
 
 VERSION = 1
 MAX_ENTRIES = 256
@@ -105,3 +111,35 @@ def _pair(value: object) -> tuple[str, str] | None:
     if not realm or len(realm) > MAX_FIELD or len(service) > MAX_FIELD:
         return None
     return realm, service
+
+
+class AskAhead:
+    """The token request a remembered challenge allows, on a daemon thread
+    (:meth:`rocmenv.registry.auth.RegistryAuth.fetch_ahead`), made exactly as the 401's
+    would be: its answer or its :class:`RocmenvError` is that request's (retried as that one
+    would be, not a second time); anything else only a missed chance."""
+
+    def __init__(self, request: Callable[[], Response]) -> None:
+        self._request = request
+        self._done = threading.Event()
+        self._response: Response | None = None
+        self._error: RocmenvError | None = None
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name="rocmenv-token-ahead", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._response = self._request()
+        except RocmenvError as err:  # the registry's or the realm's failure: told when taken
+            self._error = err
+        except Exception:  # asked again, in the ordinary way
+            self._response = None
+        finally:
+            self._done.set()
+
+    def result(self, timeout: float) -> Response | None:
+        """The answer once the request ends (within ``timeout``; else None), or its error."""
+        if self._done.wait(max(0.0, timeout)) and self._error is not None:
+            raise self._error
+        return self._response
