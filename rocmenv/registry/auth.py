@@ -339,7 +339,6 @@ class RegistryAuth:
         key = (realm, service, want_scope)
         with self._lock:
             fresh = (host, scope) in self._skip_cache
-        with self._lock:
             ahead = self._ahead.pop(key, None)
         if creds is None and not fresh:
             cached = self.cache.get(key) if self.cache is not None else None
