@@ -21,6 +21,12 @@ tunnels, TLS, chunked and gzip bodies. rocmenv keeps its policy above it:
   connections raced across addresses by :mod:`rocmenv.registry.connect` (happy eyeballs);
 * every round trip counted by kind (:class:`RegistryStats`), ``ratelimit-*`` headers kept
   per host (:attr:`Transport.ratelimits`).
+
+urllib3 stays (conventions rule 11, issue 20 item 2): its import (~40 ms quiet) now runs
+while the first connection's TCP and TLS handshake are made on the dialling thread
+(:meth:`Transport.dial_ahead`), so at 30 ms RTT a quiet machine waits for the network, not
+for the import; ``http.client`` alone would gain only under load or near 0 ms RTT, and would
+have to pass the proxy, TLS, hostile-server, cap, deadline and redirect tests unchanged.
 """
 
 from __future__ import annotations
