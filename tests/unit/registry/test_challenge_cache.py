@@ -22,6 +22,9 @@ from rocmenv.registry.transport import Transport
 from rocmenv.settings.registry import RegistrySettings
 
 REALM = "https://auth.example/token"
+#: ``user:…`` base64: the password is registered for redaction process-wide, so it must not
+#: be a word other tests' messages contain
+CREDENTIALS = "dXNlcjpoMjNiLXVubGlrZWx5LXNlY3JldC03ZjNh"
 
 
 def test_the_file_sits_beside_the_token_cache_and_apart_from_it(tmp_path: Path) -> None:
@@ -134,7 +137,7 @@ def test_a_host_with_credentials_never_asks_a_remembered_realm(tmp_path: Path) -
     docker = tmp_path / "docker"
     docker.mkdir()
     (docker / "config.json").write_text(
-        json.dumps({"auths": {"reg.example": {"auth": "dXNlcjpwYXNz"}}})
+        json.dumps({"auths": {"reg.example": {"auth": CREDENTIALS}}})
     )
     auth = _auth(tmp_path, "https://reg.example:9/token", DOCKER_CONFIG=str(docker))
     assert auth.fetch_ahead("reg.example", "repository:a:pull") is None
