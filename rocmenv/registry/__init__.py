@@ -4,6 +4,7 @@
 :mod:`~rocmenv.registry.tag_list` (tag-list pages),
 :mod:`~rocmenv.registry.auth` (bearer tokens, Docker credentials),
 :mod:`~rocmenv.registry.token_cache` (anonymous tokens between commands),
+:mod:`~rocmenv.registry.challenge_cache` (each registry's realm, between commands),
 :mod:`~rocmenv.registry.transport` (urllib3: requests, caps, deadlines, retries),
 :mod:`~rocmenv.registry.response` (responses, rate limits, counters),
 :mod:`~rocmenv.registry.connect` (happy-eyeballs connections),

@@ -34,6 +34,7 @@ from rocmenv.registry.transport import Transport
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from rocmenv.registry.challenge_cache import AskAhead, ChallengeCache
     from rocmenv.registry.token_cache import TokenCache
 
 IDENTITY_TOKEN = "<token>"
@@ -141,10 +142,18 @@ def _secret_pair(entry: Mapping[str, object]) -> tuple[str, str] | None:
 class RegistryAuth:
     """Tokens per (host, scope), Basic headers per host, credentials per host; thread-safe."""
 
-    def __init__(self, ctx: Context, transport: Transport, cache: TokenCache | None = None) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        transport: Transport,
+        cache: TokenCache | None = None,
+        challenges: ChallengeCache | None = None,
+    ) -> None:
         self.ctx = ctx
         self.transport = transport
         self.cache = cache  # anonymous tokens only
+        self.challenges = challenges  # realm and service per host, answered anonymously
+        self._ahead: dict[tuple[str, str, str], AskAhead] = {}  # token requests under way
         self._skip_cache: set[tuple[str, str]] = set()
         self._tokens: dict[tuple[str, str], str] = {}
         self._basic: dict[str, str] = {}  # host -> "Basic …" for registries that asked for it
@@ -217,10 +226,11 @@ class RegistryAuth:
             token = self._tokens.get((host, scope))
             basic = self._basic.get(host)
             fresh = (host, scope) in self._skip_cache
-        if token is None and basic is None and self.cache is not None and not fresh:
+        remembered = self.challenges.get(host) if self.challenges is not None else None
+        if token is None and basic is None and self.cache is not None and remembered and not fresh:
             # an anonymous token cached for this host's realm: sent with the first request,
             # sparing the 401 round trip (a refused one is forgotten and asked for anew)
-            token = self.cache.for_host(host, scope)
+            token = self.cache.get((*remembered, scope))
             if token is not None:
                 with self._lock:
                     self._tokens[(host, scope)] = token
@@ -229,6 +239,59 @@ class RegistryAuth:
         if basic:
             return {"Authorization": basic}
         return {}
+
+    def fetch_ahead(self, host: str, scope: str) -> str | None:
+        """Ask the realm ``host`` sent us to last time for an anonymous ``scope`` token now,
+        on a thread, while the first request is on its way; returns the realm's URL, or None
+        when nothing was started. The remembered realm is checked as a fresh challenge's;
+        hosts with credentials never use it; the token is taken only by :meth:`authenticate`
+        for a 401 naming the same realm, service and scope
+        (:mod:`rocmenv.registry.challenge_cache`)."""
+        remembered = self.challenges.get(host) if self.challenges is not None else None
+        if remembered is None:
+            return None
+        realm, service = remembered
+        key = (realm, service, scope)
+        with self._lock:
+            if (host, scope) in self._tokens or host in self._basic or key in self._ahead:
+                return None
+            if (host, scope) in self._skip_cache:
+                return None
+        if self._credentials(host) is not None:
+            return None  # credentials never follow a remembered challenge
+        try:
+            realm_parts = self._checked_realm(host, realm)
+        except (RegistryAuthError, RegistryProtocolError):
+            assert self.challenges is not None
+            self.challenges.drop(host)
+            return None
+        from rocmenv.registry.challenge_cache import AskAhead
+
+        ahead = AskAhead(
+            lambda: self._token_request(realm, realm_parts, service, scope, None, host)
+        )
+        with self._lock:
+            if key in self._ahead:
+                return None
+            self._ahead[key] = ahead
+        ahead.start()
+        return realm
+
+    def _checked_realm(self, host: str, realm: str) -> urllib.parse.SplitResult:
+        """``realm`` split, if ``host`` may send us there: HTTP(S) with a host name, plain
+        HTTP only to loopback or for an insecure registry."""
+        realm_parts = urllib.parse.urlsplit(realm)
+        if realm_parts.scheme not in ("http", "https") or not realm_parts.hostname:
+            raise RegistryProtocolError(f"{host} gave an invalid token realm {realm!r}")
+        if realm_parts.scheme == "http" and not (
+            is_loopback_host(realm_parts.netloc) or self.transport.is_insecure(host)
+        ):
+            raise RegistryAuthError(
+                f"{host} sends us to a token server over plain HTTP ({realm})",
+                hint="refusing to talk to a token server unencrypted; list the registry under "
+                "[registry] insecure if this is intended",
+            )
+        return realm_parts
 
     def authenticate(self, host: str, scope: str, challenge_value: str, scheme: str) -> None:
         """Answer ``host``'s challenge; ``scheme`` is how ``host`` itself is spoken to."""
@@ -259,18 +322,8 @@ class RegistryAuth:
                 f"{host} asked for an unsupported authentication scheme {challenge.scheme!r}"
             )
         realm = challenge.params["realm"]
-        realm_parts = urllib.parse.urlsplit(realm)
-        if realm_parts.scheme not in ("http", "https") or not realm_parts.hostname:
-            raise RegistryProtocolError(f"{host} gave an invalid token realm {realm!r}")
+        realm_parts = self._checked_realm(host, realm)
         realm_host = realm_parts.netloc
-        if realm_parts.scheme == "http" and not (
-            is_loopback_host(realm_host) or self.transport.is_insecure(host)
-        ):
-            raise RegistryAuthError(
-                f"{host} sends us to a token server over plain HTTP ({realm})",
-                hint="refusing to talk to a token server unencrypted; list the registry under "
-                "[registry] insecure if this is intended",
-            )
         # Credentials follow the realm only to the credential's own host, and never in
         # cleartext off loopback; otherwise the token is asked for anonymously.
         withheld = None
@@ -286,35 +339,17 @@ class RegistryAuth:
         key = (realm, service, want_scope)
         with self._lock:
             fresh = (host, scope) in self._skip_cache
+            ahead = self._ahead.pop(key, None)
         if creds is None and not fresh:
             cached = self.cache.get(key) if self.cache is not None else None
             if cached is not None:
                 with self._lock:
                     self._tokens[(host, scope)] = cached
                 return
-        if creds is not None and creds[0] == IDENTITY_TOKEN:
-            resp = self._refresh_token_grant(realm, service, want_scope, creds[1], host)
-        else:
-            query = [("service", service)]
-            if want_scope:
-                query.append(("scope", want_scope))
-            if creds is not None:
-                query.append(("account", creds[0]))
-            url = realm + ("&" if realm_parts.query else "?") + urllib.parse.urlencode(query)
-            headers: dict[str, str] = {}
-            if creds is not None:
-                encoded = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
-                register_secret(encoded)
-                headers["Authorization"] = f"Basic {encoded}"
-            # with credentials, a 429 ("too many failed logins") is not retried with them
-            resp = self.transport.send_with_retries(
-                "GET",
-                url,
-                headers,
-                "token",
-                registry_host=host,
-                no_retry=(429,) if creds is not None else (),
-            )
+        # a token asked for ahead from the remembered realm: this challenge names the same
+        # realm, service and scope, so it is the answer this request would get now
+        early = ahead.result(self.transport.deadline_left()) if ahead and creds is None else None
+        resp = early or self._token_request(realm, realm_parts, service, want_scope, creds, host)
         if resp.status in (401, 403) or (resp.status == 429 and creds is not None):
             who = (
                 "the identity token"
@@ -350,7 +385,42 @@ class RegistryAuth:
             self._tokens[(host, scope)] = token
         if creds is None and self.cache is not None:
             lifetime = expires_in if isinstance(expires_in, int) and expires_in > 0 else 60
-            self.cache.put(key, token, lifetime, host=host)
+            self.cache.put(key, token, lifetime)
+        if creds is None and self.challenges is not None:
+            self.challenges.put(host, realm, service)
+
+    def _token_request(
+        self,
+        realm: str,
+        realm_parts: urllib.parse.SplitResult,
+        service: str,
+        scope: str,
+        creds: tuple[str, str] | None,
+        host: str,
+    ) -> Response:
+        """The token server's answer for ``scope`` (``creds``: already vetted for the realm)."""
+        if creds is not None and creds[0] == IDENTITY_TOKEN:
+            return self._refresh_token_grant(realm, service, scope, creds[1], host)
+        query = [("service", service)]
+        if scope:
+            query.append(("scope", scope))
+        if creds is not None:
+            query.append(("account", creds[0]))
+        url = realm + ("&" if realm_parts.query else "?") + urllib.parse.urlencode(query)
+        headers: dict[str, str] = {}
+        if creds is not None:
+            encoded = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+            register_secret(encoded)
+            headers["Authorization"] = f"Basic {encoded}"
+        # with credentials, a 429 ("too many failed logins") is not retried with them
+        return self.transport.send_with_retries(
+            "GET",
+            url,
+            headers,
+            "token",
+            registry_host=host,
+            no_retry=(429,) if creds is not None else (),
+        )
 
     def _refresh_token_grant(
         self, realm: str, service: str, scope: str, refresh_token: str, host: str

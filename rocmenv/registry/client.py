@@ -80,13 +80,16 @@ class RegistryClient:
         if self._auth is None:
             from rocmenv.registry.auth import RegistryAuth
 
-            cache = None
+            cache, challenges = None, None
             if self.token_cache:
+                from rocmenv.registry.challenge_cache import ChallengeCache, challenge_path
                 from rocmenv.registry.token_cache import TokenCache, cache_path
 
                 path = cache_path(self.ctx.env)
-                cache = TokenCache(path, within=self.ctx.checkout) if path is not None else None
-            self._auth = RegistryAuth(self.ctx, self.transport, cache)
+                if path is not None:
+                    cache = TokenCache(path, within=self.ctx.checkout)
+                    challenges = ChallengeCache(challenge_path(path), within=self.ctx.checkout)
+            self._auth = RegistryAuth(self.ctx, self.transport, cache, challenges)
         return self._auth
 
     def ratelimits(self) -> list[dict[str, Any]]:
@@ -148,8 +151,16 @@ class RegistryClient:
         scheme = self.scheme_for(host)
         url = f"{scheme}://{host}{path}"
         headers = {"Accept": accept} if accept else {}
+        credential = self.auth_header(host, scope)
+        if not credential and self.token_cache:
+            # no token yet: the realm this host sent us to last time is asked now, while
+            # this request (and its 401, whose challenge decides) is on its way
+            realm = self.auth.fetch_ahead(host, scope)
+            if realm is not None:
+                self.transport.dial_ahead(realm, host)
+                self.transport.dial_ahead(url, host)
         resp = self.transport.send_with_retries(
-            method, url, {**headers, **self.auth_header(host, scope)}, kind, registry_host=host
+            method, url, {**headers, **credential}, kind, registry_host=host
         )
         if resp.status == 401:
             challenge = resp.header("www-authenticate")

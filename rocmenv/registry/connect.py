@@ -9,10 +9,15 @@ the others are closed. The connect timeout bounds the whole race, not each addre
 :func:`pool_classes` gives urllib3 connection pools whose connections connect this way.
 
 **Dialled ahead** (:func:`predial`): a command's first registry request starts its TCP
-connection (name resolution included) on a thread *before* urllib3 is imported and the TLS
-context built — ~40 ms of CPU that the connection's round trip now overlaps; the first
-connection urllib3 opens to that host and port takes the socket (or the error the attempt
-met, so failures read as before). Unused sockets are closed by :func:`discard_predials`.
+connection (name resolution included) on a thread *before* urllib3 is imported — ~40 ms of
+CPU that the connection's round trips now overlap; for HTTPS the thread also makes the TLS
+handshake with the transport's own SSL context (``tls``: built there, verifying as urllib3
+would), so the handshake's round trip and crypto overlap the import too. The first
+connection urllib3 opens to that host and port takes the socket — a TLS one only when it
+would wrap it with that same context for that same host name (the context then hands it
+back, :class:`rocmenv.registry.tls.ClientContext`) — or the error the TCP attempt met, so
+failures read as before; a handshake that failed is left for urllib3 to make (and report)
+itself. Unused sockets are closed by :func:`discard_predials`.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 ATTEMPT_DELAY = 0.25  # RFC 8305's recommended "Connection Attempt Delay"
@@ -37,22 +43,39 @@ DEADLINE_HEADER = "X-Rocmenv-Deadline"
 class _Dial:
     """One connection made ahead of its use, on a daemon thread."""
 
-    def __init__(self, host: str, port: int, timeout: float | None) -> None:
+    def __init__(
+        self, host: str, port: int, timeout: float | None, tls: Callable[[], Any] | None
+    ) -> None:
         self.done = threading.Event()
         self.sock: socket.socket | None = None
         self.error: OSError | None = None
+        self.context: Any = None  # the SSL context of a handshake made ahead
         self.taken = False
         threading.Thread(
-            target=self._connect, args=(host, port, timeout), name="rocmenv-predial", daemon=True
+            target=self._connect,
+            args=(host, port, timeout, tls),
+            name="rocmenv-predial",
+            daemon=True,
         ).start()
 
-    def _connect(self, host: str, port: int, timeout: float | None) -> None:
+    def _connect(
+        self, host: str, port: int, timeout: float | None, tls: Callable[[], Any] | None
+    ) -> None:
         try:
             self.sock = happy_connect(host, port, timeout, socket_options=NODELAY)
         except OSError as err:  # gaierror, TimeoutError, refused: told when the socket is taken
             self.error = err
-        finally:
             self.done.set()
+            return
+        if tls is not None:
+            try:
+                context = tls()
+                self.sock = context.wrap_socket(self.sock, server_hostname=host)
+                self.context = context
+            except Exception:  # urllib3 makes the handshake again, and reports what it meets
+                self.sock.close()
+                self.sock = None
+        self.done.set()
 
     def close(self) -> None:
         """Close the socket whenever the attempt ends (now, or later on its thread)."""
@@ -74,20 +97,30 @@ _dials: dict[tuple[str, int], _Dial] = {}
 _dials_lock = threading.Lock()
 
 
-def predial(host: str, port: int, timeout: float | None) -> None:
-    """Start connecting to ``host:port`` now (module docstring); once per host and port."""
+def predial(
+    host: str, port: int, timeout: float | None, tls: Callable[[], Any] | None = None
+) -> None:
+    """Start connecting to ``host:port`` now (module docstring); once per host and port.
+    ``tls``: gives the SSL context to make the handshake with, on the dialling thread."""
     key = (host.lower().rstrip("."), port)
     with _dials_lock:
         if key not in _dials:
-            _dials[key] = _Dial(key[0], port, timeout)
+            _dials[key] = _Dial(key[0], port, timeout, tls)
 
 
 def take_predialed(
-    host: str, port: int, timeout: float | None, socket_options: Any, source_address: Any
+    host: str,
+    port: int,
+    timeout: float | None,
+    socket_options: Any,
+    source_address: Any,
+    tls: Any = None,
 ) -> socket.socket | None:
     """The socket :func:`predial` made for ``host:port`` (waiting for it at most
     ``timeout``), or None when there is none or it was made with other options. Raises what
-    the attempt met (``TimeoutError`` if it is still pending after ``timeout``)."""
+    the attempt met (``TimeoutError`` if it is still pending after ``timeout``). ``tls``: the
+    SSL context the caller will wrap the socket with (None: it wants plain TCP); a socket
+    whose handshake was made ahead is returned only for that very context."""
     with _dials_lock:
         dial = _dials.pop((host.lower().rstrip("."), port), None)
     if dial is None:
@@ -100,7 +133,9 @@ def take_predialed(
         raise TimeoutError(f"connecting to {host}:{port} timed out")
     if dial.error is not None:
         raise dial.error
-    assert dial.sock is not None
+    if dial.sock is None or (dial.context is not None and dial.context is not tls):
+        dial.close()
+        return None  # the handshake failed, or another context is wanted: urllib3 dials
     dial.sock.settimeout(timeout)
     return dial.sock
 
@@ -210,6 +245,18 @@ def race(
         selector.close()
 
 
+def _handshake_context(conn: Any) -> Any:
+    """The SSL context urllib3 will wrap ``conn``'s socket with, when it wraps it as the
+    dialling thread did (directly, for the host dialled, verifying); else None."""
+    if getattr(conn, "ssl_context", None) is None or conn.proxy is not None:
+        return None
+    if conn.assert_fingerprint or conn.assert_hostname is not None:
+        return None
+    if conn.server_hostname not in (None, conn.host):
+        return None
+    return conn.ssl_context
+
+
 @functools.cache
 def pool_classes() -> dict[str, Any]:
     """``{"http": …, "https": …}`` pool classes for ``PoolManager.pool_classes_by_scheme``."""
@@ -220,7 +267,12 @@ def pool_classes() -> dict[str, Any]:
     def new_conn(self: Any) -> socket.socket:
         try:
             sock = take_predialed(
-                self._dns_host, self.port, self.timeout, self.socket_options, self.source_address
+                self._dns_host,
+                self.port,
+                self.timeout,
+                self.socket_options,
+                self.source_address,
+                _handshake_context(self),
             ) or happy_connect(
                 self._dns_host,
                 self.port,

@@ -15,6 +15,7 @@ import os
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rocmenv.errors import ConfigError
 
@@ -109,6 +110,21 @@ def build_context(
     return ctx
 
 
+class ClientContext(ssl.SSLContext):
+    """A client context that hands back a socket it already wrapped for the same host name
+    (the connection dialled and handshaken ahead, :mod:`rocmenv.registry.connect`) where
+    urllib3 would wrap it a second time; any other socket is wrapped as usual."""
+
+    def wrap_socket(self, sock: Any, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        if (
+            isinstance(sock, ssl.SSLSocket)
+            and sock.context is self
+            and kwargs.get("server_hostname") == sock.server_hostname
+        ):
+            return sock
+        return super().wrap_socket(sock, *args, **kwargs)
+
+
 def _system_context() -> tuple[ssl.SSLContext, set[str]]:
     """A verifying client context with the system store, and the trust paths it covers.
 
@@ -121,7 +137,8 @@ def _system_context() -> tuple[ssl.SSLContext, set[str]]:
     paths = ssl.get_default_verify_paths()
     system_bundle = os.path.realpath(paths.openssl_cafile) if paths.openssl_cafile else ""
     capath = paths.capath
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies certificates and host names
+    ctx = ClientContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies certificates and host names
+    ctx.set_alpn_protocols(["http/1.1"])  # as urllib3 sets it before each handshake
     if capath and os.path.isdir(capath) and any(Path(capath).glob("*.0")):
         ctx.load_verify_locations(capath=capath)
         loaded = {os.path.realpath(capath), system_bundle}

@@ -4,8 +4,9 @@ within a token's life skips the token round trip.
 One file, ``$XDG_CACHE_HOME/rocmenv/registry-tokens.json`` (``~/.cache`` by default), mode
 0600, written atomically; entries keyed by (realm, service, scope) and dropped at their
 ``expires_in`` (less a 10 s margin). Only tokens obtained **without** credentials are ever
-stored. ``ROCMENV_TOKEN_CACHE=0`` turns the cache off. A missing, unreadable or malformed file
-is an empty cache, never an error.
+stored. Which realm a registry sent us to is kept apart, in
+:mod:`rocmenv.registry.challenge_cache`. ``ROCMENV_TOKEN_CACHE=0`` turns both off. A missing,
+unreadable or malformed file is an empty cache, never an error.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ class TokenCache:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[str, float]] | None = None
-        self._hosts: dict[str, tuple[str, str]] = {}  # registry host -> (realm, service)
         self.hits = 0
 
     @staticmethod
@@ -65,13 +65,6 @@ class TokenCache:
                     ):
                         entries[k] = (v["token"], float(v["expires"]))
                         register_secret(v["token"])
-                for host, pair in (data.get("hosts") or {}).items():
-                    if (
-                        isinstance(pair, list)
-                        and len(pair) == 2
-                        and all(isinstance(x, str) for x in pair)
-                    ):
-                        self._hosts[host] = (pair[0], pair[1])
         except (OSError, ValueError, UnicodeDecodeError):
             pass
         self._entries = entries
@@ -85,20 +78,9 @@ class TokenCache:
             self.hits += 1
             return hit[0]
 
-    def for_host(self, host: str, scope: str) -> str | None:
-        """A live token for ``scope`` from the realm ``host`` sent us to last time."""
-        with self._lock:
-            self._load()
-            pair = self._hosts.get(host)
-        return self.get((pair[0], pair[1], scope)) if pair else None
-
-    def put(
-        self, key: tuple[str, str, str], token: str, expires_in: float, *, host: str = ""
-    ) -> None:
+    def put(self, key: tuple[str, str, str], token: str, expires_in: float) -> None:
         with self._lock:
             entries = self._load()
-            if host:
-                self._hosts[host] = (key[0], key[1])
             now = self._clock()
             entries[self._key(key)] = (token, now + expires_in)
             live = {k: v for k, v in entries.items() if v[1] > now}
@@ -107,7 +89,6 @@ class TokenCache:
             payload = {
                 "version": VERSION,
                 "tokens": {k: {"token": t, "expires": e} for k, (t, e) in sorted(keep.items())},
-                "hosts": {h: list(p) for h, p in sorted(self._hosts.items())[:MAX_ENTRIES]},
             }
             with contextlib.suppress(OSError, ValueError):  # a cache that cannot be written
                 write_atomic(  # is only slower

@@ -21,6 +21,12 @@ tunnels, TLS, chunked and gzip bodies. rocmenv keeps its policy above it:
   connections raced across addresses by :mod:`rocmenv.registry.connect` (happy eyeballs);
 * every round trip counted by kind (:class:`RegistryStats`), ``ratelimit-*`` headers kept
   per host (:attr:`Transport.ratelimits`).
+
+urllib3 stays (conventions rule 11, issue 20 item 2): its import (~40 ms quiet) now runs
+while the first connection's TCP and TLS handshake are made on the dialling thread
+(:meth:`Transport.dial_ahead`), so at 30 ms RTT a quiet machine waits for the network, not
+for the import; ``http.client`` alone would gain only under load or near 0 ms RTT, and would
+have to pass the proxy, TLS, hostile-server, cap, deadline and redirect tests unchanged.
 """
 
 from __future__ import annotations
@@ -96,11 +102,13 @@ class Transport:
                 f"ROCMENV_REGISTRY_BACKOFF={backoff!r} is not a number of seconds from 0 to 60"
             )
         self._lock = threading.Lock()
+        self._building = threading.Lock()  # held while an SSL context is built
         self._managers: dict[str | None, urllib3.PoolManager] = {}
         self._contexts: dict[tuple[Any, ...], ssl.SSLContext] = {}
         self._plain: set[str] = set()  # insecure hosts that answered only plain HTTP
         self._tls_ok: set[str] = set()  # insecure hosts that answered over HTTPS
         self._first = True  # the first request dials ahead (rocmenv.registry.connect.predial)
+        self._dialled = False
 
     def close(self) -> None:
         with self._lock:
@@ -108,7 +116,7 @@ class Transport:
             self._managers.clear()
         for manager in managers:
             manager.clear()
-        if not self._first:
+        if self._dialled:
             from rocmenv.registry.connect import discard_predials
 
             discard_predials()
@@ -127,6 +135,29 @@ class Transport:
 
             return "https" if has_certs_dir(host, self.env) else "http"
         return "https"
+
+    def dial_ahead(self, url: str, registry_host: str | None = None) -> None:
+        """Start connecting to ``url``'s host now when the request will go there over
+        verified HTTPS without a proxy (:func:`rocmenv.registry.connect.predial`)."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "https" or not parts.hostname:
+            return
+        if self.is_insecure(registry_host or parts.netloc) or self.is_insecure(parts.netloc):
+            return
+        from rocmenv.registry.proxy import proxy_for
+
+        if proxy_for(url, self.env, self.settings.proxy, self.settings.no_proxy) is not None:
+            return
+        from rocmenv.registry.connect import predial
+
+        self._dialled = True
+        within = min(self.settings.timeout, max(0.0, self.deadline_left()))
+        host = parts.netloc
+
+        def tls() -> ssl.SSLContext:  # on the dialling thread: the handshake's context
+            return self._ssl_context(host, registry_host or host, True)
+
+        predial(parts.hostname, parts.port or 443, within, tls)
 
     def _manager(self, key: str | None) -> urllib3.PoolManager:
         proxy = key
@@ -171,12 +202,10 @@ class Transport:
 
         cas, pairs = trust_inputs(host, self.env, registry)
         key = (cas, pairs, verify)
-        with self._lock:
+        with self._building:  # the registry and its realm, dialled together, build it once
             ctx = self._contexts.get(key)
-        if ctx is None:
-            ctx = build_context(self.env, cas, pairs, verify=verify)
-            with self._lock:
-                ctx = self._contexts.setdefault(key, ctx)
+            if ctx is None:
+                ctx = self._contexts[key] = build_context(self.env, cas, pairs, verify=verify)
         return ctx
 
     # -- one round trip ---------------------------------------------------------------------
@@ -232,11 +261,7 @@ class Transport:
         proxy = proxy_for(url, self.env, self.settings.proxy, self.settings.no_proxy)
         if self._first:  # HTTPS straight to the host: connect while urllib3 is imported
             self._first = False
-            if parts.scheme == "https" and not insecure and proxy is None and parts.hostname:
-                from rocmenv.registry.connect import predial
-
-                within = min(self.settings.timeout, max(0.0, self.deadline_left()))
-                predial(parts.hostname, parts.port or 443, within)
+            self.dial_ahead(url, registry_host)
         import urllib3
 
         now = self._clock()

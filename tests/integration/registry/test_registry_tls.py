@@ -329,7 +329,14 @@ def test_a_refused_cached_token_is_replaced_not_reused(hub: testenv.HubTLS, tmp_
             {
                 "version": 1,
                 "tokens": {key: {"token": "revoked-token", "expires": time.time() + 3600}},
-                "hosts": {hub.registry: [realm, "hub.rocmenv.test"]},
+            }
+        )
+    )
+    (cache / "registry-challenges.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "challenges": {hub.registry: {"realm": realm, "service": "hub.rocmenv.test"}},
             }
         )
     )
