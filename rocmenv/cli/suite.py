@@ -447,27 +447,29 @@ def run_slurm_warm(args: argparse.Namespace, ctx: Context) -> int:
     forked from this already-started rocmenv (:mod:`rocmenv.suite.warm`)."""
     from pathlib import Path
 
+    from rocmenv.cli import build_parser
     from rocmenv.suite.warm import serve
 
     def announce(line: str) -> None:
         ctx.stdout.write(line + "\n")
         ctx.stdout.flush()
 
-    return serve(Path(args.socket_dir), _warm_step, announce)
+    parser = build_parser("suite")  # once: every child parses with it
+    return serve(Path(args.socket_dir), lambda argv, peer: _warm_step(parser, argv, peer), announce)
 
 
-def _warm_step(argv: list[str], peer: Any) -> int:
+def _warm_step(parser: argparse.ArgumentParser, argv: list[str], peer: Any) -> int:
     """One step's ``suite slurm-exec`` in the runner's child (its streams, environment and
     working directory are the step's by now), as ``main`` would run it."""
     import contextlib
     import sys
     from pathlib import Path
 
-    from rocmenv.cli import build_parser, secret_env_values
+    from rocmenv.cli import secret_env_values
     from rocmenv.cli._common import report_error, secrets_masked
     from rocmenv.errors import RocmenvError
 
-    args = build_parser("suite").parse_args(argv)
+    args = parser.parse_args(argv)
     if getattr(args, "func", None) is not run_slurm_exec:
         return 2
     args.access_check = peer.check_access

@@ -222,7 +222,8 @@ def exec_on_node(
         node = NodeGpus(slurm=(), paths=(), host=())
     else:
         node = allocated_gpus(ctx, settings_for(ctx, flags), gres_conf, check)
-    ctx.stderr.write(f"{MARKER} {describe(node, ctx.env)}\n")
+    via = " via=warm" if check is not None else ""  # handed over by the warm runner
+    ctx.stderr.write(f"{MARKER} {describe(node, ctx.env)}{via}\n")
     ctx.stderr.flush()
     t0 = time.monotonic()
     code = run_in_container(

@@ -22,8 +22,10 @@ import signal
 import socket
 import stat
 import sys
+import time
 
 HEADER_MAX = 1 << 20  # the runner reads no more than this of the request
+STARTING_WAIT = 5.0  # seconds to wait for a runner that is still starting
 REPLY_MAX = 64 * 1024  # a line from the runner
 
 
@@ -39,17 +41,25 @@ def _usable(directory: str) -> bool:
     )
 
 
-def _connect(directory: str) -> "socket.socket | None":
-    if not _usable(directory):
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(5.0)
-        sock.connect(os.path.join(directory, "sock"))
-    except OSError:
+def _connect(directory: str, wait: float) -> "socket.socket | None":
+    """The runner's socket; a runner still starting (no directory or socket yet) is waited
+    for up to ``wait`` seconds. A directory that is not safe is never used."""
+    deadline = time.monotonic() + wait
+    while True:
+        if os.path.lexists(directory) and not _usable(directory):
+            return None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(5.0)
+            sock.connect(os.path.join(directory, "sock"))
+            if _usable(directory):  # still ours after the connect
+                return sock
+        except OSError:
+            pass
         sock.close()
-        return None
-    return sock
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
 
 
 def _access(paths: "list[str]") -> str:
@@ -111,7 +121,7 @@ def main(argv: "list[str]") -> int:
         sys.stderr.write("usage: stepclient.py DIR -- FALLBACK…\n")
         return 2
     directory, fallback = argv[0], argv[2:]
-    sock = _connect(directory)
+    sock = _connect(directory, STARTING_WAIT)
     if sock is not None:
         try:
             status = _serve(sock, fallback)

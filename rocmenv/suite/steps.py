@@ -29,7 +29,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rocmenv.errors import SlurmError
 from rocmenv.settings.slurm import SlurmSettings
@@ -50,7 +50,6 @@ SALLOC_OUTPUT = 64 * 1024  # bytes of salloc's messages kept for an error
 # rocmenv would leave its container behind. A stopped step gets SIGTERM, again each time it
 # is asked (about every second), and SIGKILL only after this many asks.
 STEP_KILL_AFTER = 30
-WARM_READY_WAIT = 10.0  # seconds the first tests wait for the warm runner (then start without)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +148,7 @@ class Held:
     name: str
     gpus: int
     warm: str | None = None  # the warm runner's socket directory on the node (None: none)
+    runner: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
 
 
 def salloc_argv(settings: SlurmSettings, jobs: Sequence[Job], *, name: str, gpus: int,
@@ -177,19 +177,18 @@ def hold(
         cwd=backend.ctx.cwd, env=env, start_new_session=True,
     )  # fmt: skip
     held: Held | None = None
-    warm: subprocess.Popen[bytes] | None = None
     try:
         partition = backend.settings.partition
         where = f" in partition {partition}" if partition else ""
         held = _granted(proc, name, f"{gpus} GPU(s){where}", gpus, stop, env)
         if held is not None:
-            warm, held = start_warm(backend, held, stop)
+            held = start_warm(backend, held)
         yield held
     finally:
         if held is not None:  # steps still ending finish removing their containers first
             wait_steps_gone(held.job_id, None, env, but=warm_name(held))
-        if held is not None and warm is not None:
-            stop_warm(held, warm, env)
+        if held is not None and held.runner is not None:
+            stop_warm(held, held.runner, env)
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
@@ -235,17 +234,13 @@ def warm_name(held: Held) -> str:
     return f"{held.name}-warm"
 
 
-def start_warm(
-    backend: SlurmBackend, held: Held, stop: threading.Event
-) -> tuple[subprocess.Popen[bytes] | None, Held]:
+def start_warm(backend: SlurmBackend, held: Held) -> Held:
     """The allocation's warm runner (:mod:`rocmenv.suite.warm`): a step without GPUs that
-    shares the allocation's CPUs (``--overlap``), waited for until it listens (at most
-    :data:`WARM_READY_WAIT` s); the steps hand it their tests. When it does not come up the
-    suite runs as before, every step its own node-side rocmenv."""
+    shares the allocation's CPUs (``--overlap``). Not waited for: the first tests' steps
+    are created while it starts, and their clients wait for its socket. When it cannot be
+    started, or has ended, the steps run as before, each its own node-side rocmenv."""
     import os
     import tempfile
-
-    from rocmenv.suite.warm import READY
 
     directory = os.path.join(tempfile.gettempdir(), f"rocmenv-warm-{backend.session}")
     argv = [
@@ -259,23 +254,15 @@ def start_warm(
             cwd=backend.ctx.cwd, env=dict(backend.ctx.env), start_new_session=True,
         )  # fmt: skip
     except OSError:
-        return None, held
-    ready = threading.Event()
+        return held
 
-    def read() -> None:  # until it ends: its pipe must never fill
+    def drain() -> None:  # until it ends: its pipe must never fill
         assert proc.stdout is not None
-        for line in iter(lambda: proc.stdout.readline(4096), b""):  # type: ignore[union-attr]
-            if line.decode("utf-8", "replace").strip() == READY:
-                ready.set()
+        for _line in iter(lambda: proc.stdout.readline(4096), b""):  # type: ignore[union-attr]
+            pass
 
-    threading.Thread(target=read, name="slurm-warm", daemon=True).start()
-    deadline = time.monotonic() + WARM_READY_WAIT
-    while not ready.is_set() and proc.poll() is None and time.monotonic() < deadline:
-        if stop.wait(0.02):
-            break
-    if not ready.is_set():
-        return proc, held
-    return proc, Held(job_id=held.job_id, name=held.name, gpus=held.gpus, warm=directory)
+    threading.Thread(target=drain, name="slurm-warm", daemon=True).start()
+    return Held(job_id=held.job_id, name=held.name, gpus=held.gpus, warm=directory, runner=proc)
 
 
 def stop_warm(held: Held, proc: subprocess.Popen[bytes], env: Mapping[str, str]) -> None:
@@ -308,7 +295,8 @@ class StepBackend:
 
     def argv(self, job: Job, name: str) -> list[str]:
         node = self.jobs.node_argv(job)
-        if self.held.warm is not None:
+        runner = self.held.runner
+        if self.held.warm is not None and runner is not None and runner.poll() is None:
             from rocmenv.suite.warm import client_argv
 
             node = client_argv(node[0], self.held.warm, node)

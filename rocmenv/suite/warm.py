@@ -100,12 +100,11 @@ Handler = Callable[[list[str], Peer], int]
 
 def serve(directory: Path, handle: Handler, announce: Callable[[str], None]) -> int:
     """Accept steps until SIGTERM (the allocation ends); ``handle`` runs one step's
-    ``suite slurm-exec`` arguments in a forked child."""
+    ``suite slurm-exec`` arguments in a forked child. The socket listens before the run
+    path is imported: the first steps wait in its backlog meanwhile, instead of each
+    starting a rocmenv of its own."""
     import importlib
 
-    for name in WARM_IMPORTS:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
     try:
         directory.mkdir(mode=0o700)
     except OSError as err:
@@ -126,13 +125,14 @@ def serve(directory: Path, handle: Handler, announce: Callable[[str], None]) -> 
         listener.listen(64)
         listener.settimeout(0.2)
         announce(READY)
+        for name in WARM_IMPORTS:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
         while not stopping.is_set():
             _reap(children)
             try:
                 conn, _addr = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
+            except OSError:  # the timeout included
                 continue
             with conn:
                 pid = _fork_step(conn, listener, handle)
