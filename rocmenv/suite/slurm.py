@@ -108,7 +108,7 @@ class SlurmBackend:
             node += ["--gres-conf", str(self.settings.gres_conf)]
         if job.gpus == 0:
             node.append("--no-gpus")
-        return node_command(self.ctx, [*node, "--", *self.commands[job.name]])
+        return _node_command(self.ctx, [*node, "--", *self.commands[job.name]])
 
     def argv(self, job: Job, name: str) -> list[str]:
         return [
@@ -227,7 +227,7 @@ def gpu_count(ctx: Context, selection: str) -> int:
     return sum(len(item.indices) if item.kind == "index" else 1 for item in request.items)
 
 
-def node_command(ctx: Context, node_args: Sequence[str]) -> list[str]:
+def _node_command(ctx: Context, node_args: Sequence[str]) -> list[str]:
     # -I: `python -m` would put the working directory (the checkout) first on sys.path, so a
     # fork's committed argparse.py would run on the node before rocmenv does
     argv = [sys.executable, "-I", "-m", "rocmenv"]
@@ -267,7 +267,7 @@ def run_as_job(
     name = f"rocmenv-run-{os.urandom(4).hex()}"
     argv = ["srun", f"--job-name={name}", "--quiet",
             *job_args(settings, count, time_seconds=None),
-            *node_command(ctx, node_args)]  # fmt: skip
+            *_node_command(ctx, node_args)]  # fmt: skip
     for stream in (ctx.stdout, ctx.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -38,9 +38,9 @@ from rocmenv.suite.drive import Cancel, Outcome
 from rocmenv.suite.packer import Job
 from rocmenv.suite.slurm import (
     SlurmBackend,
+    _node_command,
     gpu_args,
     job_args,
-    node_command,
     time_limit,
     wait_job_gone,
 )
@@ -246,7 +246,7 @@ def start_warm(backend: SlurmBackend, held: Held) -> Held:
     argv = [
         "srun", f"--jobid={held.job_id}", f"--job-name={warm_name(held)}", "--quiet",
         "--overlap", "--nodes=1", "--ntasks=1", "--gres=none",
-        *node_command(backend.ctx, ["suite", "slurm-warm", "--socket-dir", directory]),
+        *_node_command(backend.ctx, ["suite", "slurm-warm", "--socket-dir", directory]),
     ]  # fmt: skip
     try:
         proc = subprocess.Popen(
