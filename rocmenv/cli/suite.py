@@ -126,6 +126,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "suite's job steps hand their tests to",
     )
     p.add_argument("--socket-dir", metavar="DIR", required=True)
+    p.add_argument("--untrusted", action="store_true", help="run only untrusted steps")
     p.set_defaults(func=run_slurm_warm)
 
 
@@ -455,7 +456,10 @@ def run_slurm_warm(args: argparse.Namespace, ctx: Context) -> int:
         ctx.stdout.flush()
 
     parser = build_parser("suite")  # once: every child parses with it
-    return serve(Path(args.socket_dir), lambda argv, peer: _warm_step(parser, argv, peer), announce)
+    return serve(
+        Path(args.socket_dir), lambda argv, peer: _warm_step(parser, argv, peer), announce,
+        untrusted=args.untrusted,
+    )  # fmt: skip
 
 
 def _warm_step(parser: argparse.ArgumentParser, argv: list[str], peer: Any) -> int:

@@ -50,6 +50,7 @@ SALLOC_OUTPUT = 64 * 1024  # bytes of salloc's messages kept for an error
 # rocmenv would leave its container behind. A stopped step gets SIGTERM, again each time it
 # is asked (about every second), and SIGKILL only after this many asks.
 STEP_KILL_AFTER = 30
+WARM_READY_WAIT = 5.0  # seconds the first steps wait for the warm runner to listen
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,7 +183,7 @@ def hold(
         where = f" in partition {partition}" if partition else ""
         held = _granted(proc, name, f"{gpus} GPU(s){where}", gpus, stop, env)
         if held is not None:
-            held = start_warm(backend, held)
+            held = start_warm(backend, held, stop)
         yield held
     finally:
         if held is not None:  # steps still ending finish removing their containers first
@@ -234,19 +235,25 @@ def warm_name(held: Held) -> str:
     return f"{held.name}-warm"
 
 
-def start_warm(backend: SlurmBackend, held: Held) -> Held:
+def start_warm(backend: SlurmBackend, held: Held, stop: threading.Event) -> Held:
     """The allocation's warm runner (:mod:`rocmenv.suite.warm`): a step without GPUs that
-    shares the allocation's CPUs (``--overlap``). Not waited for: the first tests' steps
-    are created while it starts, and their clients wait for its socket. When it cannot be
-    started, or has ended, the steps run as before, each its own node-side rocmenv."""
+    shares the allocation's CPUs (``--overlap``), waited for until it listens (it imports
+    the run path after that, while the first steps are created) — at most
+    :data:`WARM_READY_WAIT` s. When it does not come up, or ends, the steps run as before,
+    each its own node-side rocmenv."""
     import os
     import tempfile
 
-    directory = os.path.join(tempfile.gettempdir(), f"rocmenv-warm-{backend.session}")
+    from rocmenv.suite.warm import READY
+
+    directory = os.path.join(tempfile.gettempdir(), f"rocmenv-{backend.session}-warm")
+    node = ["suite", "slurm-warm", "--socket-dir", directory]
+    if backend.flags.untrusted:  # it runs only untrusted steps then
+        node.append("--untrusted")
     argv = [
         "srun", f"--jobid={held.job_id}", f"--job-name={warm_name(held)}", "--quiet",
         "--overlap", "--nodes=1", "--ntasks=1", "--gres=none",
-        *_node_command(backend.ctx, ["suite", "slurm-warm", "--socket-dir", directory]),
+        *_node_command(backend.ctx, node),
     ]  # fmt: skip
     try:
         proc = subprocess.Popen(
@@ -255,13 +262,21 @@ def start_warm(backend: SlurmBackend, held: Held) -> Held:
         )  # fmt: skip
     except OSError:
         return held
+    ready = threading.Event()
 
-    def drain() -> None:  # until it ends: its pipe must never fill
+    def read() -> None:  # until it ends: its pipe must never fill
         assert proc.stdout is not None
-        for _line in iter(lambda: proc.stdout.readline(4096), b""):  # type: ignore[union-attr]
-            pass
+        for line in iter(lambda: proc.stdout.readline(4096), b""):  # type: ignore[union-attr]
+            if line.decode("utf-8", "replace").strip() == READY:
+                ready.set()
 
-    threading.Thread(target=drain, name="slurm-warm", daemon=True).start()
+    threading.Thread(target=read, name="slurm-warm", daemon=True).start()
+    deadline = time.monotonic() + WARM_READY_WAIT
+    while not ready.is_set() and proc.poll() is None and time.monotonic() < deadline:
+        if stop.wait(0.01):
+            break
+    if not ready.wait(0.05):  # the reader may still be on its way to the line
+        return Held(job_id=held.job_id, name=held.name, gpus=held.gpus, runner=proc)
     return Held(job_id=held.job_id, name=held.name, gpus=held.gpus, warm=directory, runner=proc)
 
 

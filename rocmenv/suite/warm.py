@@ -98,9 +98,11 @@ class Peer:
 Handler = Callable[[list[str], Peer], int]
 
 
-def serve(directory: Path, handle: Handler, announce: Callable[[str], None]) -> int:
+def serve(
+    directory: Path, handle: Handler, announce: Callable[[str], None], *, untrusted: bool = False
+) -> int:
     """Accept steps until SIGTERM (the allocation ends); ``handle`` runs one step's
-    ``suite slurm-exec`` arguments in a forked child. The socket listens before the run
+    ``suite slurm-exec`` arguments in a forked child (``untrusted``: only untrusted ones). The socket listens before the run
     path is imported: the first steps wait in its backlog meanwhile, instead of each
     starting a rocmenv of its own."""
     import importlib
@@ -135,7 +137,7 @@ def serve(directory: Path, handle: Handler, announce: Callable[[str], None]) -> 
             except OSError:  # the timeout included
                 continue
             with conn:
-                pid = _fork_step(conn, listener, handle)
+                pid = _fork_step(conn, listener, handle, untrusted)
             if pid:
                 children.add(pid)
         _end(children)
@@ -199,7 +201,9 @@ def _receive(conn: socket.socket) -> tuple[dict[str, object], list[int]] | None:
     return request, fds
 
 
-def _fork_step(conn: socket.socket, listener: socket.socket, handle: Handler) -> int:
+def _fork_step(
+    conn: socket.socket, listener: socket.socket, handle: Handler, untrusted: bool
+) -> int:
     """The child for one step (its pid; 0 when the request was refused)."""
     if _peer_uid(conn) != os.getuid():
         return 0
@@ -207,7 +211,7 @@ def _fork_step(conn: socket.socket, listener: socket.socket, handle: Handler) ->
     if received is None:
         return 0
     request, fds = received
-    argv = _node_args(request.get("argv"))
+    argv = _node_args(request.get("argv"), untrusted)
     env, cwd = request.get("env"), request.get("cwd")
     if argv is None or not isinstance(env, dict) or not isinstance(cwd, str):
         for fd in fds:
@@ -226,12 +230,16 @@ def _fork_step(conn: socket.socket, listener: socket.socket, handle: Handler) ->
         os._exit(status)
 
 
-def _node_args(argv: object) -> list[str] | None:
+def _node_args(argv: object, untrusted: bool = False) -> list[str] | None:
     """``[python, -I, -m, rocmenv, …suite slurm-exec…]`` → the arguments after ``rocmenv``;
-    anything else is refused (the runner runs only steps of the suite)."""
+    anything else is refused (the runner runs only steps of the suite; an untrusted
+    suite's runner only steps with ``--untrusted`` before the command)."""
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
         return None
     if argv[1:4] != ["-I", "-m", "rocmenv"] or "slurm-exec" not in argv[4:8]:
+        return None
+    options = argv[4 : argv.index("--")] if "--" in argv else argv[4:]
+    if untrusted and "--untrusted" not in options:
         return None
     return argv[4:]
 

@@ -154,7 +154,7 @@ def test_each_test_runs_in_slurm_on_exactly_its_allocated_gpus(
         if re.search(rf"^{MARKER} .* via=warm$", Path(t["log"]).read_text(), re.M)
     ]
     assert sorted(warm) == (sorted(by) if packing == "rocmenv" else [])
-    assert list(Path(tempfile.gettempdir()).glob("rocmenv-warm-*")) == []  # the runner cleaned up
+    assert list(Path(tempfile.gettempdir()).glob("rocmenv-*-warm")) == []  # the runner cleaned up
     assert _jobs() == []
     assert project.containers() == []
     # the learned time is the command's own, not the queue wait

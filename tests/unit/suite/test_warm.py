@@ -280,3 +280,11 @@ def _until(predicate: object, timeout: float = 20.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition not reached")
+
+
+def test_an_untrusted_suites_runner_runs_only_untrusted_steps() -> None:
+    head = ["py", "-I", "-m", "rocmenv", "suite", "slurm-exec"]
+    assert _node_args([*head, "--untrusted", "--", "x"], untrusted=True) is not None
+    assert _node_args([*head, "--", "x"], untrusted=True) is None
+    assert _node_args([*head, "--", "--untrusted"], untrusted=True) is None  # the command's
+    assert _node_args([*head, "--", "x"]) is not None
