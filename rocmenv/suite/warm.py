@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rocmenv.errors import SlurmError
+from rocmenv.errors import EXIT_INTERNAL, SlurmError
 
 HEADER_MAX = 1 << 20
 HEADER_DEADLINE = 10.0  # seconds a peer may take to send its request
@@ -265,6 +265,11 @@ def _child(
     peer.start()
     try:
         status = handle(argv, peer)
+    except SystemExit as end:  # argparse's usage error, say: already printed
+        status = end.code if isinstance(end.code, int) else 1
+    except Exception as err:  # a bug: said in the test's log, not lost with the child
+        sys.stderr.write(f"rocmenv: error: the warm runner's step failed: {err!r}\n")
+        status = EXIT_INTERNAL
     finally:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):

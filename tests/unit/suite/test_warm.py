@@ -41,6 +41,8 @@ RUNNER = textwrap.dedent(
                 print("access ok", flush=True)
             except Exception as err:
                 print("access refused:", err, flush=True)
+        if mode == "raise":
+            raise KeyError("a bug")
         if mode == "wait-term":
             got = []
             signal.signal(signal.SIGTERM, lambda *_: got.append(1))
@@ -94,6 +96,14 @@ def test_a_step_runs_in_the_runner_with_its_streams_environment_directory_and_st
     assert "to stderr" in done.stderr
     child = int(done.stdout.split()[1])
     assert child != os.getpid()
+
+
+def test_a_bug_in_the_runners_child_is_told_in_the_log_and_exits_70(
+    runner: Path, tmp_path: Path
+) -> None:
+    done = _step(runner, tmp_path, MODE="raise")
+    assert done.returncode == 70
+    assert "the warm runner's step failed: KeyError('a bug')" in done.stderr
 
 
 def test_the_device_check_happens_in_the_step_and_an_eperm_refuses(
