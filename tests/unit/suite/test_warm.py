@@ -186,15 +186,19 @@ def test_a_step_killed_outright_still_stops_its_child(runner: Path, tmp_path: Pa
     _until(lambda: ready.read_text() == "terminated")
 
 
-@pytest.mark.parametrize("mode", [0o755, 0o770])
+@pytest.mark.parametrize(("mode", "owner"), [(0o755, None), (0o770, None), (0o700, 65534)])
 def test_a_directory_others_may_enter_is_not_trusted_and_the_step_runs_itself(
-    tmp_path: Path, mode: int
+    tmp_path: Path, mode: int, owner: int | None
 ) -> None:
     # another user who made (or can write) the directory could listen there and receive
     # the step's environment, secrets included
     planted = tmp_path / "warm"
     planted.mkdir()
     planted.chmod(mode)
+    if owner is not None:
+        if os.getuid() != 0:
+            pytest.skip("needs root to plant a directory of another user")
+        os.chown(planted, owner, -1)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(planted / "sock"))
     listener.listen(1)
@@ -202,7 +206,7 @@ def test_a_directory_others_may_enter_is_not_trusted_and_the_step_runs_itself(
     try:
         done = subprocess.run(
             client_argv(sys.executable, str(planted), [sys.executable, "-c", "print('itself')"]),
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True, text=True, timeout=20, check=False,
         )  # fmt: skip
         assert done.stdout.strip() == "itself"
         with pytest.raises(TimeoutError):
