@@ -302,3 +302,39 @@ def test_an_untrusted_suites_runner_runs_only_untrusted_steps() -> None:
     assert _node_args([*head, "--", "x"], untrusted=True) is None
     assert _node_args([*head, "--", "--untrusted"], untrusted=True) is None  # the command's
     assert _node_args([*head, "--", "x"]) is not None
+
+
+def test_the_runner_hangs_up_on_another_users_step() -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root to connect as another user")
+    # the directory keeps others out; were it opened up, the peer's uid still is checked
+    shared = Path(tempfile.mkdtemp(prefix="warm-peer-"))
+    shared.chmod(0o755)
+    directory = shared / "warm"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(directory)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == READY
+        directory.chmod(0o755)
+        (directory / "sock").chmod(0o777)
+        code = (
+            "import json, os, socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "head = json.dumps({'argv': sys.argv[2:], 'env': {'CODE': '0'}, 'cwd': '/'})\n"
+            "socket.send_fds(s, [head.encode() + b'\\n'], [1, 2])\n"
+            "s.settimeout(15)\n"
+            "try:\n    print(repr(s.recv(100)))\n"
+            "except ConnectionResetError:\n    print('reset')\n"
+        )
+        python = shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3"
+        done = subprocess.run(
+            [python, "-c", code, str(directory / "sock"), *_fallback()], capture_output=True,
+            text=True, user=65534, cwd="/", timeout=60, check=False,
+        )  # fmt: skip
+        assert done.stdout.strip() in ("b''", "reset"), (done.stdout, done.stderr)  # hung up
+        assert "child" not in done.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        shutil.rmtree(shared, ignore_errors=True)
