@@ -19,11 +19,16 @@ Shapes: ``half`` — 6 tests of 1/2/4 GPUs while another job holds 4 of the 8 GP
 (:func:`rocmenv.suite.packer.simulate`): the gap between it and the lower bound is the
 packing, the rest is per-test start-up (srun, the node's rocmenv, the container).
 
+``--baseline-python PY`` adds ``slurm steps (baseline)``: the same packing run by another
+install's interpreter (e.g. a venv of ``main``: ``git archive main | tar -x -C DIR``, then
+``python3 -m venv DIR/.venv && DIR/.venv/bin/pip install -e DIR``), interleaved with the
+others — the node side runs that interpreter too (``python -I``).
+
 ``--scale F`` multiplies every test's time (the per-test start-up is the same, so a longer
 suite shows how it amortises; the reference CI's tests run for minutes).
 
     .venv/bin/python benchmarks/bench_slurm.py [--repeats 3] [--shapes half,whole] [--scale 1]
-        [--modes "slurm jobs,slurm steps,local"] [--json]
+        [--modes "slurm jobs,slurm steps,local"] [--baseline-python PY] [--json]
 """
 
 from __future__ import annotations
@@ -96,7 +101,12 @@ def scaled(shape: str, scale: float) -> tuple[int, list[tuple[int, float]]]:
     return free, [(g, round(s * scale, 2)) for g, s in spec]
 
 
-def run_once(shape: str, mode: str, host_env: dict[str, str], scale: float) -> tuple[float, float]:
+BASELINE = "slurm steps (baseline)"
+
+
+def run_once(
+    shape: str, mode: str, host_env: dict[str, str], scale: float, python: str = sys.executable
+) -> tuple[float, float]:
     """(the suite's makespan as reported, the command's wall time)."""
     free, spec = scaled(shape, scale)
     with tempfile.TemporaryDirectory(prefix="bench-slurm-") as tmp:
@@ -104,7 +114,7 @@ def run_once(shape: str, mode: str, host_env: dict[str, str], scale: float) -> t
         _project(root, shape, spec, "slurm" if mode == "slurm jobs" else "rocmenv")
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROCMENV_")}
         env.update(host_env)
-        argv = [sys.executable, "-m", "rocmenv", "suite", "run", shape, "--json", "--no-learn"]
+        argv = [python, "-m", "rocmenv", "suite", "run", shape, "--json", "--no-learn"]
         argv += ["--gpus", f"0-{free - 1}"] if mode == "local" else ["--backend", "slurm"]
         t0 = time.monotonic()
         done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False)
@@ -137,6 +147,7 @@ def main() -> int:
     parser.add_argument("--shapes", default="half,whole")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--modes", default="slurm jobs,slurm steps,local")
+    parser.add_argument("--baseline-python", metavar="PY", help="also run steps with PY's rocmenv")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     from tests.support.fakegpu import build_fake_host
@@ -148,6 +159,8 @@ def main() -> int:
         Path(tempfile.mkdtemp(prefix="bench-host-")), char_devices=True
     ).env()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.baseline_python:
+        modes.append(BASELINE)
     rows, doc = [], {}
     for shape in [x.strip() for x in args.shapes.split(",") if x.strip()]:
         free, spec = scaled(shape, args.scale)
@@ -162,7 +175,11 @@ def main() -> int:
                 for mode in modes:
                     samples[mode].append(
                         run_once(
-                            shape, mode, local_env if mode == "local" else slurm_env, args.scale
+                            shape,
+                            mode,
+                            local_env if mode == "local" else slurm_env,
+                            args.scale,
+                            args.baseline_python if mode == BASELINE else sys.executable,
                         )
                     )
                     loads.append(os.getloadavg()[0])

@@ -118,7 +118,16 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--no-gpus", action="store_true", help="the test asked for no GPUs")
     p.add_argument("--untrusted", action="store_true", help=UNTRUSTED_HELP)
     p.add_argument("command", nargs=argparse.REMAINDER)
-    p.set_defaults(func=run_slurm_exec)
+    p.set_defaults(func=run_slurm_exec, access_check=None)
+
+    p = suitesub.add_parser(
+        "slurm-warm",
+        help="(inside a Slurm allocation, as --backend slurm runs it) the node-side runner the "
+        "suite's job steps hand their tests to",
+    )
+    p.add_argument("--socket-dir", metavar="DIR", required=True)
+    p.add_argument("--untrusted", action="store_true", help="run only untrusted steps")
+    p.set_defaults(func=run_slurm_warm)
 
 
 def run_list(args: argparse.Namespace, ctx: Context) -> int:
@@ -430,5 +439,49 @@ def run_slurm_exec(args: argparse.Namespace, ctx: Context) -> int:
     return exec_on_node(
         ctx, flags=Flags(profile=args.profile, engine=args.engine, untrusted=args.untrusted),
         gres_conf=Path(args.gres_conf) if args.gres_conf else None, command=tuple(command),
-        no_gpus=args.no_gpus,
+        no_gpus=args.no_gpus, check=getattr(args, "access_check", None),
     )  # fmt: skip
+
+
+def run_slurm_warm(args: argparse.Namespace, ctx: Context) -> int:
+    """On the allocated node, once per suite: each job step's ``slurm-exec`` in a child
+    forked from this already-started rocmenv (:mod:`rocmenv.suite.warm`)."""
+    from pathlib import Path
+
+    from rocmenv.cli import build_parser
+    from rocmenv.suite.warm import serve
+
+    def announce(line: str) -> None:
+        ctx.stdout.write(line + "\n")
+        ctx.stdout.flush()
+
+    parser = build_parser("suite")  # once: every child parses with it
+    return serve(
+        Path(args.socket_dir), lambda argv, peer: _warm_step(parser, argv, peer), announce,
+        untrusted=args.untrusted,
+    )  # fmt: skip
+
+
+def _warm_step(parser: argparse.ArgumentParser, argv: list[str], peer: Any) -> int:
+    """One step's ``suite slurm-exec`` in the runner's child (its streams, environment and
+    working directory are the step's by now), as ``main`` would run it."""
+    import contextlib
+    import sys
+    from pathlib import Path
+
+    from rocmenv.cli import secret_env_values
+    from rocmenv.cli._common import report_error, secrets_masked
+    from rocmenv.errors import RocmenvError
+
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is not run_slurm_exec:
+        return 2
+    args.access_check = peer.check_access
+    ctx = Context(debug=args.debug, config_path=Path(args.config) if args.config else None)
+    secrets = secret_env_values(ctx.env)
+    masked = secrets_masked(ctx.env, sys.stderr, secrets) if secrets else contextlib.nullcontext()
+    with masked:
+        try:
+            return int(run_slurm_exec(args, ctx))
+        except RocmenvError as err:
+            return report_error(ctx, err, command="suite")

@@ -17,6 +17,9 @@ Slurm cluster.
 * :mod:`~rocmenv.suite.local` — each test in its own container through the run pipeline;
 * :mod:`~rocmenv.suite.slurm` — each test as a Slurm job, its container on the allocated
   node with exactly the allocated GPUs;
+* :mod:`~rocmenv.suite.steps` — one allocation for the suite, each test a job step in it;
+* :mod:`~rocmenv.suite.warm` — the allocation's warm node-side runner, and
+  :mod:`~rocmenv.suite.stepclient` the step's standard-library process that hands it a test;
 * :mod:`~rocmenv.suite.report` — final table, markdown summary, JSON;
 * :mod:`~rocmenv.suite.junit` — JUnit XML, well-formed whatever the logs hold.
 """

@@ -21,7 +21,7 @@ import re
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,8 +171,12 @@ def check_access(paths: Sequence[str]) -> None:
         os.close(fd)
 
 
-def allocated_gpus(ctx: Context, settings: Settings, gres_conf: Path | None = None) -> NodeGpus:
-    """This job's GPUs, from Slurm's indices through gres.conf to rocmenv's inventory."""
+def allocated_gpus(
+    ctx: Context, settings: Settings, gres_conf: Path | None = None,
+    check: Callable[[Sequence[str]], None] | None = None,
+) -> NodeGpus:  # fmt: skip
+    """This job's GPUs, from Slurm's indices through gres.conf to rocmenv's inventory
+    (``check``: the device access check, where the step's process is)."""
     from rocmenv.spec.gpu import discover
 
     conf = gres_conf or settings.slurm.gres_conf or default_gres_conf(ctx.env)
@@ -185,7 +189,7 @@ def allocated_gpus(ctx: Context, settings: Settings, gres_conf: Path | None = No
     devices = parse_gres_conf(text, node=socket.gethostname().split(".")[0])
     inventory = discover(settings.host.sysfs_root, settings.host.dev_root)
     node = map_allocation(allocated_indices(ctx.env), devices, inventory)
-    check_access(node.paths)
+    (check or check_access)(node.paths)
     return node
 
 
@@ -206,6 +210,7 @@ def exec_on_node(
     gres_conf: Path | None,
     command: tuple[str, ...],
     no_gpus: bool = False,
+    check: Callable[[Sequence[str]], None] | None = None,
 ) -> int:
     """``rocmenv suite slurm-exec``: the test's container with exactly Slurm's GPUs (none with
     ``no_gpus``: a test that asked for none), between two marker lines the submitting side
@@ -216,8 +221,9 @@ def exec_on_node(
     if no_gpus:
         node = NodeGpus(slurm=(), paths=(), host=())
     else:
-        node = allocated_gpus(ctx, settings_for(ctx, flags), gres_conf)
-    ctx.stderr.write(f"{MARKER} {describe(node, ctx.env)}\n")
+        node = allocated_gpus(ctx, settings_for(ctx, flags), gres_conf, check)
+    via = " via=warm" if check is not None else ""  # handed over by the warm runner
+    ctx.stderr.write(f"{MARKER} {describe(node, ctx.env)}{via}\n")
     ctx.stderr.flush()
     t0 = time.monotonic()
     code = run_in_container(

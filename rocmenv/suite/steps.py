@@ -29,20 +29,28 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rocmenv.errors import SlurmError
 from rocmenv.settings.slurm import SlurmSettings
 from rocmenv.spec.render import refuse_control
 from rocmenv.suite.drive import Cancel, Outcome
 from rocmenv.suite.packer import Job
-from rocmenv.suite.slurm import SlurmBackend, gpu_args, job_args, time_limit, wait_job_gone
+from rocmenv.suite.slurm import (
+    SlurmBackend,
+    _node_command,
+    gpu_args,
+    job_args,
+    time_limit,
+    wait_job_gone,
+)
 
 SALLOC_OUTPUT = 64 * 1024  # bytes of salloc's messages kept for an error
 # ``scancel J.S`` SIGKILLs a step at once (a job gets SIGTERM and KillWait): the node-side
 # rocmenv would leave its container behind. A stopped step gets SIGTERM, again each time it
 # is asked (about every second), and SIGKILL only after this many asks.
 STEP_KILL_AFTER = 30
+WARM_READY_WAIT = 5.0  # seconds the first steps wait for the warm runner to listen
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,6 +148,8 @@ class Held:
     job_id: str
     name: str
     gpus: int
+    warm: str | None = None  # the warm runner's socket directory on the node (None: none)
+    runner: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
 
 
 def salloc_argv(settings: SlurmSettings, jobs: Sequence[Job], *, name: str, gpus: int,
@@ -172,10 +182,14 @@ def hold(
         partition = backend.settings.partition
         where = f" in partition {partition}" if partition else ""
         held = _granted(proc, name, f"{gpus} GPU(s){where}", gpus, stop, env)
+        if held is not None:
+            held = start_warm(backend, held, stop)
         yield held
     finally:
         if held is not None:  # steps still ending finish removing their containers first
-            wait_steps_gone(held.job_id, None, env)
+            wait_steps_gone(held.job_id, None, env, but=warm_name(held))
+        if held is not None and held.runner is not None:
+            stop_warm(held, held.runner, env)
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
@@ -217,6 +231,67 @@ def _granted(
     return Held(job_id=match.group(1), name=name, gpus=gpus)
 
 
+def warm_name(held: Held) -> str:
+    return f"{held.name}-warm"
+
+
+def start_warm(backend: SlurmBackend, held: Held, stop: threading.Event) -> Held:
+    """The allocation's warm runner (:mod:`rocmenv.suite.warm`): a step without GPUs that
+    shares the allocation's CPUs (``--overlap``), waited for until it listens (it imports
+    the run path after that, while the first steps are created) — at most
+    :data:`WARM_READY_WAIT` s. When it does not come up, or ends, the steps run as before,
+    each its own node-side rocmenv."""
+    import os
+    import tempfile
+
+    from rocmenv.suite.warm import READY
+
+    directory = os.path.join(tempfile.gettempdir(), f"rocmenv-{backend.session}-warm")
+    node = ["suite", "slurm-warm", "--socket-dir", directory]
+    if backend.flags.untrusted:  # it runs only untrusted steps then
+        node.append("--untrusted")
+    argv = [
+        "srun", f"--jobid={held.job_id}", f"--job-name={warm_name(held)}", "--quiet",
+        "--overlap", "--nodes=1", "--ntasks=1", "--gres=none",
+        *_node_command(backend.ctx, node),
+    ]  # fmt: skip
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=backend.ctx.cwd, env=dict(backend.ctx.env), start_new_session=True,
+        )  # fmt: skip
+    except OSError:
+        return held
+    ready = threading.Event()
+
+    def read() -> None:  # until it ends: its pipe must never fill
+        assert proc.stdout is not None
+        for line in iter(lambda: proc.stdout.readline(4096), b""):  # type: ignore[union-attr]
+            if line.decode("utf-8", "replace").strip() == READY:
+                ready.set()
+
+    threading.Thread(target=read, name="slurm-warm", daemon=True).start()
+    deadline = time.monotonic() + WARM_READY_WAIT
+    while not ready.is_set() and proc.poll() is None and time.monotonic() < deadline:
+        if stop.wait(0.01):
+            break
+    if not ready.wait(0.05):  # the reader may still be on its way to the line
+        return Held(job_id=held.job_id, name=held.name, gpus=held.gpus, runner=proc)
+    return Held(job_id=held.job_id, name=held.name, gpus=held.gpus, warm=directory, runner=proc)
+
+
+def stop_warm(held: Held, proc: subprocess.Popen[bytes], env: Mapping[str, str]) -> None:
+    """SIGTERM to the warm runner's step (a plain ``scancel`` of a step is SIGKILL), then
+    its end; it waits for children still removing containers."""
+    for step in step_ids(held.job_id, warm_name(held), env):
+        subprocess.run(["scancel", "--signal=TERM", step], env=dict(env), capture_output=True,
+                       timeout=30, check=False)  # fmt: skip
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+
+
 def step_args(settings: SlurmSettings, count: int, *, time_seconds: float) -> list[str]:
     out = ["--nodes=1", "--ntasks=1", "--exact"]
     out += gpu_args(settings, count) if count else ["--gres=none"]
@@ -234,10 +309,16 @@ class StepBackend:
     held: Held
 
     def argv(self, job: Job, name: str) -> list[str]:
+        node = self.jobs.node_argv(job)
+        runner = self.held.runner
+        if self.held.warm is not None and runner is not None and runner.poll() is None:
+            from rocmenv.suite.warm import client_argv
+
+            node = client_argv(node[0], self.held.warm, node)
         return [
             "srun", f"--jobid={self.held.job_id}", f"--job-name={name}", "--quiet",
             *step_args(self.jobs.settings, job.gpus, time_seconds=job.estimate),
-            *self.jobs.node_argv(job),
+            *node,
         ]  # fmt: skip
 
     def launch(self, job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
@@ -262,17 +343,22 @@ class StepBackend:
 
 
 def wait_steps_gone(
-    job_id: str, name: str | None, env: Mapping[str, str], timeout: float = 60.0
-) -> None:
-    """Until the job has no step named ``name`` (None: no step at all): a step being
-    cancelled is still removing its container, which ``scancel`` of the job would cut short."""
+    job_id: str, name: str | None, env: Mapping[str, str], timeout: float = 60.0,
+    but: str | None = None,
+) -> None:  # fmt: skip
+    """Until the job has no step named ``name`` (None: no step at all but one named
+    ``but``): a step being cancelled is still removing its container, which ``scancel`` of
+    the job would cut short."""
     deadline = time.monotonic() + timeout
-    while step_ids(job_id, name, env) and time.monotonic() < deadline:
+    while step_ids(job_id, name, env, but=but) and time.monotonic() < deadline:
         time.sleep(0.25)
 
 
-def step_ids(job_id: str, name: str | None, env: Mapping[str, str]) -> list[str]:
-    """The ids (``J.S``) of the job's steps named ``name`` (None: every step)."""
+def step_ids(
+    job_id: str, name: str | None, env: Mapping[str, str], but: str | None = None
+) -> list[str]:
+    """The ids (``J.S``) of the job's steps named ``name`` (None: every step but one named
+    ``but``)."""
     try:
         out = subprocess.run(
             ["squeue", "-h", "-s", f"--jobs={job_id}", "-o", "%i|%j"], capture_output=True,
@@ -283,6 +369,8 @@ def step_ids(job_id: str, name: str | None, env: Mapping[str, str]) -> list[str]
     ids = []
     for line in out.splitlines():
         step, _, step_name = line.partition("|")
+        if step_name.strip() == but:
+            continue
         if name in (None, step_name.strip()) and re.fullmatch(r"[0-9]+\.[0-9]+", step.strip()):
             ids.append(step.strip())
     return ids

@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,8 +59,8 @@ def _steps(prefix: str = "rocmenv-") -> list[str]:
         ["squeue", "-h", "-s", "-o", "%i|%j"], capture_output=True, text=True, check=True,
         timeout=30,
     ).stdout  # fmt: skip
-    return [
-        i for i, _, n in (line.partition("|") for line in out.splitlines()) if n.startswith(prefix)
+    return [  # id|name
+        line for line in out.splitlines() if line.partition("|")[2].startswith(prefix)
     ]
 
 
@@ -145,6 +146,15 @@ def test_each_test_runs_in_slurm_on_exactly_its_allocated_gpus(
     steps = {_step_of(Path(t["log"]).read_text()) for t in by.values()}
     assert len(steps) == len(SPECS)
     assert len({s.split(".")[0] for s in steps}) == (1 if packing == "rocmenv" else len(SPECS))
+    # each step handed its test to the allocation's warm runner (a silent fallback to a
+    # node-side rocmenv per step would pass everything above, only slower)
+    warm = [
+        n
+        for n, t in by.items()
+        if re.search(rf"^{MARKER} .* via=warm$", Path(t["log"]).read_text(), re.M)
+    ]
+    assert sorted(warm) == (sorted(by) if packing == "rocmenv" else [])
+    assert list(Path(tempfile.gettempdir()).glob("rocmenv-*-warm")) == []  # the runner cleaned up
     assert _jobs() == []
     assert project.containers() == []
     # the learned time is the command's own, not the queue wait
@@ -172,8 +182,10 @@ def test_sigint_cancels_every_job_and_step_and_leaves_no_container(
         assert wait_for(lambda: len(project.containers()) == 4, 90), "4 containers never ran"
         if packing == "slurm":
             assert len(_jobs()) >= 5  # 4 running, 1 pending
-        else:  # one allocation, 4 steps; the fifth test waits in rocmenv's packer
-            assert len(_jobs()) == 1 and len(_steps()) == 4, (_jobs(), _steps())
+        else:  # one allocation, 4 steps and the warm runner's; the fifth test waits
+            tests = [s for s in _steps() if not s.endswith("-warm")]
+            assert len(_jobs()) == 1 and len(tests) == 4, (_jobs(), _steps())
+            assert len(_steps()) == 5, _steps()
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=90)
