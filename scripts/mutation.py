@@ -35,6 +35,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv" / "bin"
 
+_TLS = "tests/integration/registry/test_registry_tls.py::"
+REGISTRY_INTEGRATION = [
+    "tests/integration/registry/test_registry.py",
+    "tests/integration/registry/test_blobs.py",
+    *(_TLS + t for t in ("test_blob_redirect_to_the_cdn_carries_no_credentials",
+                         "test_ratelimit_headers_are_read",
+                         "test_429_without_retry_after_is_retried_with_backoff",
+                         "test_realm_on_another_host_is_not_the_credentials_own")),
+]  # fmt: skip
+
 # group -> (modules to mutate, tests that cover them)
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "settings": (["rocmenv/settings/resolve.py"], ["tests/unit/settings"]),
@@ -58,7 +68,11 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "rocmenv/registry/client.py",
             "rocmenv/registry/blobs.py",
         ],
-        ["tests/unit/registry", "tests/integration/registry"],
+        # the unit tests, plus the in-process integration tests against the real Distribution
+        # registry (token auth, blobs, retries) and the TLS hub's (a blob's CDN redirect, rate
+        # limits). Not the hostile-server tests nor the rest of the TLS file: they run rocmenv
+        # as a subprocess, which mutmut cannot see, and take minutes per mutant.
+        ["tests/unit/registry", *REGISTRY_INTEGRATION],
     ),
     "suite": (
         [
