@@ -1,0 +1,244 @@
+"""The registry client's answers that the real Distribution registry never gives: an index
+without linux/amd64, an image of another architecture, a manifest without a config, an error
+body naming the repository, rate-limit warnings — against a scripted loopback registry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rocmenv.context import Context
+from rocmenv.errors import CheckFailed, RegistryProtocolError
+from rocmenv.grammar.reference import parse
+from rocmenv.registry.client import RegistryClient, _snippet
+from rocmenv.registry.manifest import DOCKER_SCHEMA1, OCI_INDEX, OCI_MANIFEST, PlatformImage
+from rocmenv.registry.response import RateLimit, Response
+from rocmenv.settings.registry import RegistrySettings
+from tests.support.scripted_http import Answer, Request, ScriptedServer
+
+
+def digest_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class Blobs:
+    """Manifests and blobs by digest, tags by name, for one repository ``x/y``."""
+
+    def __init__(self) -> None:
+        self.by_digest: dict[str, tuple[str, bytes]] = {}
+        self.tags: dict[str, str] = {}
+
+    def add(self, media_type: str, doc: Any, tag: str | None = None) -> str:
+        raw = json.dumps(doc).encode()
+        digest = digest_of(raw)
+        self.by_digest[digest] = (media_type, raw)
+        if tag:
+            self.tags[tag] = digest
+        return digest
+
+    def answer(self, req: Request) -> Answer:
+        name = req.path.rsplit("/", 1)[-1]
+        found = self.by_digest.get(self.tags.get(name, name))
+        if found is None:
+            return Answer(404, {}, b'{"errors": [{"code": "MANIFEST_UNKNOWN"}]}')
+        media_type, raw = found
+        return Answer(
+            200, {"Content-Type": media_type, "Docker-Content-Digest": digest_of(raw)}, raw
+        )
+
+
+@pytest.fixture
+def repo() -> Iterator[tuple[Blobs, str]]:
+    blobs = Blobs()
+    with ScriptedServer(blobs.answer) as srv:
+        yield blobs, srv.host
+
+
+def client() -> RegistryClient:
+    return RegistryClient(Context(env={"HOME": "/nonexistent", "ROCMENV_REGISTRY_BACKOFF": "0"}))
+
+
+def image(blobs: Blobs, os_name: str = "linux", arch: str = "amd64", tag: str | None = None) -> str:
+    config = blobs.add(
+        "application/vnd.oci.image.config.v1+json", {"os": os_name, "architecture": arch}
+    )
+    return blobs.add(OCI_MANIFEST, {"mediaType": OCI_MANIFEST, "config": {"digest": config}}, tag)
+
+
+def entry(digest: str, os_name: str, arch: str) -> dict[str, Any]:
+    return {"digest": digest, "platform": {"os": os_name, "architecture": arch}}
+
+
+# -- following a tag to its linux/amd64 image ---------------------------------------------------
+
+
+def test_an_index_is_followed_to_its_linux_amd64_image_on_the_same_host(
+    repo: tuple[Blobs, str],
+) -> None:
+    blobs, host = repo
+    amd = image(blobs)
+    arm = image(blobs, arch="arm64")
+    index = blobs.add(OCI_INDEX, {"mediaType": OCI_INDEX, "manifests": [
+        entry(arm, "linux", "arm64"), entry(amd, "linux", "amd64")]}, tag="v1")  # fmt: skip
+    config = json.loads(blobs.by_digest[amd][1])["config"]["digest"]
+    found = client().resolve_platform(parse(f"{host}/x/y:v1"))
+    assert found == PlatformImage(
+        registry=host, digest=index, media_type=OCI_INDEX, platform_digest=amd,
+        platform_media_type=OCI_MANIFEST, config_digest=config, platform="linux/amd64",
+    )  # fmt: skip
+
+
+def test_an_index_without_the_platform_names_the_ones_it_has(repo: tuple[Blobs, str]) -> None:
+    blobs, host = repo
+    arm = image(blobs, arch="arm64")
+    blobs.add(OCI_INDEX, {"mediaType": OCI_INDEX, "manifests": [
+        entry(arm, "linux", "s390x"), entry(arm, "linux", "arm64"), {"digest": arm}, "junk"]},
+        tag="v1")  # fmt: skip
+    with pytest.raises(CheckFailed) as err:
+        client().resolve_platform(parse(f"{host}/x/y:v1"))
+    assert err.value.what == (
+        f"{host}/x/y:v1 has no linux/amd64 image (platforms: None/None, linux/arm64, linux/s390x)"
+    )
+    assert err.value.hint == "pick a tag built for linux/amd64"
+
+
+def test_an_empty_index_has_no_platforms(repo: tuple[Blobs, str]) -> None:
+    blobs, host = repo
+    blobs.add(OCI_INDEX, {"mediaType": OCI_INDEX}, tag="v1")
+    with pytest.raises(CheckFailed) as err:
+        client().resolve_platform(parse(f"{host}/x/y:v1"), arch="arm64")
+    assert err.value.what.endswith("has no linux/arm64 image (platforms: none)")
+
+
+def test_an_image_of_another_architecture_is_refused_by_its_config(
+    repo: tuple[Blobs, str],
+) -> None:
+    blobs, host = repo
+    image(blobs, arch="arm64", tag="v1")
+    with pytest.raises(CheckFailed) as err:
+        client().resolve_platform(parse(f"{host}/x/y:v1"))
+    assert err.value.what == f"{host}/x/y:v1 is a linux/arm64 image, not linux/amd64"
+    assert err.value.hint == "pick a tag built for linux/amd64"
+    found = client().resolve_platform(parse(f"{host}/x/y:v1"), arch="arm64")
+    assert found.platform == "linux/arm64" and found.digest == found.platform_digest
+
+
+def test_a_schema1_manifest_is_judged_by_its_own_architecture(repo: tuple[Blobs, str]) -> None:
+    blobs, host = repo
+    blobs.add(DOCKER_SCHEMA1, {"mediaType": DOCKER_SCHEMA1, "architecture": "amd64"}, tag="v1")
+    blobs.add(DOCKER_SCHEMA1, {"mediaType": DOCKER_SCHEMA1, "architecture": "arm"}, tag="v2")
+    found = client().resolve_platform(parse(f"{host}/x/y:v1"))
+    assert found.config_digest is None and found.platform_media_type == DOCKER_SCHEMA1
+    with pytest.raises(CheckFailed, match="is a linux/arm image, not linux/amd64"):
+        client().resolve_platform(parse(f"{host}/x/y:v2"))
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (None, "image manifest has no config digest"),
+        ("sha256:1234", "the config digest of the image manifest is not a valid digest"),
+        ({"digest": 7}, "image manifest has no config digest"),
+    ],
+)
+def test_a_manifest_without_a_valid_config_digest_is_a_protocol_error(
+    repo: tuple[Blobs, str], config: Any, message: str
+) -> None:
+    blobs, host = repo
+    if isinstance(config, str):
+        config = {"digest": config}
+    blobs.add(OCI_MANIFEST, {"mediaType": OCI_MANIFEST, "config": config}, tag="v1")
+    with pytest.raises(RegistryProtocolError, match=f"^{host}/x/y:v1: {message}"):
+        client().resolve_platform(parse(f"{host}/x/y:v1"))
+
+
+def test_an_index_entry_with_a_bad_digest_is_a_protocol_error(repo: tuple[Blobs, str]) -> None:
+    blobs, host = repo
+    blobs.add(OCI_INDEX, {"mediaType": OCI_INDEX, "manifests": [
+        entry("md5:abc", "linux", "amd64")]}, tag="v1")  # fmt: skip
+    with pytest.raises(RegistryProtocolError, match="the linux/amd64 entry of the index is not"):
+        client().resolve_platform(parse(f"{host}/x/y:v1"))
+
+
+def test_a_config_that_is_not_json_is_a_protocol_error(repo: tuple[Blobs, str]) -> None:
+    blobs, host = repo
+    config = digest_of(b"not json")
+    blobs.by_digest[config] = ("application/octet-stream", b"not json")
+    blobs.add(OCI_MANIFEST, {"mediaType": OCI_MANIFEST, "config": {"digest": config}}, tag="v1")
+    with pytest.raises(RegistryProtocolError, match=f"^{host}/x/y:v1: image config is not JSON$"):
+        client().resolve_platform(parse(f"{host}/x/y:v1"))
+
+
+# -- not found ----------------------------------------------------------------------------------
+
+
+def answer(body: bytes) -> Response:
+    return Response(status=404, headers={}, body=body, url="http://r/v2/")
+
+
+@pytest.mark.parametrize(
+    ("body", "what", "repository"),
+    [
+        (b'{"errors": [{"code": "NAME_UNKNOWN"}]}', "manifest 'v1'", True),
+        (b'{"errors": [{"code": "MANIFEST_UNKNOWN"}, {"code": "NAME_UNKNOWN"}]}', "manifest 'v1'", False),
+        (b'{"errors": [{"message": "NAME_UNKNOWN"}]}', "manifest 'v1'", False),
+        (b'{"errors": []}', "manifest 'v1'", False),
+        (b'{"errors": ["NAME_UNKNOWN"]}', "manifest 'v1'", False),
+        (b"<html>", "manifest 'v1'", False),
+        (b"[]", "repository", True),
+    ],
+)  # fmt: skip
+def test_a_404_names_the_repository_only_when_the_registry_says_it_is_unknown(
+    body: bytes, what: str, repository: bool
+) -> None:
+    ref = parse("reg.example/x/y:v1")
+    err = client().not_found(ref, "mirror.example", answer(body), what)
+    if repository:
+        assert err.what == "repository reg.example/x/y not found on mirror.example"
+        assert err.hint == "check the repository name (and the registry/mirror it lives on)"
+    else:
+        assert err.what == "manifest 'v1' not found in reg.example/x/y on mirror.example"
+        assert err.hint == "list the available tags with `rocmenv tags list reg.example/x/y`"
+
+
+def test_a_body_that_is_not_json_is_quoted_short() -> None:
+    assert _snippet(b"<html>\nhello") == "'<html> hello'"
+    assert _snippet(b"a" * 60) == repr("a" * 60)
+    assert _snippet(b"a" * 61 + b"\xff") == repr("a" * 60) + "…"
+    assert _snippet(b"\xff") == repr("\ufffd")
+
+
+def test_a_manifest_that_is_not_a_json_object_is_named_with_its_start(
+    repo: tuple[Blobs, str],
+) -> None:
+    blobs, host = repo
+    blobs.add(OCI_MANIFEST, ["a list"], tag="v1")
+    with pytest.raises(RegistryProtocolError) as err:
+        client().get_manifest(parse(f"{host}/x/y:v1"))
+    assert err.value.what.endswith("""is not a JSON object ('["a list"]')""")
+    assert err.value.hint == "a proxy or captive portal may be answering instead of the registry"
+
+
+# -- rate limits --------------------------------------------------------------------------------
+
+
+def test_a_ratelimit_warning_only_under_the_threshold_with_its_window_in_hours() -> None:
+    c = RegistryClient(Context(env={}), RegistrySettings(ratelimit_warning=10))
+    c.transport.ratelimits.update({
+        "b.example": RateLimit(host="b.example", limit=100, remaining=9, window=21600),
+        "a.example": RateLimit(host="a.example", limit=200, remaining=3, window=None),
+        "c.example": RateLimit(host="c.example", limit=100, remaining=10, window=3600),
+        "d.example": RateLimit(host="d.example", limit=100, remaining=None, window=3600),
+        "e.example": RateLimit(host="e.example", limit=100, remaining=0, window=7199),
+    })  # fmt: skip
+    tail = "(ratelimit-remaining); `docker login` raises the limit, a mirror spares it"
+    assert c.ratelimit_warnings() == [
+        f"a.example: only 3 pulls left of 200 {tail}",
+        f"b.example: only 9 pulls left of 100 per 6 h {tail}",
+        f"e.example: only 0 pulls left of 100 per 1 h {tail}",
+    ]
+    assert [r["host"] for r in c.ratelimits()] == [f"{x}.example" for x in "abcde"]
