@@ -151,3 +151,123 @@ def test_a_name_that_does_not_resolve_is_not_retried_a_refused_connection_is() -
     finally:
         refused.close()
     assert len(slept) == 4
+
+
+# -- what a failure says ------------------------------------------------------------------------
+
+
+def test_an_unresolved_name_is_reported_by_the_resolver_s_reason() -> None:
+    from rocmenv.registry.transport import _unresolved
+
+    cause = OSError("[Errno -2] Name or service not known")
+    wrapped = RuntimeError("HTTPSConnection(host='x'): Failed to resolve 'x' ([Errno -3] other)")
+    wrapped.__cause__ = cause
+    err = _unresolved("reg.example", wrapped)
+    assert err.what == "reg.example: the name does not resolve (Name or service not known)"
+    assert err.hint == (
+        "check the name, the DNS and the network (is this machine offline?); a mirror "
+        "([registry] mirrors) or a proxy (HTTPS_PROXY) that resolves it may help"
+    )
+    alone = _unresolved("proxy p", ValueError("lookup] failed for x] no such name"))
+    assert alone.what == "proxy p: the name does not resolve (no such name)"
+
+
+def test_a_long_reason_is_cut_at_200_characters_and_redacted() -> None:
+    from rocmenv.registry.transport import _short
+
+    assert _short("x" * 200) == "x" * 200
+    assert _short("x" * 201) == "x" * 200 + "…"
+    assert _short("to https://user:hunter2-pw@r.example/") == "to https://***@r.example/"
+
+
+def test_an_oversized_answer_names_its_kind_url_and_the_limit_to_raise() -> None:
+    from rocmenv.registry.transport import _too_large
+
+    more = _too_large("r.example", "https://r.example/v2/", "tags", 10, "sent more")
+    assert more.what == (
+        "r.example: the tags response to https://r.example/v2/ sent more than its limit of 10 bytes"
+    )
+    assert more.hint == (
+        "a hostile or broken registry, mirror or proxy; if the registry is right, raise "
+        "[registry] limits.tags"
+    )
+    announced = _too_large("r.example", "https://r.example/v2/", "index", 10, "announces 99 bytes")
+    assert announced.what == (
+        "r.example: the index response to https://r.example/v2/ announces 99 bytes, "
+        "over its limit of 10 bytes"
+    )
+
+
+def test_an_answer_announcing_more_than_its_cap_is_refused_before_reading() -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\nConnection: close\r\n\r\n"
+    with (
+        serve([head + b"x" * 10]) as port,
+        pytest.raises(RegistryProtocolError, match="announces 5000 bytes, over its limit of 100"),
+    ):
+        transport(limits=(("tags", 100),)).send(
+            "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
+        )
+
+
+def test_a_dripping_answer_is_stopped_at_the_request_deadline_and_says_so() -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def drip() -> None:
+        conn, _ = server.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        while not stop.is_set():
+            conn.sendall(b"x")
+            stop.wait(0.05)
+        conn.close()
+
+    threading.Thread(target=drip, daemon=True).start()
+    port = server.getsockname()[1]
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            transport(timeout=5, request_deadline=0.3, command_deadline=60, retries=0).send(
+                "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
+            )
+    finally:
+        stop.set()
+        server.close()
+    assert err.value.what.startswith(
+        f"127.0.0.1:{port}: the answer to http://127.0.0.1:{port}/v2/x/tags/list was still "
+        "arriving after 0.3 s ("
+    )
+    assert err.value.what.endswith(" bytes so far); gave up")
+    assert err.value.hint == (
+        "the registry or a proxy on the way is stalling; raise [registry] request-deadline or "
+        "command-deadline (ROCMENV_REGISTRY_DEADLINE) if it is only slow"
+    )
+
+
+def test_every_round_trip_is_counted_by_its_kind() -> None:
+    with serve([response(b"{}"), response(b"{}")]) as port:
+        t = transport()
+        t.send("GET", f"http://127.0.0.1:{port}/v2/", {}, "ping")
+        t.send("HEAD", f"http://127.0.0.1:{port}/v2/", {}, "manifest-head")
+    assert dict(t.stats.by_kind) == {"ping": 1, "manifest-head": 1}
+
+
+def test_closing_an_unused_transport_leaves_other_transports_dials_alone() -> None:
+    from rocmenv.registry import connect
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    key = ("127.0.0.1", listener.getsockname()[1])
+    try:
+        connect.predial(*key, 1.0)
+        transport().close()  # made no request: dialled nothing, discards nothing
+        assert key in connect._dials
+        used = transport()
+        used._first = False  # as after its first request
+        used.close()
+        assert key not in connect._dials
+    finally:
+        connect.discard_predials()
+        listener.close()

@@ -1,0 +1,83 @@
+"""Large blobs streamed from a scripted loopback registry: what is refused and how it is said."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from rocmenv.context import Context
+from rocmenv.errors import RegistryNotFound, RegistryProtocolError
+from rocmenv.grammar.reference import parse
+from rocmenv.registry.blobs import check_blob_digest, open_blob
+from rocmenv.registry.client import RegistryClient
+from tests.support.scripted_http import Answer, Request, ScriptedServer
+
+LAYER = b"layer bytes " * 100
+DIGEST = "sha256:" + hashlib.sha256(LAYER).hexdigest()
+
+
+def registry(req: Request) -> Answer:
+    if req.path.endswith(DIGEST):
+        return Answer(200, {"Content-Type": "application/octet-stream"}, LAYER)
+    return Answer(
+        404, {"Content-Type": "application/json"}, b'{"errors": [{"code": "BLOB_UNKNOWN"}]}'
+    )
+
+
+def client() -> RegistryClient:
+    return RegistryClient(Context(env={"HOME": "/nonexistent", "ROCMENV_REGISTRY_BACKOFF": "0"}))
+
+
+def test_a_blob_is_read_whole_after_one_head_counted_as_such() -> None:
+    with ScriptedServer(registry) as srv:
+        c = client()
+        data = b"".join(
+            open_blob(c, parse(f"{srv.host}/x/y"), srv.host, DIGEST, max_bytes=len(LAYER))
+        )
+    assert data == LAYER
+    assert [(r.method, r.path) for r in srv.requests] == [
+        ("HEAD", f"/v2/x/y/blobs/{DIGEST}"), ("GET", f"/v2/x/y/blobs/{DIGEST}"),
+    ]  # fmt: skip
+    assert dict(c.stats.by_kind) == {"blob-head": 1, "blob-stream": 1}
+
+
+def test_a_missing_blob_is_not_found_by_its_digest() -> None:
+    other = "sha256:" + "0" * 64
+    with ScriptedServer(registry) as srv, pytest.raises(RegistryNotFound) as err:
+        list(open_blob(client(), parse(f"{srv.host}/x/y"), srv.host, other, max_bytes=10))
+    assert err.value.what == f"blob {other} not found in {srv.host}/x/y on {srv.host}"
+    assert [r.method for r in srv.requests] == ["HEAD"]
+
+
+def test_a_blob_announcing_more_than_its_descriptor_is_refused_before_the_get() -> None:
+    with ScriptedServer(registry) as srv, pytest.raises(RegistryProtocolError) as err:
+        list(open_blob(client(), parse(f"{srv.host}/x/y"), srv.host, DIGEST, max_bytes=100))
+    assert err.value.what == (
+        f"{srv.host}: blob {DIGEST} announces {len(LAYER)} bytes, more than the 100 bytes its "
+        "manifest gives"
+    )
+    assert err.value.hint == "a hostile or broken registry, mirror or proxy"
+    assert [r.method for r in srv.requests] == ["HEAD"]
+
+
+def test_a_malformed_blob_digest_is_refused_before_any_request() -> None:
+    bad = "md5:" + "a" * 300
+    with pytest.raises(RegistryProtocolError) as err:
+        check_blob_digest(bad, "layer 2")
+    assert err.value.what.startswith(f"layer 2 {bad[:200]!r} is not a valid digest: ")
+    assert len(err.value.what) <= len(f"layer 2 {bad[:200]!r} is not a valid digest: ") + 300
+    assert err.value.hint == (
+        "the registry or a mirror sent a malformed manifest (only sha256, sha384 and sha512 "
+        "digests are accepted); nothing was read or written for it"
+    )
+    assert check_blob_digest(DIGEST, "layer") == DIGEST
+    with pytest.raises(RegistryProtocolError) as long_err:
+        check_blob_digest("x" * 500, "layer 3")  # its detail quotes it whole: cut at 300
+    assert len(long_err.value.what) == len(f"layer 3 {'x' * 200!r} is not a valid digest: ") + 300
+    with (
+        ScriptedServer(registry) as srv,
+        pytest.raises(RegistryProtocolError, match=r"^blob 'md5:"),
+    ):
+        list(open_blob(client(), parse(f"{srv.host}/x/y"), srv.host, "md5:00", max_bytes=10))
+    assert srv.requests == []
