@@ -5,6 +5,9 @@ tests of the registry client that need an answer the real Distribution registry 
     with ScriptedServer(lambda req: Answer(200, {"Content-Type": "text/plain"}, b"hi")) as srv:
         url = f"http://{srv.host}/v2/"
         ... srv.requests[0].headers["authorization"] ...
+
+An answer that sets its own ``Content-Length`` is followed by closing the connection: a
+longer announced length than the body sent is a connection dropped mid-body.
 """
 
 from __future__ import annotations
@@ -57,7 +60,10 @@ class ScriptedServer:
                 self.send_response(out.status)
                 for name, value in out.headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Length", str(len(out.body)))
+                if "Content-Length" in out.headers:  # a body cut short: then the line drops
+                    self.close_connection = True
+                else:
+                    self.send_header("Content-Length", str(len(out.body)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(out.body)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import urllib.parse
 from pathlib import Path
 
@@ -446,3 +447,36 @@ def test_a_token_is_kept_per_host_and_scope(tmp_path: Path) -> None:
     assert auth.header(srv.host, SCOPE)
     assert auth.header(srv.host, "repository:other:pull") == {}
     assert auth.header("127.0.0.2:1", SCOPE) == {}
+
+
+def test_a_namespace_login_in_auth_json_is_not_used_for_the_host_a_docker_one_is(
+    tmp_path: Path,
+) -> None:
+    logins = json.dumps({"auths": {"reg.example/org": login("ns", "namespace-pw-1")}})
+    (tmp_path / "auth.json").write_text(logins)
+    env = {"HOME": str(tmp_path), "REGISTRY_AUTH_FILE": str(tmp_path / "auth.json")}
+    podman = RegistryAuth(Context(env=env), Transport(RegistrySettings(), env))
+    assert podman._credentials("reg.example") is None
+    (tmp_path / ".docker").mkdir()
+    (tmp_path / ".docker" / "config.json").write_text(logins)  # Docker reads it per host
+    docker = RegistryAuth(Context(env={"HOME": str(tmp_path)}), Transport(RegistrySettings(), {}))
+    assert docker._credentials("reg.example") == ("ns", "namespace-pw-1")
+
+
+def test_a_credential_helper_runs_with_the_command_s_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    helper = tmp_path / "bin" / "docker-credential-rtest"
+    helper.parent.mkdir()
+    helper.write_text(
+        '#!/bin/sh\nread -r host\nprintf \'{"ServerURL": "%s", "Username": "helped", '
+        '"Secret": "%s"}\' "$host" "$RTEST_SECRET"\n'
+    )
+    helper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{helper.parent}:{os.environ['PATH']}")
+    monkeypatch.delenv("RTEST_SECRET", raising=False)
+    (tmp_path / ".docker").mkdir()
+    (tmp_path / ".docker" / "config.json").write_text(json.dumps({"credsStore": "rtest"}))
+    env = {"HOME": str(tmp_path), "RTEST_SECRET": "from-the-context-env"}
+    auth = RegistryAuth(Context(env=env), Transport(RegistrySettings(), env))
+    assert auth._credentials("reg.example") == ("helped", "from-the-context-env")

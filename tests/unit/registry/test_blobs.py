@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from rocmenv.context import Context
-from rocmenv.errors import RegistryNotFound, RegistryProtocolError
+from rocmenv.errors import RegistryNotFound, RegistryProtocolError, RegistryUnavailable
 from rocmenv.grammar.reference import parse
 from rocmenv.registry.blobs import check_blob_digest, open_blob
 from rocmenv.registry.client import RegistryClient
@@ -81,3 +81,72 @@ def test_a_malformed_blob_digest_is_refused_before_any_request() -> None:
     ):
         list(open_blob(client(), parse(f"{srv.host}/x/y"), srv.host, "md5:00", max_bytes=10))
     assert srv.requests == []
+
+
+def cdn(hops: int, *, location: bool = True, resume_status: int = 206) -> ScriptedServer:
+    """The registry redirects the blob ``hops`` times; the first full answer drops after
+    100 bytes; a ``Range`` request gets the rest with ``resume_status``."""
+    served: list[int] = []
+
+    def answer(req: Request) -> Answer:
+        if req.method == "HEAD":
+            return registry(req)
+        step = int(req.path.rsplit("/", 1)[-1]) if req.path.startswith("/hop/") else 0
+        if step < hops:
+            return Answer(302, {"Location": f"/hop/{step + 1}"} if location else {})
+        start = int(req.headers["range"].split("=")[1].rstrip("-")) if "range" in req.headers else 0
+        if start:
+            return Answer(resume_status, {}, LAYER[start:])
+        served.append(1)
+        return Answer(200, {"Content-Length": str(len(LAYER))}, LAYER[:100])
+
+    return ScriptedServer(answer)
+
+
+def test_a_dropped_blob_stream_is_resumed_with_range_through_the_redirects() -> None:
+    with cdn(2) as srv:
+        data = b"".join(
+            open_blob(client(), parse(f"{srv.host}/x/y"), srv.host, DIGEST, max_bytes=len(LAYER))
+        )
+    assert data == LAYER
+    gets = [r for r in srv.requests if r.method == "GET"]
+    assert [r.path for r in gets] == [f"/v2/x/y/blobs/{DIGEST}", "/hop/1", "/hop/2"] * 2
+    assert all(r.headers["accept-encoding"] == "identity" for r in gets)
+    assert [r.headers.get("range") for r in gets] == [None] * 3 + ["bytes=100-"] * 3
+
+
+def test_a_resumed_blob_answered_whole_is_refused() -> None:
+    with cdn(0, resume_status=200) as srv, pytest.raises(RegistryProtocolError) as err:
+        list(open_blob(client(), parse(f"{srv.host}/x/y"), srv.host, DIGEST, max_bytes=len(LAYER)))
+    assert err.value.what == (
+        f"{srv.host}: GET blob {DIGEST} answered HTTP 200 to a Range request (resuming needs 206)"
+    )
+
+
+def test_a_blob_stream_follows_five_redirects_and_refuses_one_without_location() -> None:
+    with cdn(6) as srv, pytest.raises(RegistryProtocolError) as err:
+        list(open_blob(client(), parse(f"{srv.host}/x/y"), srv.host, DIGEST, max_bytes=len(LAYER)))
+    assert err.value.what == f"{srv.host}: GET blob {DIGEST} answered HTTP 302"
+    assert len([r for r in srv.requests if r.method == "GET"]) == 6
+    with cdn(1, location=False) as srv, pytest.raises(RegistryProtocolError) as err:
+        list(open_blob(client(), parse(f"{srv.host}/x/y"), srv.host, DIGEST, max_bytes=len(LAYER)))
+    assert err.value.what == f"{srv.host}: blob {DIGEST}: a redirect without a Location"
+
+
+def test_a_blob_stream_that_keeps_dropping_gives_up_after_three_resumes() -> None:
+    def answer(req: Request) -> Answer:
+        if req.method == "HEAD":
+            return registry(req)
+        start = int(req.headers["range"].split("=")[1].rstrip("-")) if "range" in req.headers else 0
+        return Answer(
+            206 if start else 200,
+            {"Content-Length": str(len(LAYER) - start)},
+            LAYER[start : start + 10],
+        )
+
+    with ScriptedServer(answer) as srv, pytest.raises(RegistryUnavailable) as err:
+        list(open_blob(client(), parse(f"{srv.host}/x/y"), srv.host, DIGEST, max_bytes=len(LAYER)))
+    assert err.value.what.startswith(
+        f"{srv.host}: reading blob {DIGEST} of {srv.host}/x/y failed after 40 bytes: "
+    )
+    assert err.value.hint == "check the network; the layers read so far are kept"

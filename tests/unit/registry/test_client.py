@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rocmenv.context import Context
-from rocmenv.errors import CheckFailed, RegistryProtocolError
+from rocmenv.errors import CheckFailed, DigestMismatch, RegistryNotFound, RegistryProtocolError
 from rocmenv.grammar.reference import parse
 from rocmenv.registry.client import RegistryClient, _snippet
 from rocmenv.registry.manifest import DOCKER_SCHEMA1, OCI_INDEX, OCI_MANIFEST, PlatformImage
@@ -242,3 +242,130 @@ def test_a_ratelimit_warning_only_under_the_threshold_with_its_window_in_hours()
         f"e.example: only 0 pulls left of 100 per 1 h {tail}",
     ]
     assert [r["host"] for r in c.ratelimits()] == [f"{x}.example" for x in "abcde"]
+
+
+# -- manifests and small blobs ------------------------------------------------------------------
+
+
+def test_a_manifest_is_fetched_once_then_known_by_its_tag_and_its_digest(
+    repo: tuple[Blobs, str],
+) -> None:
+    blobs, host = repo
+    digest = image(blobs, tag="v1")
+    c = client()
+    _, by_tag = c.get_manifest(parse(f"{host}/x/y:v1"))
+    _, again = c.get_manifest(parse(f"{host}/x/y:v1"), host)
+    _, by_digest = c.get_manifest(parse(f"{host}/x/y@{digest}"), host)
+    assert by_tag == again == by_digest and by_tag.digest == digest
+    assert dict(c.stats.by_kind) == {"manifest-get": 1}
+
+
+def test_a_manifest_s_digest_is_the_one_asked_for_else_the_claimed_one_else_its_sha256() -> None:
+    raw = json.dumps({"mediaType": OCI_MANIFEST, "config": {}}).encode()
+    sha512 = "sha512:" + hashlib.sha512(raw).hexdigest()
+    claims: dict[str, str] = {}
+
+    def answer(req: Request) -> Answer:
+        return Answer(200, {"Content-Type": OCI_MANIFEST, **claims}, raw)
+
+    with ScriptedServer(answer) as srv:
+        _, asked = client().get_manifest(parse(f"{srv.host}/x/y@{sha512}"))
+        claims["Docker-Content-Digest"] = sha512
+        _, claimed = client().get_manifest(parse(f"{srv.host}/x/y:v1"))
+        claims.clear()
+        _, hashed = client().get_manifest(parse(f"{srv.host}/x/y:v1"))
+        claims["Docker-Content-Digest"] = "sha512:" + "0" * 128
+        with pytest.raises(DigestMismatch, match=f"manifest {srv.host}/x/y@v1 from {srv.host}"):
+            client().get_manifest(parse(f"{srv.host}/x/y:v1"))
+        claims["Docker-Content-Digest"] = "sha1:abc"
+        with pytest.raises(RegistryProtocolError, match=": Docker-Content-Digest is not a valid"):
+            client().get_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert (asked.digest, claimed.digest) == (sha512, sha512)
+    assert hashed.digest == digest_of(raw)
+
+
+def test_a_manifest_without_a_media_type_takes_the_content_type_s() -> None:
+    raw = json.dumps({"schemaVersion": 2}).encode()
+    headers = {"Content-Type": f"{OCI_MANIFEST} ; charset=utf-8"}
+    with ScriptedServer(lambda req: Answer(200, headers, raw)) as srv:
+        _, manifest = client().get_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert manifest.media_type == OCI_MANIFEST
+
+
+def test_a_manifest_answer_that_is_neither_200_nor_404_is_named() -> None:
+    with (
+        ScriptedServer(lambda req: Answer(204)) as srv,
+        pytest.raises(RegistryProtocolError) as err,
+    ):
+        client().get_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert err.value.what == f"{srv.host}: GET manifest v1 of {srv.host}/x/y answered HTTP 204"
+
+
+def test_a_missing_manifest_is_not_found_by_its_tag(repo: tuple[Blobs, str]) -> None:
+    _, host = repo
+    with pytest.raises(RegistryNotFound) as err:
+        client().get_manifest(parse(f"{host}/x/y:v9"))
+    assert err.value.what == f"manifest 'v9' not found in {host}/x/y on {host}"
+
+
+CONFIG = b'{"os": "linux"}'
+CONFIG_DIGEST = digest_of(CONFIG)
+
+
+def redirecting(hops: int, code: int = 307, location: bool = True) -> ScriptedServer:
+    """``/v2/x/y/blobs/D`` redirects ``hops`` times (``/hop/N``, relative) before the bytes."""
+
+    def answer(req: Request) -> Answer:
+        if req.path.startswith("/v2/") and req.path.endswith("/blobs/" + CONFIG_DIGEST):
+            step = 0
+        elif req.path.startswith("/hop/"):
+            step = int(req.path.rsplit("/", 1)[-1])
+        else:
+            return Answer(404, {}, b'{"errors": [{"code": "BLOB_UNKNOWN"}]}')
+        if step < hops:
+            return Answer(code, {"Location": f"/hop/{step + 1}"} if location else {})
+        return Answer(200, {"Content-Type": "application/octet-stream"}, CONFIG)
+
+    return ScriptedServer(answer)
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_a_config_blob_follows_each_redirect_code(code: int) -> None:
+    with redirecting(1, code) as srv:
+        c = client()
+        assert c.get_blob(parse(f"{srv.host}/x/y"), srv.host, CONFIG_DIGEST) == CONFIG
+        assert c.get_blob(parse(f"{srv.host}/x/y"), srv.host, CONFIG_DIGEST) == CONFIG  # cached
+    assert [r.path for r in srv.requests] == [f"/v2/x/y/blobs/{CONFIG_DIGEST}", "/hop/1"]
+    assert dict(c.stats.by_kind) == {"blob": 2}
+
+
+def test_a_config_blob_follows_five_redirects_not_six() -> None:
+    with redirecting(5) as srv:
+        assert client().get_blob(parse(f"{srv.host}/x/y"), srv.host, CONFIG_DIGEST) == CONFIG
+    with redirecting(6) as srv, pytest.raises(RegistryProtocolError) as err:
+        client().get_blob(parse(f"{srv.host}/x/y"), srv.host, CONFIG_DIGEST)
+    assert err.value.what == (
+        f"{srv.host}: GET blob {CONFIG_DIGEST} of {srv.host}/x/y answered HTTP 307"
+    )
+    assert len(srv.requests) == 6
+
+
+def test_a_redirect_without_a_location_is_the_answer() -> None:
+    with redirecting(1, 302, location=False) as srv, pytest.raises(RegistryProtocolError) as err:
+        client().get_blob(parse(f"{srv.host}/x/y"), srv.host, CONFIG_DIGEST)
+    assert err.value.what.endswith("answered HTTP 302")
+    assert len(srv.requests) == 1
+
+
+def test_a_config_blob_is_refused_when_missing_or_larger_than_allowed() -> None:
+    other = "sha256:" + "1" * 64
+    with redirecting(0) as srv:
+        with pytest.raises(RegistryNotFound) as missing:
+            client().get_blob(parse(f"{srv.host}/x/y"), srv.host, other)
+        with pytest.raises(RegistryProtocolError) as large:
+            client().get_blob(parse(f"{srv.host}/x/y"), srv.host, CONFIG_DIGEST, max_bytes=5)
+        assert client().get_blob(
+            parse(f"{srv.host}/x/y"), srv.host, CONFIG_DIGEST, max_bytes=len(CONFIG)
+        )
+    assert missing.value.what == f"blob {other} not found in {srv.host}/x/y on {srv.host}"
+    assert large.value.what == f"{srv.host}: blob {CONFIG_DIGEST} is larger than 5 bytes"
