@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from rocmenv.context import Context
-from rocmenv.errors import CheckFailed, DigestMismatch, RegistryNotFound, RegistryProtocolError
+from rocmenv.errors import (
+    CheckFailed,
+    DigestMismatch,
+    RegistryAuthError,
+    RegistryNotFound,
+    RegistryProtocolError,
+)
 from rocmenv.grammar.reference import parse
 from rocmenv.registry.client import RegistryClient, _snippet
 from rocmenv.registry.manifest import DOCKER_SCHEMA1, OCI_INDEX, OCI_MANIFEST, PlatformImage
@@ -369,3 +375,171 @@ def test_a_config_blob_is_refused_when_missing_or_larger_than_allowed() -> None:
         )
     assert missing.value.what == f"blob {other} not found in {srv.host}/x/y on {srv.host}"
     assert large.value.what == f"{srv.host}: blob {CONFIG_DIGEST} is larger than 5 bytes"
+
+
+# -- challenges, refusals, mirrors --------------------------------------------------------------
+
+
+class Guarded:
+    """A registry that wants a bearer token (from its own ``/token``) and refuses ``refuse``."""
+
+    def __init__(self, refuse: int | None = None, challenge: bool = True) -> None:
+        self.refuse, self.challenge, self.issued = refuse, challenge, 0
+
+    def answer(self, req: Request) -> Answer:
+        if req.path.startswith("/token"):
+            self.issued += 1
+            return Answer(200, {}, json.dumps({"token": f"tok-{self.issued:08d}"}).encode())
+        host = req.headers["host"]
+        if req.headers.get("authorization") != f"Bearer tok-{self.issued:08d}" or not self.issued:
+            hdrs = {"WWW-Authenticate": f'Bearer realm="http://{host}/token",service="s"'}
+            return Answer(401, hdrs if self.challenge else {})
+        if self.refuse:
+            return Answer(self.refuse)
+        return Answer(200, {"Docker-Content-Digest": "sha256:" + "a" * 64, "Content-Type": OCI_MANIFEST,
+                            "Content-Length": "0"})  # fmt: skip
+
+
+def logged_in(tmp_path: Any, host: str) -> RegistryClient:
+    import base64
+
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {host: {
+        "auth": base64.b64encode(b"alice:client-pw-1").decode()}}}))  # fmt: skip
+    return RegistryClient(Context(env={"HOME": str(tmp_path), "DOCKER_CONFIG": str(tmp_path)}))
+
+
+def test_a_challenge_is_answered_once_then_the_token_is_sent() -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        c = client()
+        _, head = c.head_manifest(parse(f"{srv.host}/x/y:v1"))
+        _, again = c.head_manifest(parse(f"{srv.host}/x/y:v2"))
+    assert head.digest == again.digest == "sha256:" + "a" * 64
+    assert head.media_type == OCI_MANIFEST and head.size == 0
+    assert registry.issued == 1
+    assert [r.path.split("?")[0] for r in srv.requests] == [
+        "/v2/x/y/manifests/v1", "/token", "/v2/x/y/manifests/v1", "/v2/x/y/manifests/v2",
+    ]  # fmt: skip
+
+
+def test_a_token_refused_later_is_replaced_once() -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        c = client()
+        c.head_manifest(parse(f"{srv.host}/x/y:v1"))
+        registry.issued += 1  # the registry no longer accepts the token it gave
+        c.head_manifest(parse(f"{srv.host}/x/y:v2"))
+    assert registry.issued == 3
+
+
+def test_a_401_without_a_challenge_is_an_auth_error() -> None:
+    with (
+        ScriptedServer(Guarded(challenge=False).answer) as srv,
+        pytest.raises(RegistryAuthError) as err,
+    ):
+        client().head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert (
+        err.value.what
+        == f"{srv.host} refused HEAD /v2/x/y/manifests/v1 (HTTP 401) without a challenge"
+    )
+
+
+def test_a_refused_anonymous_token_is_not_found_or_private(tmp_path: Any) -> None:
+    with ScriptedServer(Guarded(refuse=401).answer) as srv:
+        with pytest.raises(RegistryNotFound) as anonymous:
+            client().head_manifest(parse(f"{srv.host}/x/y:v1"))
+        with pytest.raises(RegistryAuthError) as named:
+            logged_in(tmp_path, srv.host).head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert anonymous.value.what == (
+        f"{srv.host}: repository x/y not found, or private: check the name, or log in"
+    )
+    assert anonymous.value.hint == (
+        f"check the spelling of {srv.host}/x/y; if it is private, run `docker login {srv.host}`"
+    )
+    assert (
+        named.value.what
+        == f"{srv.host} refused access to {srv.host}/x/y (HTTP 401) for user 'alice'"
+    )
+    assert named.value.hint == (
+        f"check `docker login {srv.host}` and that the account can pull x/y"
+    )
+
+
+def test_a_403_is_denied_access() -> None:
+    with ScriptedServer(Guarded(refuse=403).answer) as srv, pytest.raises(RegistryAuthError) as err:
+        client().head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert err.value.what == f"{srv.host} denied access to {srv.host}/x/y (HTTP 403)"
+    assert err.value.hint == "the account lacks permission for this repository"
+
+
+def test_a_head_without_a_digest_falls_back_to_fetching_and_hashing(
+    repo: tuple[Blobs, str],
+) -> None:
+    blobs, _ = repo
+    digest = image(blobs, tag="v1")
+    raw = blobs.by_digest[digest][1]
+
+    def no_digest_on_head(req: Request) -> Answer:
+        out = blobs.answer(req)
+        if req.method == "HEAD":
+            return Answer(out.status, {"Content-Type": "x"}, out.body)
+        return out
+
+    with ScriptedServer(no_digest_on_head) as srv:
+        c = client()
+        where, head = c.head_manifest(parse(f"{srv.host}/x/y:v1"))
+        assert c.head_manifest(parse(f"{srv.host}/x/y:v1")) == (where, head)  # kept
+    assert where == srv.host
+    assert (head.digest, head.media_type, head.size) == (digest, OCI_MANIFEST, len(raw))
+    assert [r.method for r in srv.requests] == ["HEAD", "GET"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "error", "message"),
+    [
+        (Answer(204), RegistryProtocolError, "{host}: HEAD manifest v1 answered HTTP 204"),
+        (Answer(200, {"Docker-Content-Digest": "md5:1"}), RegistryProtocolError,
+         "{host}: the digest of {host}/x/y:v1 is not a valid digest: "),
+        (Answer(404), RegistryNotFound, "manifest 'v1' not found in {host}/x/y on {host}"),
+    ],
+)  # fmt: skip
+def test_a_head_that_gives_no_usable_digest_is_refused(
+    answer: Answer, error: type[Exception], message: str
+) -> None:
+    with ScriptedServer(lambda req: answer) as srv, pytest.raises(error) as err:
+        client().head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert str(err.value).startswith(message.format(host=srv.host))
+
+
+def test_mirrors_are_tried_in_order_and_each_failure_is_named(repo: tuple[Blobs, str]) -> None:
+    blobs, host = repo
+    image(blobs, tag="v1")
+    with (
+        ScriptedServer(lambda req: Answer(404)) as m1,
+        ScriptedServer(lambda req: Answer(204)) as m2,
+    ):
+        settings = RegistrySettings(mirrors=((host, (m1.host, m2.host)),), retries=0)
+        c = RegistryClient(Context(env={"HOME": "/nonexistent"}), settings)
+        assert c.hosts_for(parse(f"{host}/x/y")) == [m1.host, m2.host, host]
+        where, _ = c.head_manifest(parse(f"{host}/x/y:v1"))
+        assert where == host
+        assert c.mirror_failures == [
+            f"mirror {m1.host} failed for {host}/x/y: manifest 'v1' not found in {host}/x/y on "
+            f"{m1.host} — list the available tags with `rocmenv tags list {host}/x/y`",
+            f"mirror {m2.host} failed for {host}/x/y: {m2.host}: HEAD manifest v1 answered HTTP 204",
+        ]
+        with pytest.raises(RegistryNotFound) as err:
+            c.head_manifest(parse(f"{host}/x/y:v9"))
+    assert err.value.what == (
+        f"manifest 'v9' not found in {host}/x/y on {host} (after the mirrors: "
+        f"{c.mirror_failures[-2]}; {c.mirror_failures[-1]})"
+    )
+
+
+def test_docker_hub_is_asked_at_its_registry_host_a_mirror_listed_once() -> None:
+    settings = RegistrySettings(mirrors=(("docker.io", ("m.example", "registry-1.docker.io")),))
+    c = RegistryClient(Context(env={}), settings)
+    assert c.hosts_for(parse("rocm/sgl-dev")) == ["m.example", "registry-1.docker.io"]
+    assert RegistryClient(Context(env={})).hosts_for(parse("rocm/sgl-dev")) == [
+        "registry-1.docker.io"
+    ]
