@@ -3,15 +3,18 @@ bytes (a gzip bomb), 408 retried."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gzip
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
+from rocmenv.redact import redact
 from rocmenv.registry.transport import Transport
 from rocmenv.settings.registry import RegistrySettings
 from tests.support.scripted_http import Answer, Request, ScriptedServer
@@ -507,3 +510,70 @@ def test_a_dead_proxy_is_named_without_its_password() -> None:
         closed.close()
     assert f"reg.example: through proxy http://***@127.0.0.1:{port}: " in err.value.what
     assert "pr0xy-pw" not in str(err.value)
+
+
+# -- where and how ------------------------------------------------------------------------------
+
+
+def test_loopback_registries_speak_plain_http_unless_they_have_a_certs_d(tmp_path: Path) -> None:
+    (tmp_path / "127.0.0.1:5443").mkdir()
+    env = {"ROCMENV_CERTS_D": str(tmp_path)}
+    t = Transport(RegistrySettings(insecure=("localhost:5000",)), env)
+    assert t.scheme_for("127.0.0.1:5000") == "http"
+    assert t.scheme_for("localhost") == "http"
+    assert t.scheme_for("127.0.0.1:5443") == "https"
+    assert t.scheme_for("localhost:5000") == "https"  # insecure: HTTPS first, as Docker
+    assert t.scheme_for("reg.example") == "https"
+    assert t.is_insecure("localhost:5000") and not t.is_insecure("localhost")
+
+
+@pytest.mark.parametrize(("value", "backoff"), [(None, 0.5), ("", 0.5), ("0", 0.0), ("60", 60.0)])
+def test_the_backoff_comes_from_the_environment_within_0_to_60_s(
+    value: str | None, backoff: float
+) -> None:
+    env = {} if value is None else {"ROCMENV_REGISTRY_BACKOFF": value}
+    assert Transport(RegistrySettings(), env)._backoff == backoff
+
+
+def test_a_bad_backoff_names_the_value_and_the_range() -> None:
+    from rocmenv.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        Transport(RegistrySettings(), {"ROCMENV_REGISTRY_BACKOFF": "60.5"})
+    assert (
+        err.value.what == "ROCMENV_REGISTRY_BACKOFF='60.5' is not a number of seconds from 0 to 60"
+    )
+
+
+def test_proxy_credentials_go_in_a_header_unquoted_and_are_redacted() -> None:
+    with scripted((200, {}, b"via proxy")) as proxy:
+        env = {"HTTP_PROXY": f"http://us%40er:p%3Ass-w0rd@{proxy.host}"}
+        resp = Transport(RegistrySettings(retries=0), env).send(
+            "GET", "http://reg.example/v2/", {}, "ping"
+        )
+    (req,) = proxy.requests
+    assert resp.body == b"via proxy" and req.path == "http://reg.example/v2/"
+    expected = base64.b64encode(b"us@er:p:ss-w0rd").decode()
+    assert req.headers["proxy-authorization"] == f"Basic {expected}"
+    assert "ss-w0rd" not in redact("the proxy said: p%3Ass-w0rd")  # as the URL spells it
+
+
+def test_a_proxy_url_keeps_its_host_and_port_and_drops_its_credentials() -> None:
+    t = Transport(RegistrySettings(), {})
+    v6 = t._manager("http://u:pw-v6-secret@[::1]:3128")
+    assert str(v6.proxy) == "http://[::1]:3128"  # type: ignore[attr-defined]
+    bare = t._manager("http://u@proxy.example")
+    assert str(bare.proxy) == "http://proxy.example:80"  # type: ignore[attr-defined]
+    assert bare.proxy_headers["proxy-authorization"] == (  # type: ignore[attr-defined]
+        "Basic " + base64.b64encode(b"u:").decode()
+    )
+    plain = t._manager(None)
+    assert t._manager(None) is plain and t._manager("http://u@proxy.example") is bare
+
+
+def test_one_tls_context_per_set_of_trust_inputs() -> None:
+    t = Transport(RegistrySettings(), {})
+    a = t._ssl_context("a.example", "a.example", True)
+    assert t._ssl_context("b.example", "b.example", True) is a
+    unverified = t._ssl_context("a.example", "a.example", False)
+    assert unverified is not a and t._ssl_context("c.example", "c.example", False) is unverified
