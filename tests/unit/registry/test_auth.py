@@ -80,6 +80,21 @@ def test_an_unterminated_quoted_value_ends_the_challenge() -> None:
     assert c is not None and c.params == {"realm": "http://a/t\\"}
 
 
+@pytest.mark.parametrize(
+    ("value", "params"),
+    [
+        ("Bearer a=1,b=2,c=3", {"a": "1", "b": "2", "c": "3"}),
+        ("Bearer a=b, ", {"a": "b"}),
+        ("Bearer Xa=1", {"xa": "1"}),
+        ('Bearer realm="a\\"', {"realm": 'a"'}),
+        ('Bearer a="x"bc=d', {"a": "x", "bc": "d"}),
+    ],
+)
+def test_a_challenge_s_parameters_are_split_as_written(value: str, params: dict[str, str]) -> None:
+    c = parse_challenge(value)
+    assert c is not None and c.params == params
+
+
 # -- where logins are read ----------------------------------------------------------------------
 
 

@@ -396,7 +396,7 @@ class Guarded:
             return Answer(401, hdrs if self.challenge else {})
         if self.refuse:
             return Answer(self.refuse)
-        return Answer(200, {"Docker-Content-Digest": "sha256:" + "a" * 64, "Content-Type": OCI_MANIFEST,
+        return Answer(200, {"Docker-Content-Digest": "sha256:" + "a" * 64, "Content-Type": f"{OCI_MANIFEST};v=1",
                             "Content-Length": "0"})  # fmt: skip
 
 
@@ -543,3 +543,10 @@ def test_docker_hub_is_asked_at_its_registry_host_a_mirror_listed_once() -> None
     assert RegistryClient(Context(env={})).hosts_for(parse("rocm/sgl-dev")) == [
         "registry-1.docker.io"
     ]
+
+
+def test_a_reference_without_tag_or_digest_means_latest(repo: tuple[Blobs, str]) -> None:
+    blobs, host = repo
+    digest = image(blobs, tag="latest")
+    assert client().head_manifest(parse(f"{host}/x/y"))[1].digest == digest
+    assert client().get_manifest(parse(f"{host}/x/y"))[1].digest == digest
