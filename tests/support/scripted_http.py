@@ -25,6 +25,7 @@ class Request:
     path: str  # with the query
     headers: Mapping[str, str]  # lower-case names
     body: bytes
+    header_lines: tuple[tuple[str, str], ...] = ()  # as sent, repeats kept
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class ScriptedServer:
                     path=self.path,
                     headers={k.lower(): v for k, v in self.headers.items()},
                     body=self.rfile.read(length) if length else b"",
+                    header_lines=tuple(self.headers.items()),
                 )
                 owner.requests.append(req)
                 out = answer(req)

@@ -19,6 +19,7 @@ def test_the_scripted_server_answers_from_its_function_and_records_requests() ->
             assert (resp.status, resp.headers["X-Seen"], resp.read()) == (201, "yes", b"body")
     (req,) = srv.requests
     assert (req.method, req.path, req.body, req.headers["x-in"]) == ("POST", "/p?q=1", b"abc", "v")
+    assert ("X-In", "v") in req.header_lines
 
 
 def test_an_answer_announcing_more_than_it_sends_drops_the_connection() -> None:
