@@ -15,7 +15,8 @@ as killed: the tests detected it, as PIT and Stryker count it.
 Mutants on a line marked ``# pragma: no mutate`` are not generated: the project marks the
 equivalent ones that way, with the reason in a comment beside it.
 
-Not part of CI (minutes to hours on two cores): ``make mutation`` runs every group. Integration
+Not part of CI (minutes to hours on two cores): ``make mutation`` runs every group;
+``--only PATTERN`` runs a slice of one (``registry --only 'rocmenv.registry.auth.*'``). Integration
 groups need the test environment of ``scripts/setup.sh`` (registries, dockerd).
 """
 
@@ -170,7 +171,7 @@ class Row:
         return 100.0 * self.killed / self.total if self.total else 100.0
 
 
-def run_group(name: str, base: Path, jobs: int) -> dict[str, Row]:
+def run_group(name: str, base: Path, jobs: int, only: list[str] | None = None) -> dict[str, Row]:
     modules, tests = GROUPS[name]
     target = base / name
     copy_repo(target)
@@ -178,7 +179,7 @@ def run_group(name: str, base: Path, jobs: int) -> dict[str, Row]:
     env = {**os.environ, "ROCMENV_REQUIRE_ENGINE": os.environ.get("ROCMENV_REQUIRE_ENGINE", "1")}
     log = base / f"{name}.log"
     t0 = time.monotonic()
-    only = ONLY.get(name, [])
+    only = only or ONLY.get(name, [])
     with log.open("w") as out:
         subprocess.run(
             [str(VENV_BIN / "mutmut"), "run", "--max-children", str(jobs), *only],
@@ -223,6 +224,13 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="list the groups and exit")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="mutmut children")
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="PATTERN",
+        help="run and score only these mutants (mutmut names, fnmatch; repeatable), e.g. "
+        "'rocmenv.registry.auth.*': a slice of a long group",
+    )
     args = parser.parse_args()
     if args.list:
         for name, (modules, tests) in GROUPS.items():
@@ -235,7 +243,7 @@ def main() -> int:
     base.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Row] = {}
     for name in args.groups or list(GROUPS):
-        for module, row in run_group(name, base, args.jobs).items():
+        for module, row in run_group(name, base, args.jobs, args.only).items():
             summary[module] = row
             if args.show:
                 for key in row.survivors:
