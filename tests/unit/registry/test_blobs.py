@@ -192,3 +192,14 @@ def test_a_blob_stream_carries_the_registry_s_token() -> None:
     assert data == LAYER
     (get,) = [r for r in srv.requests if r.method == "GET" and "/blobs/" in r.path]
     assert get.headers["authorization"] == f"Bearer {issued}"
+
+
+def test_a_blob_sending_more_than_its_head_announced_is_cut_off_and_named() -> None:
+    def answer(req: Request) -> Answer:  # a HEAD that understates, a GET that overflows
+        return Answer(200, {}, LAYER[:10] if req.method == "HEAD" else LAYER)
+
+    with ScriptedServer(answer) as srv, pytest.raises(RegistryProtocolError) as err:
+        list(open_blob(client(), parse(f"{srv.host}/x/y"), srv.host, DIGEST, max_bytes=100))
+    assert err.value.what == (
+        f"{srv.host}: blob {DIGEST} sent more, more than the 100 bytes its manifest gives"
+    )
