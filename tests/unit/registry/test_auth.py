@@ -123,6 +123,8 @@ def test_a_namespace_login_is_dropped_a_host_login_kept() -> None:
         "credsStore": "x",
         "auths": {
             "quay.io/org": {"auth": "a"},
+            "quay.io/X": {"auth": "a2"},
+            "https://reg.example/a://b": {"auth": "a3"},
             "https://quay.io/org/": {"auth": "b"},
             "quay.io": {"auth": "c"},
             "https://reg.example/": {"auth": "d"},
@@ -394,6 +396,7 @@ def test_an_identity_token_is_exchanged_by_a_refresh_grant(tmp_path: Path) -> No
         "refresh_token": ["refresh-tok-1"], "scope": [SCOPE],
     }  # fmt: skip
     assert auth.header(srv.host, SCOPE) == {"Authorization": "Bearer tok-123456789"}
+    assert dict(auth.transport.stats.by_kind) == {"token": 1}
 
 
 def test_a_refused_identity_token_is_named_and_not_retried(tmp_path: Path) -> None:
@@ -495,3 +498,10 @@ def test_a_credential_helper_runs_with_the_command_s_environment(
     env = {"HOME": str(tmp_path), "RTEST_SECRET": "from-the-context-env"}
     auth = RegistryAuth(Context(env=env), Transport(RegistrySettings(), env))
     assert auth._credentials("reg.example") == ("helped", "from-the-context-env")
+
+
+def test_forgetting_a_scope_without_a_token_is_harmless(tmp_path: Path) -> None:
+    auth = make_auth(tmp_path, {"reg.example": login("alice", "forget-pw-1")})
+    auth.authenticate("reg.example", SCOPE, 'Basic realm="r"', "https")
+    auth.forget("reg.example", SCOPE)  # Basic: no token to drop
+    assert auth.header("reg.example", SCOPE)["Authorization"].startswith("Basic ")
