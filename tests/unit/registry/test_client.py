@@ -214,6 +214,7 @@ def test_a_404_names_the_repository_only_when_the_registry_says_it_is_unknown(
 def test_a_body_that_is_not_json_is_quoted_short() -> None:
     assert _snippet(b"<html>\nhello") == "'<html> hello'"
     assert _snippet(b"a" * 60) == repr("a" * 60)
+    assert _snippet(b"a" * 61) == repr("a" * 60) + "…"
     assert _snippet(b"a" * 61 + b"\xff") == repr("a" * 60) + "…"
     assert _snippet(b"\xff") == repr("\ufffd")
 
