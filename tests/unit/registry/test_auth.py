@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import urllib.parse
+import uuid
 from pathlib import Path
 
 import pytest
@@ -160,8 +161,11 @@ def test_a_login_entry_gives_user_and_password_or_the_identity_token(
 
 
 def test_every_secret_of_a_login_entry_is_redacted_even_unused_ones() -> None:
-    _secret_pair({"Password": "never-used-pw-1", "IdentityToken": "never-used-tok-2"})
-    assert "never-used" not in redact("pw never-used-pw-1 tok never-used-tok-2")
+    pw, tok = f"pw-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"  # new to this process
+    _secret_pair({"Password": pw, "IdentityToken": tok})
+    assert redact(f"pw {pw} tok {tok}") == "pw *** tok ***"
+    _secret_pair({"Username": "u"})  # nothing more to register: not the word "None"
+    assert redact("value None") == "value None"
 
 
 @pytest.mark.parametrize(("kind", "content"), [("docker", "{not json"), ("containers", "[1, 2]")])
@@ -186,7 +190,9 @@ def test_a_broken_login_file_is_an_error_naming_it_and_the_fix(
             == "fix the Docker config (or its credential helper), or run `docker login`"
         )
     else:
-        assert "not a JSON object" in err.value.what
+        assert err.value.what == (
+            f"cannot read credentials for reg.example from {path}: not a JSON object"
+        )
         assert err.value.hint == f"fix {path} (podman/skopeo's auth.json), or run `podman login`"
 
 
@@ -225,9 +231,10 @@ def test_only_docker_hub_may_send_its_credentials_to_auth_docker_io() -> None:
 
 
 def test_basic_auth_sends_the_login_and_registers_it_as_a_secret(tmp_path: Path) -> None:
-    auth = make_auth(tmp_path, {"reg.example": login("alice", "basic-secret-1")})
+    secret = f"basic-{uuid.uuid4().hex}"  # new to this process
+    auth = make_auth(tmp_path, {"reg.example": login("alice", secret)})
     auth.authenticate("reg.example", SCOPE, 'Basic realm="r"', "https")
-    value = "Basic " + base64.b64encode(b"alice:basic-secret-1").decode()
+    value = "Basic " + base64.b64encode(f"alice:{secret}".encode()).decode()
     assert auth.header("reg.example", SCOPE) == {"Authorization": value}
     assert value.split()[1] not in redact(value.split()[1])
 
@@ -248,7 +255,10 @@ def test_credentials_are_not_sent_in_cleartext_off_loopback(tmp_path: Path) -> N
     auth = make_auth(tmp_path, {"reg.example": login("alice", "pw-cleartext")})
     with pytest.raises(RegistryAuthError, match="over plain HTTP; refusing") as err:
         auth.authenticate("reg.example", SCOPE, 'Basic realm="r"', "http")
-    assert "loopback" in (err.value.hint or "")
+    assert err.value.hint == (
+        "serve the registry over HTTPS (credentials travel in cleartext only to loopback "
+        "registries)"
+    )
 
 
 def test_credentials_may_go_in_cleartext_to_loopback(tmp_path: Path) -> None:
@@ -505,3 +515,22 @@ def test_forgetting_a_scope_without_a_token_is_harmless(tmp_path: Path) -> None:
     auth.authenticate("reg.example", SCOPE, 'Basic realm="r"', "https")
     auth.forget("reg.example", SCOPE)  # Basic: no token to drop
     assert auth.header("reg.example", SCOPE)["Authorization"].startswith("Basic ")
+
+
+def test_a_login_in_auth_json_is_used(tmp_path: Path) -> None:
+    (tmp_path / "auth.json").write_text(
+        json.dumps({"auths": {"reg.example": login("p", "podman-pw-1")}})
+    )
+    env = {"HOME": str(tmp_path), "REGISTRY_AUTH_FILE": str(tmp_path / "auth.json")}
+    auth = RegistryAuth(Context(env=env), Transport(RegistrySettings(), env))
+    assert auth._credentials("reg.example") == ("p", "podman-pw-1")
+
+
+def test_a_cached_token_once_taken_is_kept_for_the_command(tmp_path: Path) -> None:
+    clock = [1000.0]
+    cache = TokenCache(tmp_path / "tokens.json", clock=lambda: clock[0])
+    cache.put(("http://r/token", "svc", SCOPE), "kept-tok-1234", 300, host="reg.example")
+    auth = make_auth(tmp_path, cache=cache)
+    assert auth.header("reg.example", SCOPE) == {"Authorization": "Bearer kept-tok-1234"}
+    clock[0] += 3600  # the cache has let it go; this command has not
+    assert auth.header("reg.example", SCOPE) == {"Authorization": "Bearer kept-tok-1234"}
