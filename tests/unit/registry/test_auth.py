@@ -247,7 +247,10 @@ def test_basic_auth_without_a_password_names_the_login_to_run(
     with pytest.raises(RegistryAuthError) as err:
         auth.authenticate("reg.example", SCOPE, 'Basic realm="r"', "https")
     assert err.value.what == "reg.example requires credentials and none are configured"
-    assert "`docker login reg.example` or `podman login reg.example`" in (err.value.hint or "")
+    assert err.value.hint == (
+        "run `docker login reg.example` or `podman login reg.example` (or set "
+        "DOCKER_CONFIG / REGISTRY_AUTH_FILE to a file with them)"
+    )
     assert auth.header("reg.example", SCOPE) == {}
 
 
