@@ -149,6 +149,7 @@ def test_a_schema1_manifest_is_judged_by_its_own_architecture(repo: tuple[Blobs,
         (None, "image manifest has no config digest"),
         ("sha256:1234", "the config digest of the image manifest is not a valid digest"),
         ({"digest": 7}, "image manifest has no config digest"),
+        (["sha256:" + "a" * 64], "image manifest has no config digest"),
     ],
 )
 def test_a_manifest_without_a_valid_config_digest_is_a_protocol_error(
@@ -551,3 +552,31 @@ def test_a_reference_without_tag_or_digest_means_latest(repo: tuple[Blobs, str])
     digest = image(blobs, tag="latest")
     assert client().head_manifest(parse(f"{host}/x/y"))[1].digest == digest
     assert client().get_manifest(parse(f"{host}/x/y"))[1].digest == digest
+
+
+def test_the_platform_manifest_comes_from_the_host_that_served_the_index(
+    repo: tuple[Blobs, str],
+) -> None:
+    blobs, host = repo
+    amd = image(blobs)
+    blobs.add(OCI_INDEX, {"mediaType": OCI_INDEX, "manifests": [entry(amd, "linux", "amd64")]},
+              tag="v1")  # fmt: skip
+    with ScriptedServer(lambda req: Answer(404)) as mirror:
+        settings = RegistrySettings(mirrors=((host, (mirror.host,)),), retries=0)
+        c = RegistryClient(Context(env={"HOME": "/nonexistent"}), settings)
+        found = c.resolve_platform(parse(f"{host}/x/y:v1"))
+    assert found.registry == host and found.platform_digest == amd
+    assert len(mirror.requests) == 1  # the index only; not asked again for the image
+
+
+def test_an_index_entry_whose_bytes_do_not_match_names_the_repository(
+    repo: tuple[Blobs, str],
+) -> None:
+    blobs, host = repo
+    amd = image(blobs)
+    blobs.by_digest[amd] = (OCI_MANIFEST, b'{"mediaType": "tampered"}')
+    blobs.add(OCI_INDEX, {"mediaType": OCI_INDEX, "manifests": [entry(amd, "linux", "amd64")]},
+              tag="v1")  # fmt: skip
+    with pytest.raises(DigestMismatch) as err:
+        client().resolve_platform(parse(f"{host}/x/y:v1"))
+    assert f"manifest {host}/x/y@{amd} from {host}" in str(err.value)
