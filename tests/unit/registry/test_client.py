@@ -580,3 +580,13 @@ def test_an_index_entry_whose_bytes_do_not_match_names_the_repository(
     with pytest.raises(DigestMismatch) as err:
         client().resolve_platform(parse(f"{host}/x/y:v1"))
     assert f"manifest {host}/x/y@{amd} from {host}" in str(err.value)
+
+
+def test_a_manifest_404_naming_an_unknown_repository_says_so() -> None:
+    body = b'{"errors": [{"code": "NAME_UNKNOWN"}]}'
+    with (
+        ScriptedServer(lambda req: Answer(404, {}, body)) as srv,
+        pytest.raises(RegistryNotFound) as err,
+    ):
+        client().get_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert err.value.what == f"repository {srv.host}/x/y not found on {srv.host}"
