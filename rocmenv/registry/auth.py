@@ -274,7 +274,8 @@ class RegistryAuth:
             )
         # Credentials follow the realm only to the credential's own host, and never in
         # cleartext off loopback; otherwise the token is asked for anonymously.
-        withheld = None
+        # pragma: "" is as falsy as None, and withheld is only read when it is true
+        withheld = None  # pragma: no mutate
         if creds is not None:
             if not _same_owner(host, realm_parts.hostname or ""):
                 withheld = f"the token server {realm_host} is not {host}'s own host"

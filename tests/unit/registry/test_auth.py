@@ -288,10 +288,16 @@ def test_an_unusable_challenge_is_a_protocol_error(
 
 
 def test_a_token_server_on_plain_http_off_loopback_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(RegistryAuthError, match=r"to a token server over plain HTTP \(http://"):
+    with pytest.raises(
+        RegistryAuthError, match=r"to a token server over plain HTTP \(http://"
+    ) as err:
         make_auth(tmp_path).authenticate(
             "reg.example", SCOPE, bearer("http://auth.example/token"), "https"
         )
+    assert err.value.hint == (
+        "refusing to talk to a token server unencrypted; list the registry under "
+        "[registry] insecure if this is intended"
+    )
 
 
 def test_an_insecure_registry_may_use_a_plain_http_token_server(tmp_path: Path) -> None:
@@ -537,3 +543,13 @@ def test_a_cached_token_once_taken_is_kept_for_the_command(tmp_path: Path) -> No
     assert auth.header("reg.example", SCOPE) == {"Authorization": "Bearer kept-tok-1234"}
     clock[0] += 3600  # the cache has let it go; this command has not
     assert auth.header("reg.example", SCOPE) == {"Authorization": "Bearer kept-tok-1234"}
+
+
+def test_the_token_is_asked_for_the_scope_the_challenge_names(tmp_path: Path) -> None:
+    wider = "repository:x/y:pull,push"
+    with token_server() as srv:
+        auth = make_auth(tmp_path)
+        auth.authenticate(srv.host, SCOPE, bearer(f"http://{srv.host}/token", wider), "http")
+        (req,) = srv.requests
+    assert urllib.parse.parse_qs(req.path.partition("?")[2])["scope"] == [wider]
+    assert auth.header(srv.host, SCOPE) == {"Authorization": "Bearer tok-123456789"}
