@@ -15,7 +15,8 @@ as killed: the tests detected it, as PIT and Stryker count it.
 Mutants on a line marked ``# pragma: no mutate`` are not generated: the project marks the
 equivalent ones that way, with the reason in a comment beside it.
 
-Not part of CI (minutes to hours on two cores): ``make mutation`` runs every group. Integration
+Not part of CI (minutes to hours on two cores): ``make mutation`` runs every group;
+``--only PATTERN`` runs a slice of one (``registry --only 'rocmenv.registry.auth.*'``). Integration
 groups need the test environment of ``scripts/setup.sh`` (registries, dockerd).
 """
 
@@ -34,6 +35,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv" / "bin"
+
+_TLS = "tests/integration/registry/test_registry_tls.py::"
+REGISTRY_INTEGRATION = [
+    "tests/integration/registry/test_registry.py",
+    "tests/integration/registry/test_blobs.py",
+    *(_TLS + t for t in ("test_blob_redirect_to_the_cdn_carries_no_credentials",
+                         "test_ratelimit_headers_are_read",
+                         "test_429_without_retry_after_is_retried_with_backoff",
+                         "test_realm_on_another_host_is_not_the_credentials_own")),
+]  # fmt: skip
 
 # group -> (modules to mutate, tests that cover them)
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
@@ -58,7 +69,11 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "rocmenv/registry/client.py",
             "rocmenv/registry/blobs.py",
         ],
-        ["tests/unit/registry", "tests/integration/registry"],
+        # the unit tests, plus the in-process integration tests against the real Distribution
+        # registry (token auth, blobs, retries) and the TLS hub's (a blob's CDN redirect, rate
+        # limits). Not the hostile-server tests nor the rest of the TLS file: they run rocmenv
+        # as a subprocess, which mutmut cannot see, and take minutes per mutant.
+        ["tests/unit/registry", *REGISTRY_INTEGRATION],
     ),
     "suite": (
         [
@@ -156,7 +171,7 @@ class Row:
         return 100.0 * self.killed / self.total if self.total else 100.0
 
 
-def run_group(name: str, base: Path, jobs: int) -> dict[str, Row]:
+def run_group(name: str, base: Path, jobs: int, only: list[str] | None = None) -> dict[str, Row]:
     modules, tests = GROUPS[name]
     target = base / name
     copy_repo(target)
@@ -164,7 +179,7 @@ def run_group(name: str, base: Path, jobs: int) -> dict[str, Row]:
     env = {**os.environ, "ROCMENV_REQUIRE_ENGINE": os.environ.get("ROCMENV_REQUIRE_ENGINE", "1")}
     log = base / f"{name}.log"
     t0 = time.monotonic()
-    only = ONLY.get(name, [])
+    only = only or ONLY.get(name, [])
     with log.open("w") as out:
         subprocess.run(
             [str(VENV_BIN / "mutmut"), "run", "--max-children", str(jobs), *only],
@@ -209,6 +224,13 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="list the groups and exit")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="mutmut children")
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="PATTERN",
+        help="run and score only these mutants (mutmut names, fnmatch; repeatable), e.g. "
+        "'rocmenv.registry.auth.*': a slice of a long group",
+    )
     args = parser.parse_args()
     if args.list:
         for name, (modules, tests) in GROUPS.items():
@@ -221,7 +243,7 @@ def main() -> int:
     base.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Row] = {}
     for name in args.groups or list(GROUPS):
-        for module, row in run_group(name, base, args.jobs).items():
+        for module, row in run_group(name, base, args.jobs, args.only).items():
             summary[module] = row
             if args.show:
                 for key in row.survivors:

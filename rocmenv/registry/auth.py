@@ -52,7 +52,8 @@ def parse_challenge(value: str) -> _Challenge | None:
     scheme, _, rest = value.strip().partition(" ")
     params: dict[str, str] = {}
     i = 0
-    while i < len(rest):
+    # pragma: "<=" is equivalent: at len(rest) find() gives -1 and the loop breaks
+    while i < len(rest):  # pragma: no mutate
         while i < len(rest) and rest[i] in " ,":
             i += 1
         eq = rest.find("=", i)
@@ -326,7 +327,8 @@ class RegistryAuth:
         realm_host = realm_parts.netloc
         # Credentials follow the realm only to the credential's own host, and never in
         # cleartext off loopback; otherwise the token is asked for anonymously.
-        withheld = None
+        # pragma: "" is as falsy as None, and withheld is only read when it is true
+        withheld = None  # pragma: no mutate
         if creds is not None:
             if not _same_owner(host, realm_parts.hostname or ""):
                 withheld = f"the token server {realm_host} is not {host}'s own host"

@@ -3,17 +3,22 @@ bytes (a gzip bomb), 408 retried."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gzip
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
+from rocmenv.redact import redact
 from rocmenv.registry.transport import Transport
 from rocmenv.settings.registry import RegistrySettings
+from tests.support.scripted_http import Answer, Request, ScriptedServer
 
 
 @contextlib.contextmanager
@@ -151,3 +156,426 @@ def test_a_name_that_does_not_resolve_is_not_retried_a_refused_connection_is() -
     finally:
         refused.close()
     assert len(slept) == 4
+
+
+# -- what a failure says ------------------------------------------------------------------------
+
+
+def test_an_unresolved_name_is_reported_by_the_resolver_s_reason() -> None:
+    from rocmenv.registry.transport import _unresolved
+
+    cause = OSError("[Errno -2] Name or service not known")
+    wrapped = RuntimeError("HTTPSConnection(host='x'): Failed to resolve 'x' ([Errno -3] other)")
+    wrapped.__cause__ = cause
+    err = _unresolved("reg.example", wrapped)
+    assert err.what == "reg.example: the name does not resolve (Name or service not known)"
+    assert err.hint == (
+        "check the name, the DNS and the network (is this machine offline?); a mirror "
+        "([registry] mirrors) or a proxy (HTTPS_PROXY) that resolves it may help"
+    )
+    alone = _unresolved("proxy p", ValueError("lookup] failed for x] no such name"))
+    assert alone.what == "proxy p: the name does not resolve (no such name)"
+
+
+def test_a_long_reason_is_cut_at_200_characters_and_redacted() -> None:
+    from rocmenv.registry.transport import _short
+
+    assert _short("x" * 200) == "x" * 200
+    assert _short("x" * 201) == "x" * 200 + "…"
+    assert _short("to https://user:hunter2-pw@r.example/") == "to https://***@r.example/"
+
+
+def test_an_oversized_answer_names_its_kind_url_and_the_limit_to_raise() -> None:
+    from rocmenv.registry.transport import _too_large
+
+    more = _too_large("r.example", "https://r.example/v2/", "tags", 10, "sent more")
+    assert more.what == (
+        "r.example: the tags response to https://r.example/v2/ sent more than its limit of 10 bytes"
+    )
+    assert more.hint == (
+        "a hostile or broken registry, mirror or proxy; if the registry is right, raise "
+        "[registry] limits.tags"
+    )
+    announced = _too_large("r.example", "https://r.example/v2/", "index", 10, "announces 99 bytes")
+    assert announced.what == (
+        "r.example: the index response to https://r.example/v2/ announces 99 bytes, "
+        "over its limit of 10 bytes"
+    )
+
+
+def test_an_answer_announcing_more_than_its_cap_is_refused_before_reading() -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\nConnection: close\r\n\r\n"
+    with (
+        serve([head + b"x" * 10]) as port,
+        pytest.raises(RegistryProtocolError, match="announces 5000 bytes, over its limit of 100"),
+    ):
+        transport(limits=(("tags", 100),)).send(
+            "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
+        )
+
+
+def test_a_dripping_answer_is_stopped_at_the_request_deadline_and_says_so() -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def drip() -> None:
+        conn, _ = server.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        while not stop.is_set():
+            conn.sendall(b"x")
+            stop.wait(0.05)
+        conn.close()
+
+    threading.Thread(target=drip, daemon=True).start()
+    port = server.getsockname()[1]
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            transport(timeout=5, request_deadline=0.3, command_deadline=60, retries=0).send(
+                "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
+            )
+    finally:
+        stop.set()
+        server.close()
+    assert err.value.what.startswith(
+        f"127.0.0.1:{port}: the answer to http://127.0.0.1:{port}/v2/x/tags/list was still "
+        "arriving after 0.3 s ("
+    )
+    assert err.value.what.endswith(" bytes so far); gave up")
+    assert err.value.hint == (
+        "the registry or a proxy on the way is stalling; raise [registry] request-deadline or "
+        "command-deadline (ROCMENV_REGISTRY_DEADLINE) if it is only slow"
+    )
+
+
+def test_every_round_trip_is_counted_by_its_kind() -> None:
+    with serve([response(b"{}"), response(b"{}")]) as port:
+        t = transport()
+        t.send("GET", f"http://127.0.0.1:{port}/v2/", {}, "ping")
+        t.send("HEAD", f"http://127.0.0.1:{port}/v2/", {}, "manifest-head")
+    assert dict(t.stats.by_kind) == {"ping": 1, "manifest-head": 1}
+
+
+def test_closing_an_unused_transport_leaves_other_transports_dials_alone() -> None:
+    from rocmenv.registry import connect
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    key = ("127.0.0.1", listener.getsockname()[1])
+    try:
+        connect.predial(*key, 1.0)
+        transport().close()  # made no request: dialled nothing, discards nothing
+        assert key in connect._dials
+        used = transport()
+        used._first = False  # as after its first request
+        used.close()
+        assert key not in connect._dials
+    finally:
+        connect.discard_predials()
+        listener.close()
+
+
+# -- the retry policy ---------------------------------------------------------------------------
+
+
+def scripted(*answers: tuple[int, dict[str, str], bytes]) -> ScriptedServer:
+    """Each request gets the next answer; the last one repeats."""
+    queue = list(answers)
+
+    def answer(req: Request) -> Answer:
+        status, headers, body = queue.pop(0) if len(queue) > 1 else queue[0]
+        return Answer(status, headers, body)
+
+    return ScriptedServer(answer)
+
+
+def waiting(slept: list[float], **settings: object) -> Transport:
+    return Transport(RegistrySettings(**settings), {"ROCMENV_REGISTRY_BACKOFF": "1"}, slept.append)  # type: ignore[arg-type]
+
+
+def test_failures_are_retried_with_exponential_backoff_and_jitter_then_named() -> None:
+    slept: list[float] = []
+    with scripted((503, {}, b"busy")) as srv, pytest.raises(RegistryUnavailable) as err:
+        waiting(slept, retries=4).send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert len(srv.requests) == 5
+    assert [0.5 * 2**i <= w <= 2**i for i, w in enumerate(slept)] == [True] * 4
+    assert err.value.what == (
+        f"GET http://{srv.host}/v2/ failed after 5 attempts: HTTP 503 from {srv.host}"
+    )
+    assert err.value.hint == (
+        "check that the registry is up and reachable (network, proxy, firewall); "
+        "set [registry] timeout/retries or ROCMENV_REGISTRY_TIMEOUT to adjust"
+    )
+
+
+def test_a_backoff_is_capped_at_30_s_and_by_the_command_s_deadline() -> None:
+    slept: list[float] = []
+    t = Transport(RegistrySettings(retries=8), {"ROCMENV_REGISTRY_BACKOFF": "10"}, slept.append)
+    with scripted((502, {}, b"")) as srv, pytest.raises(RegistryUnavailable):
+        t.send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert max(slept) <= 30 and min(slept[2:]) >= 15  # 10 s, then 20 s, then the cap
+    slept.clear()
+    short = Transport(RegistrySettings(retries=2, command_deadline=3), {}, slept.append)
+    with scripted((500, {}, b"")) as srv, pytest.raises(RegistryUnavailable):
+        short.send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert len(slept) == 2 and all(w <= 3 for w in slept)
+
+
+def test_retry_after_is_honoured_and_a_wait_beyond_120_s_fails_at_once() -> None:
+    slept: list[float] = []
+    with scripted((429, {"Retry-After": "7"}, b""), (200, {}, b"ok")) as srv:
+        resp = waiting(slept).send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert (resp.status, slept) == (200, [7.0])
+    with (
+        scripted((503, {"Retry-After": "121"}, b"")) as srv,
+        pytest.raises(RegistryUnavailable) as err,
+    ):
+        waiting(slept).send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert len(srv.requests) == 1
+    assert err.value.what == (
+        f"http://{srv.host}/v2/: rate limited (HTTP 503); the registry asks to wait 121 s"
+    )
+    assert err.value.hint == (
+        "try again later, authenticate (`docker login`) for higher limits, or configure a mirror"
+    )
+    with scripted((429, {"Retry-After": "120"}, b""), (200, {}, b"")) as srv:
+        waiting(slept).send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert slept[-1] == 120.0
+
+
+def test_a_rate_limit_that_outlives_the_retries_says_so() -> None:
+    slept: list[float] = []
+    with (
+        scripted((429, {"Retry-After": "1"}, b"")) as srv,
+        pytest.raises(RegistryUnavailable) as err,
+    ):
+        waiting(slept, retries=2).send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert err.value.what == (
+        f"http://{srv.host}/v2/: still rate limited (HTTP 429) after 3 attempts"
+    )
+    assert err.value.hint == (
+        "try again later, authenticate (`docker login`) for higher limits, or configure a "
+        "mirror ([registry] mirrors)"
+    )
+    assert slept == [1.0, 1.0]
+
+
+def test_statuses_named_not_to_retry_are_returned_at_once() -> None:
+    with scripted((429, {}, b"")) as srv:
+        resp = waiting([]).send_with_retries(
+            "GET", f"http://{srv.host}/v2/", {}, "token", no_retry=(429,)
+        )
+    assert resp.status == 429 and len(srv.requests) == 1
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504])
+def test_each_transient_status_is_retried(status: int) -> None:
+    with scripted((status, {}, b""), (200, {}, b"ok")) as srv:
+        resp = transport(retries=1).send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert resp.status == 200 and len(srv.requests) == 2
+
+
+@pytest.mark.parametrize("status", [401, 404, 501])
+def test_other_statuses_are_answers_not_retried(status: int) -> None:
+    with scripted((status, {}, b"")) as srv:
+        resp = transport(retries=3).send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert resp.status == status and len(srv.requests) == 1
+
+
+def test_an_insecure_registry_without_tls_is_spoken_to_over_plain_http() -> None:
+    with scripted((200, {}, b"plain")) as srv:
+        t = transport(insecure=(srv.host,), retries=0)
+        assert t.scheme_for(srv.host) == "https"
+        resp = t.send_with_retries("GET", f"https://{srv.host}/v2/", {}, "ping")
+        assert (resp.status, resp.body, resp.url) == (200, b"plain", f"http://{srv.host}/v2/")
+        assert t.scheme_for(srv.host) == "http"
+
+
+# -- what is sent, what is kept -----------------------------------------------------------------
+
+
+def test_a_request_says_who_it_is_asks_for_gzip_and_keeps_the_ratelimit() -> None:
+    headers = {"RateLimit-Limit": "100;w=21600", "RateLimit-Remaining": "7;w=21600"}
+    with scripted((200, headers, b"")) as srv:
+        t = transport()
+        t.send(
+            "GET", f"http://{srv.host}/v2/", {"Accept": "x/y"}, "ping", registry_host="reg.example"
+        )
+    (req,) = srv.requests
+    assert req.headers["user-agent"] == "rocmenv (+https://github.com/rocmenv)"
+    assert req.headers["accept-encoding"] == "gzip" and req.headers["accept"] == "x/y"
+    assert "x-rocmenv-deadline" not in req.headers
+    limit = t.ratelimits["reg.example"]
+    assert (limit.limit, limit.remaining, limit.window) == (100, 7, 21600)
+
+
+def test_a_command_past_its_deadline_sends_nothing_more() -> None:
+    now = [0.0]
+    t = Transport(RegistrySettings(command_deadline=10), {}, lambda s: None, clock=lambda: now[0])
+    now[0] = 10.0
+    with scripted((200, {}, b"")) as srv, pytest.raises(RegistryUnavailable) as err:
+        t.send("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert srv.requests == []
+    assert err.value.what == (
+        "the registry requests of this command took longer than its deadline (10 s); "
+        f"stopped before GET http://{srv.host}/v2/"
+    )
+    assert err.value.hint == (
+        "the registry or a proxy on the way is too slow or stalling; raise [registry] "
+        "command-deadline or ROCMENV_REGISTRY_DEADLINE if it is just slow"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "content_type", "status", "cap"),
+    [
+        ("manifest-get", "application/vnd.oci.image.manifest.v1+json", 200, "manifest"),
+        ("manifest-get", "application/vnd.oci.image.index.v1+json; x=1", 200, "index"),
+        ("manifest-get", "application/vnd.docker.distribution.manifest.list.v2+json", 200, "index"),
+        ("token", "application/json", 200, "token"),
+        ("blob", "application/json", 200, "config"),
+        ("tags", "application/json", 404, "error"),
+        ("ping", "application/json", 200, "error"),
+    ],
+)
+def test_each_answer_is_capped_by_its_kind(
+    kind: str, content_type: str, status: int, cap: str
+) -> None:
+    body = b"x" * 101
+    with scripted((status, {"Content-Type": content_type}, body)) as srv:
+        t = transport(limits=((cap, 100),))
+        with pytest.raises(RegistryProtocolError, match=f"the {cap} response to .* announces 101"):
+            t.send("GET", f"http://{srv.host}/v2/", {}, kind)
+        ok = transport(limits=((cap, 101),)).send("GET", f"http://{srv.host}/v2/", {}, kind)
+    assert ok.body == body
+
+
+def test_a_truncated_answer_is_retried_then_named_with_what_arrived() -> None:
+    with (
+        scripted((200, {"Content-Length": "50"}, b"x" * 20)) as srv,
+        pytest.raises(RegistryUnavailable) as err,
+    ):
+        transport(retries=1).send_with_retries("GET", f"http://{srv.host}/v2/", {}, "tags")
+    assert len(srv.requests) == 2
+    assert err.value.what.endswith(
+        f"{srv.host}: the answer was truncated (20 bytes received, 50 announced)"
+    )
+
+
+def test_a_refused_connection_is_named_as_such() -> None:
+    refused = socket.socket()
+    refused.bind(("127.0.0.1", 0))
+    port = refused.getsockname()[1]
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            transport(retries=0).send_with_retries(
+                "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+            )
+    finally:
+        refused.close()
+    assert err.value.what.startswith(
+        f"GET http://127.0.0.1:{port}/v2/ failed after 1 attempts: 127.0.0.1:{port}: cannot "
+        "connect: [Errno 111] Connection refused"
+    )
+
+
+def test_a_server_that_never_answers_is_named_by_the_read_timeout() -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            transport(retries=0, timeout=0.2).send_with_retries(
+                "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+            )
+    finally:
+        server.close()
+    assert err.value.what.endswith(f"127.0.0.1:{port}: no answer within 0.2 s")
+
+
+def test_a_dead_proxy_is_named_without_its_password() -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    env = {"ROCMENV_REGISTRY_BACKOFF": "0", "HTTPS_PROXY": f"http://u:pr0xy-pw@127.0.0.1:{port}"}
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            Transport(RegistrySettings(retries=0), env, lambda s: None).send_with_retries(
+                "GET", "https://reg.example/v2/", {}, "ping"
+            )
+    finally:
+        closed.close()
+    assert f"reg.example: through proxy http://***@127.0.0.1:{port}: " in err.value.what
+    assert "pr0xy-pw" not in str(err.value)
+
+
+# -- where and how ------------------------------------------------------------------------------
+
+
+def test_loopback_registries_speak_plain_http_unless_they_have_a_certs_d(tmp_path: Path) -> None:
+    (tmp_path / "127.0.0.1:5443").mkdir()
+    env = {"ROCMENV_CERTS_D": str(tmp_path)}
+    t = Transport(RegistrySettings(insecure=("localhost:5000",)), env)
+    assert t.scheme_for("127.0.0.1:5000") == "http"
+    assert t.scheme_for("localhost") == "http"
+    assert t.scheme_for("127.0.0.1:5443") == "https"
+    assert t.scheme_for("localhost:5000") == "https"  # insecure: HTTPS first, as Docker
+    assert t.scheme_for("reg.example") == "https"
+    assert t.is_insecure("localhost:5000") and not t.is_insecure("localhost")
+
+
+@pytest.mark.parametrize(("value", "backoff"), [(None, 0.5), ("", 0.5), ("0", 0.0), ("60", 60.0)])
+def test_the_backoff_comes_from_the_environment_within_0_to_60_s(
+    value: str | None, backoff: float
+) -> None:
+    env = {} if value is None else {"ROCMENV_REGISTRY_BACKOFF": value}
+    assert Transport(RegistrySettings(), env)._backoff == backoff
+
+
+def test_a_bad_backoff_names_the_value_and_the_range() -> None:
+    from rocmenv.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        Transport(RegistrySettings(), {"ROCMENV_REGISTRY_BACKOFF": "60.5"})
+    assert (
+        err.value.what == "ROCMENV_REGISTRY_BACKOFF='60.5' is not a number of seconds from 0 to 60"
+    )
+
+
+def test_proxy_credentials_go_in_a_header_unquoted_and_are_redacted() -> None:
+    with scripted((200, {}, b"via proxy")) as proxy:
+        word = uuid.uuid4().hex  # new to this process
+        env = {"HTTP_PROXY": f"http://us%40er:p%3A{word}@{proxy.host}"}
+        resp = Transport(RegistrySettings(retries=0), env).send(
+            "GET", "http://reg.example/v2/", {}, "ping"
+        )
+    (req,) = proxy.requests
+    assert resp.body == b"via proxy" and req.path == "http://reg.example/v2/"
+    expected = base64.b64encode(f"us@er:p:{word}".encode()).decode()
+    assert req.headers["proxy-authorization"] == f"Basic {expected}"
+    assert word not in redact(f"the proxy said: p%3A{word}")  # as the URL spells it
+
+
+def test_a_proxy_url_keeps_its_host_and_port_and_drops_its_credentials() -> None:
+    t = Transport(RegistrySettings(), {})
+    v6 = t._manager("http://u:pw-v6-secret@[::1]:3128")
+    assert str(v6.proxy) == "http://[::1]:3128"  # type: ignore[attr-defined]
+    bare = t._manager("http://u@proxy.example")
+    assert str(bare.proxy) == "http://proxy.example:80"  # type: ignore[attr-defined]
+    assert bare.proxy_headers["proxy-authorization"] == (  # type: ignore[attr-defined]
+        "Basic " + base64.b64encode(b"u:").decode()
+    )
+    plain = t._manager(None)
+    assert t._manager(None) is plain and t._manager("http://u@proxy.example") is bare
+
+
+def test_one_tls_context_per_set_of_trust_inputs() -> None:
+    t = Transport(RegistrySettings(), {})
+    a = t._ssl_context("a.example", "a.example", True)
+    assert t._ssl_context("b.example", "b.example", True) is a
+    unverified = t._ssl_context("a.example", "a.example", False)
+    assert unverified is not a and t._ssl_context("c.example", "c.example", False) is unverified
