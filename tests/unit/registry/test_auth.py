@@ -24,6 +24,7 @@ from rocmenv.registry.auth import (
     credential_files,
     parse_challenge,
 )
+from rocmenv.registry.challenge_cache import ChallengeCache
 from rocmenv.registry.token_cache import TokenCache
 from rocmenv.registry.transport import Transport
 from rocmenv.settings.registry import RegistrySettings
@@ -36,6 +37,7 @@ def make_auth(
     tmp_path: Path,
     logins: dict[str, dict[str, str]] | None = None,
     cache: TokenCache | None = None,
+    challenges: ChallengeCache | None = None,
     **settings: object,
 ) -> RegistryAuth:
     env = {"HOME": str(tmp_path), "ROCMENV_REGISTRY_BACKOFF": "0"}
@@ -44,7 +46,7 @@ def make_auth(
         (tmp_path / "docker" / "config.json").write_text(json.dumps({"auths": logins}))
         env["DOCKER_CONFIG"] = str(tmp_path / "docker")
     transport = Transport(RegistrySettings(**settings), env, lambda s: None)  # type: ignore[arg-type]
-    return RegistryAuth(Context(env=env), transport, cache)
+    return RegistryAuth(Context(env=env), transport, cache, challenges)
 
 
 def login(user: str, password: str) -> dict[str, str]:
@@ -463,14 +465,16 @@ def test_a_cached_anonymous_token_spares_the_token_request_until_forgotten(tmp_p
     cache = TokenCache(tmp_path / "tokens.json")
     with token_server(body=b'{"token": "fresh-tok-999", "expires_in": 300}') as srv:
         realm = f"http://{srv.host}/token"
-        cache.put((realm, "svc", SCOPE), "cached-tok-111", 300, host=srv.host)
-        auth = make_auth(tmp_path, cache=cache)
+        challenges = ChallengeCache(tmp_path / "challenges.json")
+        challenges.put(srv.host, realm, "svc")  # the realm this host named last time
+        cache.put((realm, "svc", SCOPE), "cached-tok-111", 300)
+        auth = make_auth(tmp_path, cache=cache, challenges=challenges)
         assert auth.header(srv.host, SCOPE) == {"Authorization": "Bearer cached-tok-111"}
         auth.forget(srv.host, SCOPE)
         assert auth.header(srv.host, SCOPE) == {}  # not the cache's again
         auth.authenticate(srv.host, SCOPE, bearer(realm), "http")
         asked = len(srv.requests)
-        fresh = make_auth(tmp_path, cache=cache)
+        fresh = make_auth(tmp_path, cache=cache, challenges=challenges)
         fresh.authenticate(srv.host, SCOPE, bearer(realm), "http")
         assert len(srv.requests) == asked  # the cache answered
     assert asked == 1
@@ -538,8 +542,10 @@ def test_a_login_in_auth_json_is_used(tmp_path: Path) -> None:
 def test_a_cached_token_once_taken_is_kept_for_the_command(tmp_path: Path) -> None:
     clock = [1000.0]
     cache = TokenCache(tmp_path / "tokens.json", clock=lambda: clock[0])
-    cache.put(("http://r/token", "svc", SCOPE), "kept-tok-1234", 300, host="reg.example")
-    auth = make_auth(tmp_path, cache=cache)
+    challenges = ChallengeCache(tmp_path / "challenges.json")
+    challenges.put("reg.example", "http://r/token", "svc")
+    cache.put(("http://r/token", "svc", SCOPE), "kept-tok-1234", 300)
+    auth = make_auth(tmp_path, cache=cache, challenges=challenges)
     assert auth.header("reg.example", SCOPE) == {"Authorization": "Bearer kept-tok-1234"}
     clock[0] += 3600  # the cache has let it go; this command has not
     assert auth.header("reg.example", SCOPE) == {"Authorization": "Bearer kept-tok-1234"}

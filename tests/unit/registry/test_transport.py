@@ -270,7 +270,7 @@ def test_closing_an_unused_transport_leaves_other_transports_dials_alone() -> No
         transport().close()  # made no request: dialled nothing, discards nothing
         assert key in connect._dials
         used = transport()
-        used._first = False  # as after its first request
+        used._dialled = True  # as after dialling ahead for its first request
         used.close()
         assert key not in connect._dials
     finally:
