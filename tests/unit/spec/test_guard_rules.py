@@ -359,7 +359,10 @@ def test_apply_refuses_a_privileged_draft_naming_the_profile(tmp_path: Path) -> 
     draft = build_spec(profile, Overrides(), facts(tmp_path), image="IMAGE", guard=None)
     with pytest.raises(UsageError) as err:
         Guard().apply(draft, profile, facts(tmp_path))
-    assert err.value.what.startswith("profile 'fork' is privileged and this run is untrusted")
+    assert err.value.what == (
+        "profile 'fork' is privileged and this run is untrusted (--untrusted, untrusted = true "
+        "or ROCMENV_UNTRUSTED=1): refused"
+    )
     assert err.value.hint == "use a profile without privileged = true for untrusted code"
 
 
