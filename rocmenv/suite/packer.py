@@ -160,7 +160,7 @@ def simulate(
             heapq.heappush(ends, (end, job.name))
             slots.append(Slot(name=job.name, gpus=gpus, start=now, end=end))
         if not ends:  # nothing runs and nothing fits: cannot happen after the size check
-            raise AssertionError("packer stalled")
+            raise AssertionError("packer stalled")  # pragma: no mutate (unreachable, see above)
         now, name = heapq.heappop(ends)
         packer.release(name)
         while ends and ends[0][0] == now:

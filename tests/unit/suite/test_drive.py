@@ -165,3 +165,21 @@ def test_a_stop_action_that_fails_with_our_error_or_an_os_error_does_not_stop_th
     stopped.cancel()
     with pytest.raises(ValueError, match="a bug is not swallowed"):
         stopped.on_cancel(bug)
+
+
+def test_a_timed_out_attempt_is_asked_to_stop_again_until_it_has() -> None:
+    """A kill that raced the container's start is repeated, every CANCEL_RETRY seconds."""
+    cancel, asked = Cancel(timeout=0.05), threading.Event()
+    calls: list[float] = []
+
+    def stop() -> None:
+        calls.append(time.monotonic())
+        if len(calls) >= 2:
+            asked.set()
+
+    cancel.on_cancel(stop)
+    cancel.started()
+    again = asked.wait(10)
+    cancel.finish()
+    assert again and cancel.timed_out, calls
+    assert calls[1] - calls[0] >= 0.9  # spaced by CANCEL_RETRY (1 s), not a busy loop

@@ -250,3 +250,13 @@ def test_the_lower_bound_is_the_gpu_time_over_the_pool_or_the_longest_test() -> 
     assert lower_bound([b, b], {"b": 10}, 1) == 20.0
     assert lower_bound([b], {"b": 10}, 0) == 10.0  # an empty pool counts as one GPU
     assert lower_bound([], {}, 4) == 0.0
+
+
+def test_tests_ending_together_free_their_gpus_together() -> None:
+    """Two 1-GPU tests end at once: the 2-GPU test waiting first in line takes both, rather
+    than the small one slipping in on the first GPU given back."""
+    jobs = [Job(name="a", gpus=1, estimate=100), Job(name="b", gpus=1, estimate=90),
+            Job(name="big", gpus=2, estimate=50), Job(name="small", gpus=1, estimate=5)]  # fmt: skip
+    slots = {s.name: s for s in simulate(jobs, {"a": 10, "b": 10, "big": 20, "small": 1}, 2)}
+    assert (slots["big"].start, slots["big"].gpus) == (10.0, (0, 1))
+    assert slots["small"].start == 30.0
