@@ -183,3 +183,16 @@ def test_a_timed_out_attempt_is_asked_to_stop_again_until_it_has() -> None:
     cancel.finish()
     assert again and cancel.timed_out, calls
     assert calls[1] - calls[0] >= 0.9  # spaced by CANCEL_RETRY (1 s), not a busy loop
+
+
+def test_retry_on_reads_the_logs_last_bytes_decoded_leniently(tmp_path: Path) -> None:
+    from rocmenv.suite.drive import _log_tail
+    from rocmenv.suite.policy import RETRY_LOG_TAIL
+
+    assert _log_tail(None) == "" and _log_tail(str(tmp_path / "gone.log")) == ""
+    small = tmp_path / "small.log"
+    small.write_bytes(b"HIP error \xff\n")
+    assert _log_tail(str(small)) == "HIP error \ufffd\n"
+    big = tmp_path / "big.log"
+    big.write_bytes(b"x" * 100 + "é".encode() + b"y" * (RETRY_LOG_TAIL - 1))
+    assert _log_tail(str(big)) == "\ufffd" + "y" * (RETRY_LOG_TAIL - 1)  # cut inside the é

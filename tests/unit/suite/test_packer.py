@@ -6,6 +6,7 @@ import random
 import threading
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
 
@@ -260,3 +261,28 @@ def test_tests_ending_together_free_their_gpus_together() -> None:
     slots = {s.name: s for s in simulate(jobs, {"a": 10, "b": 10, "big": 20, "small": 1}, 2)}
     assert (slots["big"].start, slots["big"].gpus) == (10.0, (0, 1))
     assert slots["small"].start == 30.0
+
+
+def test_a_retry_starts_before_the_tests_still_waiting() -> None:
+    packer = Packer([Job(name=n, gpus=1, estimate=e) for n, e in (("a", 3), ("b", 2), ("c", 1))],
+                    [0])  # fmt: skip
+    ((a, gpus),) = packer.take()
+    packer.release("a")
+    packer.requeue(replace(a, attempt=2), gpus)
+    assert [(j.name, j.attempt) for j, _ in packer.take()] == [("a", 2)]
+
+
+def test_a_retry_on_lanes_runs_next_on_its_own_lane() -> None:
+    jobs = [Job(name=f"t{i}", gpus=4, estimate=100 - i) for i in range(6)]
+    packer = Packer(jobs, range(8))  # type: ignore[arg-type]
+    started = {gpus: job for job, gpus in packer.take()}
+    second = (4, 5, 6, 7)
+    failed = started[second]
+    packer.release(failed.name)
+    packer.requeue(replace(failed, attempt=2), second)
+    assert [(j.name, j.attempt, g) for j, g in packer.take()] == [(failed.name, 2, second)]
+    # GPUs that are no lane (cannot come from the packer): the first lane's queue
+    first = started[(0, 1, 2, 3)]
+    packer.release(first.name)
+    packer.requeue(replace(first, attempt=2), (9,))
+    assert [(j.name, j.attempt, g) for j, g in packer.take()] == [(first.name, 2, (0, 1, 2, 3))]
