@@ -196,3 +196,19 @@ def test_retry_on_reads_the_logs_last_bytes_decoded_leniently(tmp_path: Path) ->
     big = tmp_path / "big.log"
     big.write_bytes(b"x" * 100 + "é".encode() + b"y" * (RETRY_LOG_TAIL - 1))
     assert _log_tail(str(big)) == "\ufffd" + "y" * (RETRY_LOG_TAIL - 1)  # cut inside the é
+
+
+def test_the_timeout_clock_starts_once_on_a_daemon_thread_that_says_what_it_is() -> None:
+    """Started twice (a backend's retried start), one stop request, not two; the clock never
+    holds the interpreter's exit up; a thread dump names it."""
+    cancel, calls = Cancel(timeout=0.05), []
+    cancel.on_cancel(lambda: calls.append(1))
+    before = set(threading.enumerate())
+    cancel.started()
+    cancel.started()
+    (clock,) = set(threading.enumerate()) - before
+    assert clock.name == "suite-timeout"
+    assert clock.daemon
+    time.sleep(0.5)  # within CANCEL_RETRY (1 s) of the timeout: the first request only
+    cancel.finish()
+    assert calls == [1]
