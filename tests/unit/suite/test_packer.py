@@ -310,3 +310,20 @@ def test_a_pool_naming_a_gpu_twice_or_no_parallel_test_is_refused() -> None:
         Packer(jobs, [0], max_parallel=0)
     assert none.value.what == "--max-parallel 0: must be at least 1"
     assert [j.name for j, _ in Packer(jobs, [0], max_parallel=1).take()] == ["t"]
+
+
+@pytest.mark.parametrize(("gpus", "pool"), [(4, 8), (2, 6)])
+def test_max_parallel_as_large_as_the_lanes_keeps_the_lanes(gpus: int, pool: int) -> None:
+    """--max-parallel k on k lanes limits nothing: the makespan keeps the static split's
+    bound (plain list scheduling, which --max-parallel below k falls back to, can miss it)."""
+    k = pool // gpus
+    worse = 0
+    for seed in range(200):
+        rng = random.Random(seed)
+        jobs = [Job(name=f"t{i:02d}", gpus=gpus, estimate=rng.uniform(60, 1800))
+                for i in range(rng.randint(2, 14))]  # fmt: skip
+        real = {j.name: j.estimate * rng.uniform(0.5, 1.5) for j in jobs}
+        lanes = max(s.end for s in simulate(jobs, real, pool, max_parallel=k))
+        unlimited = max(s.end for s in simulate(jobs, real, pool))
+        worse += lanes > unlimited + 1e-6
+    assert worse == 0
