@@ -69,8 +69,7 @@ class Packer:
         self.lanes: list[tuple[int, ...]] = []  # pragma: no mutate (None: as falsy, equivalent)
         self.queues: list[list[Job]] = []
         sizes = {j.gpus for j in jobs}
-        # pragma below: n / g >= 2 exactly when n // g >= 2 (equivalent mutant)
-        if len(sizes) == 1 and (g := sizes.pop()) > 0 and len(pool) // g >= 2:  # pragma: no mutate
+        if len(sizes) == 1 and (g := sizes.pop()) > 0 and len(pool) // g >= 2:
             k = len(pool) // g
             if max_parallel is None or max_parallel >= k:
                 self.lanes = [tuple(self.free[i * g : (i + 1) * g]) for i in range(k)]
