@@ -212,3 +212,32 @@ def test_the_timeout_clock_starts_once_on_a_daemon_thread_that_says_what_it_is()
     time.sleep(0.5)  # within CANCEL_RETRY (1 s) of the timeout: the first request only
     cancel.finish()
     assert calls == [1]
+
+
+def test_a_launch_that_fails_is_that_tests_error_with_what_went_wrong() -> None:
+    from rocmenv.errors import EngineError
+
+    def launch(job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
+        if job.name == "ours":
+            raise EngineError("the engine went away")
+        raise KeyError("a bug")
+
+    jobs = [Job(name="ours", gpus=0, estimate=1), Job(name="bug", gpus=0, estimate=1)]
+    results = run_packed(jobs, [], launch, threading.Event(), RunOptions())
+    by = {r.name: (r.status, r.message) for r in results}
+    assert by == {"ours": ("error", "the engine went away"), "bug": ("error", "KeyError: 'a bug'")}
+
+
+def test_a_test_that_passes_after_its_timeout_fired_stays_passed() -> None:
+    """The stop came too late to matter: the command had passed (the container's exit won)."""
+
+    def launch(job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
+        cancel.started()
+        deadline = time.monotonic() + 5
+        while not cancel.timed_out and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return Outcome(status="passed", exit_code=0)
+
+    (result,) = run_packed([Job(name="t", gpus=0, estimate=1, timeout=0.05)], [], launch,
+                           threading.Event(), RunOptions())  # fmt: skip
+    assert (result.status, result.exit_code) == ("passed", 0)
