@@ -223,10 +223,12 @@ def test_a_node_that_opens_is_closed_again_and_a_fifo_does_not_block(tmp_path: P
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     before = len(os.listdir("/proc/self/fd"))
+    check_access([str(plain)])
+    assert len(os.listdir("/proc/self/fd")) == before
     done = threading.Event()
 
     def check() -> None:
-        check_access([str(plain), str(fifo)])
+        check_access([str(fifo)])
         done.set()
 
     threading.Thread(target=check, daemon=True).start()
@@ -234,7 +236,6 @@ def test_a_node_that_opens_is_closed_again_and_a_fifo_does_not_block(tmp_path: P
     if not finished:  # let the blocked open return before failing
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
     assert finished, "opening an allocated node blocked"
-    assert len(os.listdir("/proc/self/fd")) == before
 
 
 def test_gres_conf_is_found_next_to_slurm_conf_when_nothing_names_it(tmp_path: Path) -> None:
