@@ -241,3 +241,14 @@ def test_a_test_that_passes_after_its_timeout_fired_stays_passed() -> None:
     (result,) = run_packed([Job(name="t", gpus=0, estimate=1, timeout=0.05)], [], launch,
                            threading.Event(), RunOptions())  # fmt: skip
     assert (result.status, result.exit_code) == ("passed", 0)
+
+
+def test_max_parallel_limits_the_tests_running_at_once(tmp_path: Path) -> None:
+    backend = Backend(tmp_path, {n: [("pass", 0.05)] for n in ("a", "b", "c")})
+    jobs = [Job(name=n, gpus=1, estimate=1) for n in ("a", "b", "c")]
+    _, events = _run(backend, jobs, [0, 1, 2], max_parallel=1)
+    running, most = 0, 0
+    for event in events:
+        running += {"start": 1, "end": -1}[event.kind]
+        most = max(most, running)
+    assert most == 1 and len(events) == 6
