@@ -252,3 +252,15 @@ def test_max_parallel_limits_the_tests_running_at_once(tmp_path: Path) -> None:
         running += {"start": 1, "end": -1}[event.kind]
         most = max(most, running)
     assert most == 1 and len(events) == 6
+
+
+def test_each_attempt_runs_on_a_daemon_thread_named_for_its_test() -> None:
+    """A thread dump names the test; a stuck launch never holds the interpreter's exit up."""
+    seen: list[tuple[str, bool]] = []
+
+    def launch(job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
+        seen.append((threading.current_thread().name, threading.current_thread().daemon))
+        return Outcome(status="passed", exit_code=0)
+
+    run_packed([Job(name="t.py", gpus=0, estimate=1)], [], launch, threading.Event(), RunOptions())
+    assert seen == [("suite:t.py", True)]
