@@ -264,3 +264,34 @@ def test_each_attempt_runs_on_a_daemon_thread_named_for_its_test() -> None:
 
     run_packed([Job(name="t.py", gpus=0, estimate=1)], [], launch, threading.Event(), RunOptions())
     assert seen == [("suite:t.py", True)]
+
+
+def test_a_retry_runs_first_on_its_own_lane_and_every_start_says_gpus_and_attempt(
+    tmp_path: Path,
+) -> None:
+    backend = Backend(tmp_path, {"a": [("pass", 0.5)], "b": [("fail", 0.02), ("pass", 0.02)],
+                                 "c": [("pass", 0.02)]})  # fmt: skip
+    jobs = [Job(name="a", gpus=1, estimate=100), Job(name="c", gpus=1, estimate=40),
+            Job(name="b", gpus=1, estimate=50, policy=RunPolicy(retries=1, retry_wait=0))]  # fmt: skip
+    t0 = time.time()
+    results, events = _run(backend, jobs, [0, 1])
+    starts = [(e.name, e.assigned, e.attempt) for e in events if e.kind == "start"]
+    assert starts == [("a", (0,), 1), ("b", (1,), 1), ("b", (1,), 2), ("c", (1,), 1)]
+    assert all(r.started is not None and t0 <= r.started <= time.time()
+               for r in results.values())  # fmt: skip
+    assert results["b"].started == results["b"].attempts[0].started
+
+
+def test_a_stop_asks_each_running_test_again_each_second_and_skips_the_rest() -> None:
+    stop, asked = threading.Event(), []
+
+    def launch(job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
+        cancel.on_cancel(lambda: asked.append(time.monotonic()))
+        stop.set()
+        time.sleep(1.5)  # ignores the first request, and the second
+        return Outcome(status="failed", exit_code=137)
+
+    results = run_packed([Job(name="a", gpus=1, estimate=2), Job(name="b", gpus=1, estimate=1)],
+                         [0], launch, stop, RunOptions())  # fmt: skip
+    assert {r.name: r.status for r in results} == {"a": "cancelled", "b": "skipped"}
+    assert 1 <= len(asked) <= 3, asked  # at 0 s and ~1 s, not every 0.2 s turn of the loop
