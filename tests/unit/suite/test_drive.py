@@ -280,6 +280,18 @@ def test_a_retry_runs_first_on_its_own_lane_and_every_start_says_gpus_and_attemp
     assert all(r.started is not None and t0 <= r.started <= time.time()
                for r in results.values())  # fmt: skip
     assert results["b"].started == results["b"].attempts[0].started
+    assert [a.assigned for a in results["b"].attempts] == [(1,), (1,)]
+
+
+def test_the_gpus_a_backend_reports_are_the_ones_recorded() -> None:
+    """Slurm's allocation, not the pool's indices the packer handed out."""
+
+    def launch(job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
+        return Outcome(status="passed", exit_code=0, assigned=(7,))
+
+    (r,) = run_packed([Job(name="t", gpus=1, estimate=1)], [0], launch, threading.Event(),
+                      RunOptions())  # fmt: skip
+    assert r.assigned == (7,) and [a.assigned for a in r.attempts] == [(7,)]
 
 
 def test_a_stop_asks_each_running_test_again_each_second_and_skips_the_rest() -> None:
