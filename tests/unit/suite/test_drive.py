@@ -281,6 +281,13 @@ def test_a_retry_runs_first_on_its_own_lane_and_every_start_says_gpus_and_attemp
                for r in results.values())  # fmt: skip
     assert results["b"].started == results["b"].attempts[0].started
     assert [a.assigned for a in results["b"].attempts] == [(1,), (1,)]
+    (retry,) = [e for e in events if e.kind == "retry"]
+    assert retry.result is not None
+    assert (retry.name, retry.assigned, retry.attempt, retry.result.status) == (
+        "b", (1,), 1, "failed"
+    )  # fmt: skip
+    ends = {e.name: (e.assigned, e.result and e.result.status) for e in events if e.kind == "end"}
+    assert ends == {"a": ((0,), "passed"), "b": ((1,), "passed"), "c": ((1,), "passed")}
 
 
 def test_the_gpus_a_backend_reports_are_the_ones_recorded() -> None:
@@ -305,5 +312,20 @@ def test_a_stop_asks_each_running_test_again_each_second_and_skips_the_rest() ->
 
     results = run_packed([Job(name="a", gpus=1, estimate=2), Job(name="b", gpus=1, estimate=1)],
                          [0], launch, stop, RunOptions())  # fmt: skip
-    assert {r.name: r.status for r in results} == {"a": "cancelled", "b": "skipped"}
+    assert {r.name: (r.status, r.gpus) for r in results} == {
+        "a": ("cancelled", 1), "b": ("skipped", 1)
+    }  # fmt: skip
     assert 1 <= len(asked) <= 3, asked  # at 0 s and ~1 s, not every 0.2 s turn of the loop
+
+
+def test_a_stop_before_a_queued_retry_started_keeps_its_last_attempt(tmp_path: Path) -> None:
+    """The retry was due and queued, but its GPU was busy when the stop came."""
+    backend = Backend(tmp_path, {"flaky": [("fail", 0.02), ("pass", 0.02)], "long": [("hang", 0)],
+                                 "later": [("pass", 0)]})  # fmt: skip
+    stop = threading.Event()
+    threading.Timer(0.8, stop.set).start()
+    jobs = [Job(name="flaky", gpus=1, estimate=100, policy=RunPolicy(retries=1, retry_wait=0.3)),
+            Job(name="long", gpus=1, estimate=50), Job(name="later", gpus=1, estimate=1)]  # fmt: skip
+    results = run_packed(jobs, [0], backend.launch, stop, RunOptions())
+    by = {r.name: (r.status, len(r.attempts)) for r in results}
+    assert by == {"flaky": ("failed", 1), "long": ("cancelled", 1), "later": ("skipped", 0)}
