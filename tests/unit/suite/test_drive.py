@@ -329,3 +329,29 @@ def test_a_stop_before_a_queued_retry_started_keeps_its_last_attempt(tmp_path: P
     results = run_packed(jobs, [0], backend.launch, stop, RunOptions())
     by = {r.name: (r.status, len(r.attempts)) for r in results}
     assert by == {"flaky": ("failed", 1), "long": ("cancelled", 1), "later": ("skipped", 0)}
+
+
+def test_results_keep_the_estimate_timeout_and_last_log_and_a_stopped_error_is_cancelled(
+    tmp_path: Path,
+) -> None:
+    from rocmenv.errors import EngineError
+
+    stop = threading.Event()
+    log = tmp_path / "a.log"
+    log.write_text("a\n")
+
+    def launch(job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
+        if job.name == "ok":
+            return Outcome(status="passed", exit_code=0, log=str(log))
+        stop.set()
+        while not cancel.requested:
+            time.sleep(0.01)
+        raise EngineError("the container was removed under us")  # the stop's doing
+
+    jobs = [Job(name="ok", gpus=1, estimate=9, timeout=30), Job(name="stopped", gpus=1, estimate=8),
+            Job(name="left", gpus=1, estimate=7, timeout=20)]  # fmt: skip
+    results = {r.name: r for r in run_packed(jobs, [0], launch, stop, RunOptions())}
+    ok, left = results["ok"], results["left"]
+    assert (ok.estimate, ok.timeout, ok.log) == (9, 30, str(log))
+    assert results["stopped"].status == "cancelled"
+    assert (left.status, left.estimate, left.timeout) == ("skipped", 7, 20)
