@@ -355,3 +355,19 @@ def test_results_keep_the_estimate_timeout_and_last_log_and_a_stopped_error_is_c
     assert (ok.estimate, ok.timeout, ok.log) == (9, 30, str(log))
     assert results["stopped"].status == "cancelled"
     assert (left.status, left.estimate, left.timeout) == ("skipped", 7, 20)
+
+
+def test_the_runtime_learned_is_the_commands_own_and_each_retry_names_its_attempt(
+    tmp_path: Path,
+) -> None:
+    def launch(job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
+        return Outcome(status="passed", exit_code=0, runtime=2.5 if job.name == "timed" else None)
+
+    jobs = [Job(name="timed", gpus=0, estimate=1), Job(name="plain", gpus=0, estimate=1)]
+    by = {r.name: r for r in run_packed(jobs, [], launch, threading.Event(), RunOptions())}
+    assert by["timed"].runtime == 2.5
+    assert by["plain"].runtime == by["plain"].attempts[-1].wall
+    backend = Backend(tmp_path, {"t": [("fail", 0.01), ("fail", 0.01), ("pass", 0.01)]})
+    policy = RunPolicy(retries=2, retry_wait=0)
+    _, events = _run(backend, [Job(name="t", gpus=1, estimate=1, policy=policy)], [0])
+    assert [e.attempt for e in events if e.kind == "retry"] == [1, 2]
