@@ -386,14 +386,17 @@ def nearest(
 
 
 class _Reversed:
+    # pragmas below: a tuple compares its items with == first and asks < only of the first
+    # pair that differs, where < and <= agree; keys equal to == are neither less either way,
+    # so a sort reads the same order from any answer of __eq__ (equivalent mutants)
     def __init__(self, key: object) -> None:
         self.key = key
 
     def __lt__(self, other: _Reversed) -> bool:
-        return bool(other.key < self.key)  # type: ignore[operator]
+        return bool(other.key < self.key)  # type: ignore[operator]  # pragma: no mutate
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Reversed) and bool(self.key == other.key)
+        return isinstance(other, _Reversed) and bool(self.key == other.key)  # pragma: no mutate
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -146,12 +146,14 @@ class Guard:
         env, env_changes, secrets_note = self._env(draft, profile)
         changes += env_changes
         devices, gpu_env, gpu_notes = self._gpus(draft, host, profile.gpu_devices)
+        # pragma below: for a subset, gpu_env already names every visible-device variable
+        # (devices isolation), so with_gpu_env has nothing to renumber (equivalent mutants)
         env = with_gpu_env(
             [e for e in env if e.source != "gpu"], gpu_env,
-            renumbered=draft.gpu_selection.kind == "subset", selection=draft.gpu_selection,
+            renumbered=draft.gpu_selection.kind == "subset", selection=draft.gpu_selection,  # pragma: no mutate
         )  # fmt: skip
-        if gpu_env:
-            changes.append(f"{'/'.join(v.name for v in gpu_env)}={gpu_env[0].value}")
+        if gpu_env:  # pragma below: every variable carries the same value (equivalent mutant)
+            changes.append(f"{'/'.join(v.name for v in gpu_env)}={gpu_env[0].value}")  # pragma: no mutate  # fmt: skip
         mounts, mounts_note = _read_only(draft, host)
         spec = replace(
             draft, devices=devices, cap_add=tuple(c for c in draft.cap_add if c not in caps),
@@ -360,13 +362,17 @@ def guard_for(settings: Settings, checkout: Path | None) -> Guard:
     images = policy.images
     trusted = settings.project.trusted_sources
     if not images:
+        # pragma below: the name was parsed when the profile was read (profiles.parse_image),
+        # so repository_name cannot fail and never shows where (equivalent mutants)
+        # fmt: off
         images = tuple(
             dict.fromkeys(
-                repository_name(p.image.repository, f"[profiles.{p.name}].image")
+                repository_name(p.image.repository, f"[profiles.{p.name}].image")  # pragma: no mutate
                 for _name, p in settings.project.profiles
                 if p.image is not None and p.source in trusted
             )
         )
+        # fmt: on
     mirrors = tuple((reg, host) for reg, hosts in settings.registry.mirrors for host in hosts)
     mount_sources = policy.mount_sources or builtin_mount_sources(
         p for _name, p in settings.project.profiles if p.source in trusted

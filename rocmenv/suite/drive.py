@@ -231,7 +231,7 @@ def run_packed(
     waiting: list[tuple[float, Job, tuple[int, ...], Outcome]] = []  # retries not yet due
     results: list[TestResult] = []
     skipped: list[Job] = []
-    stopping = False
+    stopping = False  # pragma: no mutate (None: as false, equivalent)
 
     def start(job: Job, gpus: tuple[int, ...]) -> None:
         cancel = Cancel(job.timeout)

@@ -448,3 +448,29 @@ def test_a_bad_tag_says_what_is_wrong_with_it(tag: str, detail: str) -> None:
 
 def test_a_tag_of_128_characters_is_allowed() -> None:
     assert validate_tag("x" * 128) == "x" * 128
+
+
+@pytest.mark.parametrize(
+    ("domain", "loopback"),
+    [("localhost", True), ("LocalHost:5000", True), ("127.0.0.1:5000", True),
+     ("127.9.9.9", True), ("[::1]:5001", True), ("::1", True), ("localhost.example", False),
+     ("127.attacker.example", False), ("10.0.0.1", False), ("[::2]", False)],
+)  # fmt: skip
+def test_localhost_and_loopback_addresses_are_loopback_hosts(domain: str, loopback: bool) -> None:
+    assert is_loopback_host(domain) is loopback
+
+
+def test_a_digest_pins_the_reference_and_keeps_its_tag() -> None:
+    digest = "sha256:" + "a" * 64
+    ref = parse("rocm/sgl-dev:v0.5.8").with_digest(digest)
+    assert (ref.domain, ref.path, ref.tag, ref.digest) == (
+        "docker.io", "rocm/sgl-dev", "v0.5.8", digest
+    )  # fmt: skip
+    with pytest.raises(InvalidReference):
+        ref.with_digest("md5:" + "a" * 32)
+
+
+def test_a_tag_of_128_characters_with_a_bad_start_is_told_about_its_start() -> None:
+    with pytest.raises(ReferenceSyntaxError) as err:
+        validate_tag("." + "a" * 127)
+    assert "tag must start with a letter, digit or '_'" in str(err.value)

@@ -351,3 +351,63 @@ def test_a_git_link_is_refused_with_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(PolicyViolation) as err:
         build_spec(profile, Overrides(), host, image="IMAGE", guard=Guard())
     assert err.value.hint == "check out the repository afresh (.git must be the checkout's own)"
+
+
+def test_apply_refuses_a_privileged_draft_naming_the_profile(tmp_path: Path) -> None:
+    """The guard's own check, not only the planner's before it builds anything."""
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK, privileged=True)  # type: ignore[arg-type]
+    draft = build_spec(profile, Overrides(), facts(tmp_path), image="IMAGE", guard=None)
+    with pytest.raises(UsageError) as err:
+        Guard().apply(draft, profile, facts(tmp_path))
+    assert err.value.what == (
+        "profile 'fork' is privileged and this run is untrusted (--untrusted, untrusted = true "
+        "or ROCMENV_UNTRUSTED=1): refused"
+    )
+    assert err.value.hint == "use a profile without privileged = true for untrusted code"
+
+
+def test_a_secret_passed_by_name_from_the_host_is_refused_too(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK, secret_env=("HF_TOKEN",))  # type: ignore[arg-type]
+    host = replace(facts(tmp_path), env={"HF_TOKEN": "hf_secret"})
+    with pytest.raises(UsageError, match=r"^-e HF_TOKEN: HF_TOKEN is a secret of profile 'fork'"):
+        build_spec(profile, Overrides(env=("HF_TOKEN",)), host, image="IMAGE", guard=Guard())
+
+
+def test_the_notice_says_env_isolation_became_devices(tmp_path: Path) -> None:
+    spec = untrusted({"gpu_isolation": "env"}, tmp_path)
+    assert "; gpu-isolation env -> devices; " in spec.notes[0]
+    assert "gpu-isolation" not in untrusted({}, tmp_path).notes[0]
+
+
+def test_host_ipc_without_a_shm_size_becomes_the_engines_default_shm(tmp_path: Path) -> None:
+    spec = untrusted({"ipc": "host", "shm_size": None}, tmp_path)
+    assert spec.ipc == "private"
+    assert "; ipc host -> private /dev/shm (default); " in spec.notes[0]
+
+
+def test_every_dropped_spelling_of_the_reference_options_is_named(tmp_path: Path) -> None:
+    spec = untrusted({"cap_add": ("SYS_PTRACE", "cap_sys_ptrace"),
+                      "security_opt": ("seccomp=unconfined", "seccomp=unconfined")}, tmp_path)  # fmt: skip
+    assert "; cap-add SYS_PTRACE,cap_sys_ptrace dropped; " in spec.notes[0]
+    assert "; security-opt seccomp=unconfined,seccomp=unconfined dropped" in spec.notes[0]
+    assert (spec.cap_add, spec.security_opt) == ((), ())
+
+
+def test_a_read_only_checkout_is_not_counted_as_a_data_mount(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
+    draft = build_spec(profile, Overrides(), facts(tmp_path), image="IMAGE", guard=None)
+    mounts = tuple(replace(m, readonly=True) if m.target == draft.checkout else m
+                   for m in draft.mounts)  # fmt: skip
+    spec = Guard().apply(replace(draft, mounts=mounts), profile, facts(tmp_path))
+    data = sum(1 for m in draft.mounts if m.target != draft.checkout)
+    assert f"; {data} data mount(s) and .git read-only" in spec.notes[0]
+
+
+def test_the_drafts_own_notes_follow_the_untrusted_notice(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["rocm"], **FORK)  # type: ignore[arg-type]
+    host = replace(facts(tmp_path), check_host=True,
+                   path_exists=lambda p: not p.startswith("/data/miles_ci"))  # fmt: skip
+    spec = build_spec(profile, Overrides(), host, image="IMAGE", guard=OPEN_ALLOWLIST)
+    assert spec.notes[0].startswith("untrusted mode: ")
+    (skipped,) = spec.notes[1:]
+    assert skipped.startswith("optional mounts skipped, source absent: /data/miles_ci, ")

@@ -162,3 +162,103 @@ def test_the_marker_line_names_slurms_and_rocmenvs_gpus_the_files_and_the_node()
     assert describe(NodeGpus(slurm=(), paths=(), host=())) == (
         f"slurm=none host=none files=none node={socket.gethostname()} step=?"
     )
+
+
+def test_a_comment_ends_the_line_at_its_first_hash_and_a_value_keeps_its_equals_signs() -> None:
+    text = "Name=gpu File=/dev/a=1 # File=/dev/b # Type=x\n"
+    assert [(d.path, d.type) for d in parse_gres_conf(text)] == [("/dev/a=1", None)]
+
+
+def test_a_hanging_scontrol_is_given_up_after_ten_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in for subprocess.run: a real hanging scontrol would cost the test the full
+    ten seconds (the deadline is what is pinned, and that it ends in the default path)."""
+    import subprocess
+
+    asked: list[object] = []
+
+    def hangs(argv: list[str], **kw: object) -> object:
+        asked.append(kw.get("timeout"))
+        raise subprocess.TimeoutExpired(argv, 10)
+
+    monkeypatch.setattr(subprocess, "run", hangs)
+    assert default_gres_conf({}) == DEFAULT_GRES_CONF
+    assert asked == [10]
+
+
+def test_without_gpus_allocated_the_hint_says_how_to_ask_for_them() -> None:
+    with pytest.raises(SlurmError) as none:
+        allocated_indices({"SLURM_JOB_GPUS": ""})
+    assert none.value.hint == (
+        "run through `rocmenv suite run --backend slurm`, which asks for --gres=gpu:K"
+    )
+
+
+def test_a_host_without_gpus_or_with_a_missing_node_matches_by_name_or_refuses(
+    tmp_path: Path,
+) -> None:
+    from rocmenv.spec.gpu import discover
+
+    devices = parse_gres_conf("Name=gpu File=/dev/dri/renderD128\n")
+    with pytest.raises(SlurmError) as err:
+        map_allocation((0,), devices, None)  # nothing discovered
+    assert err.value.what == (
+        "gres.conf File=/dev/dri/renderD128 (Slurm GPU 0) is none of this host's GPUs"
+    )
+    assert err.value.hint == (
+        "see `rocmenv gpus`; gres.conf should list render nodes (/dev/dri/renderD*)"
+    )
+    host = build_fake_host(tmp_path / "host")
+    inventory = discover(host.sysfs_root, host.dev_root)
+    gone = inventory.gpus[2].render_node
+    gone.unlink()  # the inventory names a node that is not there (any more)
+    node = map_allocation((0,), parse_gres_conf(f"Name=gpu File=/x/{gone.name}\n"), inventory)
+    assert node.host == (2,)
+
+
+def test_a_node_that_opens_is_closed_again_and_a_fifo_does_not_block(tmp_path: Path) -> None:
+    import threading
+
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    before = len(os.listdir("/proc/self/fd"))
+    check_access([str(plain)])
+    assert len(os.listdir("/proc/self/fd")) == before
+    done = threading.Event()
+
+    def check() -> None:
+        check_access([str(fifo)])
+        done.set()
+
+    threading.Thread(target=check, daemon=True).start()
+    finished = done.wait(10)
+    if not finished:  # let the blocked open return before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert finished, "opening an allocated node blocked"
+
+
+def test_gres_conf_is_found_next_to_slurm_conf_when_nothing_names_it(tmp_path: Path) -> None:
+    host = build_fake_host(tmp_path / "host")
+    (tmp_path / "gres.conf").write_text(f"Name=gpu File={host.dev_root}/dri/renderD129\n")
+    env = {"ROCMENV_SYSFS_ROOT": str(host.sysfs_root), "ROCMENV_DEV_ROOT": str(host.dev_root),
+           "ROCMENV_SITE_CONFIG": "", "SLURM_JOB_GPUS": "0",
+           "SLURM_CONF": str(tmp_path / "slurm.conf")}  # fmt: skip
+    ctx = Context(env=env, cwd=tmp_path)
+    node = allocated_gpus(ctx, settings_for(ctx, Flags()))
+    assert node.paths == (f"{host.dev_root}/dri/renderD129",)
+
+
+def test_gres_lines_name_this_node_by_its_short_hostname(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine's hostname cannot be changed for a test: gethostname is stood in for."""
+    host = build_fake_host(tmp_path / "host")
+    conf = tmp_path / "gres.conf"
+    conf.write_text(f"NodeName=gpu-7 Name=gpu File={host.dev_root}/dri/renderD130\n")
+    env = {"ROCMENV_SYSFS_ROOT": str(host.sysfs_root), "ROCMENV_DEV_ROOT": str(host.dev_root),
+           "ROCMENV_SITE_CONFIG": "", "SLURM_JOB_GPUS": "0"}  # fmt: skip
+    ctx = Context(env=env, cwd=tmp_path)
+    monkeypatch.setattr(socket, "gethostname", lambda: "gpu-7.cluster.example")
+    node = allocated_gpus(ctx, settings_for(ctx, Flags()), conf)
+    assert node.paths == (f"{host.dev_root}/dri/renderD130",)

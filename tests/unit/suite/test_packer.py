@@ -6,6 +6,7 @@ import random
 import threading
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
 
@@ -250,3 +251,79 @@ def test_the_lower_bound_is_the_gpu_time_over_the_pool_or_the_longest_test() -> 
     assert lower_bound([b, b], {"b": 10}, 1) == 20.0
     assert lower_bound([b], {"b": 10}, 0) == 10.0  # an empty pool counts as one GPU
     assert lower_bound([], {}, 4) == 0.0
+
+
+def test_tests_ending_together_free_their_gpus_together() -> None:
+    """Two 1-GPU tests end at once: the 2-GPU test waiting first in line takes both, rather
+    than the small one slipping in on the first GPU given back."""
+    jobs = [Job(name="a", gpus=1, estimate=100), Job(name="b", gpus=1, estimate=90),
+            Job(name="big", gpus=2, estimate=50), Job(name="small", gpus=1, estimate=5)]  # fmt: skip
+    slots = {s.name: s for s in simulate(jobs, {"a": 10, "b": 10, "big": 20, "small": 1}, 2)}
+    assert (slots["big"].start, slots["big"].gpus) == (10.0, (0, 1))
+    assert slots["small"].start == 30.0
+
+
+def test_a_retry_starts_before_the_tests_still_waiting() -> None:
+    packer = Packer([Job(name=n, gpus=1, estimate=e) for n, e in (("a", 3), ("b", 2), ("c", 1))],
+                    [0])  # fmt: skip
+    ((a, gpus),) = packer.take()
+    packer.release("a")
+    packer.requeue(replace(a, attempt=2), gpus)
+    assert [(j.name, j.attempt) for j, _ in packer.take()] == [("a", 2)]
+
+
+def test_a_retry_on_lanes_runs_next_on_its_own_lane() -> None:
+    jobs = [Job(name=f"t{i}", gpus=4, estimate=100 - i) for i in range(6)]
+    packer = Packer(jobs, range(8))  # type: ignore[arg-type]
+    started = {gpus: job for job, gpus in packer.take()}
+    second = (4, 5, 6, 7)
+    failed = started[second]
+    packer.release(failed.name)
+    packer.requeue(replace(failed, attempt=2), second)
+    assert [(j.name, j.attempt, g) for j, g in packer.take()] == [(failed.name, 2, second)]
+    # GPUs that are no lane (cannot come from the packer): the first lane's queue
+    first = started[(0, 1, 2, 3)]
+    packer.release(first.name)
+    packer.requeue(replace(first, attempt=2), (9,))
+    assert [(j.name, j.attempt, g) for j, g in packer.take()] == [(first.name, 2, (0, 1, 2, 3))]
+
+
+def test_of_tests_expected_to_take_as_long_the_one_with_more_gpus_goes_first() -> None:
+    jobs = [Job(name="a-one", gpus=1, estimate=10), Job(name="b-two", gpus=2, estimate=10),
+            Job(name="c-one", gpus=1, estimate=10)]  # fmt: skip
+    assert [j.name for j, _ in Packer(jobs, [0, 1]).take()] == ["b-two"]
+
+
+def test_every_test_too_big_for_the_pool_is_named_with_what_to_do() -> None:
+    with pytest.raises(UsageError) as err:
+        Packer([Job(name="x", gpus=4, estimate=1), Job(name="y", gpus=3, estimate=1)], [0, 1])
+    assert err.value.what == "2 test(s) need more GPUs than the pool of 2 has: x (4), y (3)"
+    assert err.value.hint == "give the suite more GPUs (--gpus all), or lower those tests' gpus"
+
+
+def test_a_pool_naming_a_gpu_twice_or_no_parallel_test_is_refused() -> None:
+    jobs = [Job(name="t", gpus=1, estimate=1)]
+    with pytest.raises(UsageError) as twice:
+        Packer(jobs, [0, 3, 3])
+    assert twice.value.what == "the GPU pool [0, 3, 3] names a GPU twice"
+    with pytest.raises(UsageError) as none:
+        Packer(jobs, [0], max_parallel=0)
+    assert none.value.what == "--max-parallel 0: must be at least 1"
+    assert [j.name for j, _ in Packer(jobs, [0], max_parallel=1).take()] == ["t"]
+
+
+@pytest.mark.parametrize(("gpus", "pool"), [(4, 8), (2, 6)])
+def test_max_parallel_as_large_as_the_lanes_keeps_the_lanes(gpus: int, pool: int) -> None:
+    """--max-parallel k on k lanes limits nothing: the makespan keeps the static split's
+    bound (plain list scheduling, which --max-parallel below k falls back to, can miss it)."""
+    k = pool // gpus
+    worse = 0
+    for seed in range(200):
+        rng = random.Random(seed)
+        jobs = [Job(name=f"t{i:02d}", gpus=gpus, estimate=rng.uniform(60, 1800))
+                for i in range(rng.randint(2, 14))]  # fmt: skip
+        real = {j.name: j.estimate * rng.uniform(0.5, 1.5) for j in jobs}
+        lanes = max(s.end for s in simulate(jobs, real, pool, max_parallel=k))
+        unlimited = max(s.end for s in simulate(jobs, real, pool))
+        worse += lanes > unlimited + 1e-6
+    assert worse == 0
