@@ -56,7 +56,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "lock": (["rocmenv/image/lock.py"], ["tests/unit/image/test_lock.py"]),
     "grammar": (
         ["rocmenv/grammar/reference.py", "rocmenv/grammar/tags.py"],
-        ["tests/unit"],
+        ["tests/unit/grammar"],
     ),
     "redact": (
         ["rocmenv/redact.py"],
