@@ -29,15 +29,6 @@ from tests.support import testenv
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 
-@pytest.fixture(scope="module")
-def hub() -> testenv.HubTLS:
-    bed = testenv.HubTLS()
-    problem = bed.problem()
-    if problem:
-        testenv.missing_environment(problem)
-    return bed
-
-
 class _Recorder(BaseHTTPRequestHandler):
     seen: list[dict[str, Any]]
 

@@ -19,15 +19,6 @@ from tests.support import testenv
 pytestmark = [pytest.mark.integration]
 
 
-@pytest.fixture(scope="module")
-def hub() -> testenv.HubTLS:
-    bed = testenv.HubTLS()
-    problem = bed.problem()
-    if problem:
-        testenv.missing_environment(problem)
-    return bed
-
-
 @pytest.fixture
 def handshakes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The thread of every socket actually wrapped (handshake) by an SSL context."""

@@ -30,15 +30,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.serial]
 REPO = "rocm/sgl-dev"
 
 
-@pytest.fixture(scope="module")
-def hub() -> testenv.HubTLS:
-    bed = testenv.HubTLS()
-    problem = bed.problem()
-    if problem:
-        testenv.missing_environment(problem)
-    return bed
-
-
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {
         "PATH": os.environ["PATH"],
