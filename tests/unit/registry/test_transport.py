@@ -579,3 +579,97 @@ def test_one_tls_context_per_set_of_trust_inputs() -> None:
     assert t._ssl_context("b.example", "b.example", True) is a
     unverified = t._ssl_context("a.example", "a.example", False)
     assert unverified is not a and t._ssl_context("c.example", "c.example", False) is unverified
+
+
+def _write_ca(path: Path, name: str) -> None:
+    """A self-signed CA certificate named ``name`` (PEM) at ``path``."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def test_a_realm_s_connection_trusts_its_registry_s_certs_d_too(tmp_path: Path) -> None:
+    """The token realm (or blob storage) of a registry with its own CA is verified with it, as
+    Docker's one transport per registry does."""
+    (tmp_path / "reg.example").mkdir()
+    _write_ca(tmp_path / "reg.example" / "ca.crt", "rocmenv test registry CA")
+    t = Transport(RegistrySettings(), {"ROCMENV_CERTS_D": str(tmp_path)})
+    for_registry = t._ssl_context("auth.example", "reg.example", True)
+    names = [
+        dict(x[0] for x in c["subject"]).get("commonName") for c in for_registry.get_ca_certs()
+    ]
+    assert "rocmenv test registry CA" in names
+    alone = t._ssl_context("auth.example", "auth.example", True)
+    assert "rocmenv test registry CA" not in [
+        dict(x[0] for x in c["subject"]).get("commonName") for c in alone.get_ca_certs()
+    ]
+
+
+def test_a_verified_context_checks_the_certificate_an_insecure_one_does_not() -> None:
+    import ssl
+
+    t = Transport(RegistrySettings(), {})
+    verified = t._ssl_context("a.example", "a.example", True)
+    assert verified.verify_mode == ssl.CERT_REQUIRED and verified.check_hostname
+    assert t._ssl_context("b.example", "b.example", False).verify_mode == ssl.CERT_NONE
+
+
+def test_a_streamed_answer_s_head_may_come_after_the_request_deadline() -> None:
+    """A layer's CDN may be slow to start: the head of a streamed GET is bounded by the read
+    timeout and the command's deadline, not by ``request-deadline``."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def late() -> None:
+        conn, _ = server.accept()
+        conn.recv(4096)
+        threading.Event().wait(0.6)
+        conn.sendall(response(b"layer"))
+        conn.close()
+
+    threading.Thread(target=late, daemon=True).start()
+    t = transport(retries=0, timeout=5, request_deadline=0.2, command_deadline=30)
+    try:
+        stream = t.stream_with_retries(
+            f"http://127.0.0.1:{server.getsockname()[1]}/v2/x/blobs/sha256:00", {}, "blob-stream"
+        )
+        assert stream.status == 200 and b"".join(stream.chunks()) == b"layer"
+    finally:
+        server.close()
+
+
+def test_an_unresolved_name_without_a_resolver_code_keeps_its_whole_reason() -> None:
+    from rocmenv.registry.transport import _unresolved
+
+    err = _unresolved("reg.example", OSError("no such host"))
+    assert err.what == "reg.example: the name does not resolve (no such host)"
+    coded = _unresolved("reg.example", OSError("[Errno -2] Name or service not known"))
+    assert coded.what == "reg.example: the name does not resolve (Name or service not known)"
+
+
+def test_a_streamed_get_that_outlives_its_retries_is_named_as_a_get() -> None:
+    with serve([response(b"busy", "503 Service Unavailable")] * 2) as port:
+        url = f"http://127.0.0.1:{port}/v2/x/blobs/sha256:00"
+        with pytest.raises(RegistryUnavailable) as err:
+            transport(retries=1).stream_with_retries(url, {}, "blob-stream")
+    assert err.value.what == (f"GET {url} failed after 2 attempts: HTTP 503 from 127.0.0.1:{port}")
