@@ -673,3 +673,47 @@ def test_a_streamed_get_that_outlives_its_retries_is_named_as_a_get() -> None:
         with pytest.raises(RegistryUnavailable) as err:
             transport(retries=1).stream_with_retries(url, {}, "blob-stream")
     assert err.value.what == (f"GET {url} failed after 2 attempts: HTTP 503 from 127.0.0.1:{port}")
+
+
+def test_only_verified_https_without_a_proxy_is_dialled_ahead() -> None:
+    """Dialling ahead takes the first connection's TCP (and TLS) off the import's time; an
+    insecure registry or a plain-HTTP one is left to urllib3 (it may fall back, or not use TLS)."""
+    from rocmenv.registry import connect
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    here = f"127.0.0.1:{port}"
+    t = Transport(RegistrySettings(insecure=("insecure.example",)), {})
+    other = Transport(RegistrySettings(insecure=(here,)), {})
+    try:
+        t.dial_ahead(f"http://{here}/v2/")
+        t.dial_ahead(f"https://{here}/v2/", registry_host="insecure.example")
+        other.dial_ahead(f"https://{here}/v2/", registry_host="reg.example")
+        t.dial_ahead("https:///v2/")
+        assert connect._dials == {}
+        t.dial_ahead(f"https://{here}/v2/", registry_host="reg.example")
+        t.dial_ahead("https://localhost/v2/")
+        assert set(connect._dials) == {("127.0.0.1", port), ("localhost", 443)}
+        other.close()  # never dialled: leaves the dials alone
+        assert set(connect._dials) == {("127.0.0.1", port), ("localhost", 443)}
+        t.close()
+        assert connect._dials == {}
+    finally:
+        connect.discard_predials()
+        server.close()
+
+
+@pytest.mark.parametrize(("method", "status"), [("HEAD", 200), ("GET", 204), ("GET", 304)])
+def test_an_answer_without_a_body_is_not_held_to_its_content_length(
+    method: str, status: int
+) -> None:
+    """A HEAD's ``Content-Length`` is the manifest's size, not a body to refuse or wait for;
+    204 and 304 answers have none either."""
+    big = {"Content-Length": "5000", "Content-Type": "application/json"}
+    with scripted((status, big, b"")) as srv:
+        resp = transport(limits=(("manifest", 100), ("error", 100))).send(
+            method, f"http://{srv.host}/v2/x/manifests/1", {}, "manifest-get"
+        )
+    assert (resp.status, resp.body, resp.headers["content-length"]) == (status, b"", "5000")
