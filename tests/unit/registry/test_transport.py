@@ -717,3 +717,21 @@ def test_an_answer_without_a_body_is_not_held_to_its_content_length(
             method, f"http://{srv.host}/v2/x/manifests/1", {}, "manifest-get"
         )
     assert (resp.status, resp.body, resp.headers["content-length"]) == (status, b"", "5000")
+
+
+@pytest.mark.parametrize(("draw", "factor"), [(0.0, 0.5), (1.0, 1.0)])
+def test_the_jitter_spans_half_to_the_whole_backoff_and_the_cap_is_30_s(
+    monkeypatch: pytest.MonkeyPatch, draw: float, factor: float
+) -> None:
+    import random
+
+    monkeypatch.setattr(random, "random", lambda: draw)
+    slept: list[float] = []
+    with scripted((503, {}, b"")) as srv, pytest.raises(RegistryUnavailable):
+        waiting(slept, retries=4).send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert slept == [factor * 2**i for i in range(4)]
+    slept.clear()
+    t = Transport(RegistrySettings(retries=3), {"ROCMENV_REGISTRY_BACKOFF": "10"}, slept.append)
+    with scripted((503, {}, b"")) as srv, pytest.raises(RegistryUnavailable):
+        t.send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert slept == [factor * 10, factor * 20, factor * 30]
