@@ -491,7 +491,8 @@ class Transport:
         no_retry: Collection[int] = (),
     ) -> _Answer:
         attempts = self.settings.retries + 1
-        last = ""
+        # pragma: equivalent, every attempt that does not return sets it (retries >= 0)
+        last = ""  # pragma: no mutate
         attempt = 0
         while attempt < attempts:
             try:

@@ -735,3 +735,19 @@ def test_the_jitter_spans_half_to_the_whole_backoff_and_the_cap_is_30_s(
     with scripted((503, {}, b"")) as srv, pytest.raises(RegistryUnavailable):
         t.send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
     assert slept == [factor * 10, factor * 20, factor * 30]
+
+
+def test_a_retried_request_sends_its_body_counts_its_kind_and_keeps_its_registry_s_ratelimit() -> (
+    None
+):
+    headers = {"RateLimit-Limit": "100;w=60", "RateLimit-Remaining": "99;w=60"}
+    with scripted((200, headers, b"{}")) as srv:
+        t = transport()
+        t.send_with_retries(
+            "POST", f"http://{srv.host}/token", {}, "token", registry_host="reg.example",
+            body=b"grant_type=refresh_token",
+        )  # fmt: skip
+    (req,) = srv.requests
+    assert req.body == b"grant_type=refresh_token"
+    assert t.stats.by_kind == {"token": 1}
+    assert list(t.ratelimits) == ["reg.example"]
