@@ -751,3 +751,13 @@ def test_a_retried_request_sends_its_body_counts_its_kind_and_keeps_its_registry
     assert req.body == b"grant_type=refresh_token"
     assert t.stats.by_kind == {"token": 1}
     assert list(t.ratelimits) == ["reg.example"]
+
+
+def test_the_fall_back_to_plain_http_keeps_the_whole_url() -> None:
+    """Only the scheme changes, also when the query holds another URL."""
+    with scripted((200, {}, b"plain")) as srv:
+        t = transport(insecure=(srv.host,), retries=0)
+        url = f"https://{srv.host}/v2/x/tags/list?last=https://y/z&n=2"
+        resp = t.send_with_retries("GET", url, {}, "tags")
+    assert resp.url == f"http://{srv.host}/v2/x/tags/list?last=https://y/z&n=2"
+    assert [r.path for r in srv.requests][-1] == "/v2/x/tags/list?last=https://y/z&n=2"
