@@ -761,3 +761,19 @@ def test_the_fall_back_to_plain_http_keeps_the_whole_url() -> None:
         resp = t.send_with_retries("GET", url, {}, "tags")
     assert resp.url == f"http://{srv.host}/v2/x/tags/list?last=https://y/z&n=2"
     assert [r.path for r in srv.requests][-1] == "/v2/x/tags/list?last=https://y/z&n=2"
+
+
+def test_no_backoff_is_slept_once_the_command_s_deadline_has_passed() -> None:
+    now, slept = [0.0], []
+
+    def busy_then_late(req: Request) -> Answer:
+        now[0] = 11.0  # the answer came after the command's deadline (10 s)
+        return Answer(503, {}, b"")
+
+    t = Transport(
+        RegistrySettings(command_deadline=10, retries=2), {}, slept.append, clock=lambda: now[0]
+    )
+    with ScriptedServer(busy_then_late) as srv, pytest.raises(RegistryUnavailable) as err:
+        t.send_with_retries("HEAD", f"http://{srv.host}/v2/", {}, "ping")  # no body to wait for
+    assert slept == [0.0] and len(srv.requests) == 1
+    assert "took longer than its deadline (10 s)" in err.value.what
