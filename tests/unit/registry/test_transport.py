@@ -777,3 +777,32 @@ def test_no_backoff_is_slept_once_the_command_s_deadline_has_passed() -> None:
         t.send_with_retries("HEAD", f"http://{srv.host}/v2/", {}, "ping")  # no body to wait for
     assert slept == [0.0] and len(srv.requests) == 1
     assert "took longer than its deadline (10 s)" in err.value.what
+
+
+def test_only_the_first_request_dials_ahead_within_the_connect_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rocmenv.registry import connect
+
+    dialled: list[tuple[str, int, float | None]] = []
+    real = connect.predial
+
+    def recording(host: str, port: int, timeout: float | None, tls: object = None) -> None:
+        dialled.append((host, port, timeout))
+        real(host, port, timeout, tls)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(connect, "predial", recording)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    t = transport(retries=0, timeout=0.3)
+    try:
+        for _ in range(2):  # a TCP server that never speaks TLS: each request times out
+            with pytest.raises(RegistryUnavailable):
+                t.send_with_retries("GET", f"https://127.0.0.1:{port}/v2/", {}, "ping")
+    finally:
+        t.close()
+        connect.discard_predials()
+        server.close()
+    assert dialled == [("127.0.0.1", port, 0.3)]
