@@ -764,14 +764,19 @@ def test_the_fall_back_to_plain_http_keeps_the_whole_url() -> None:
 
 
 def test_no_backoff_is_slept_once_the_command_s_deadline_has_passed() -> None:
-    now, slept = [0.0], []
+    import time
+
+    late, slept = [0.0], []  # the clock runs as the connection's does, plus ``late``
 
     def busy_then_late(req: Request) -> Answer:
-        now[0] = 11.0  # the answer came after the command's deadline (10 s)
+        late[0] = 11.0  # the answer came after the command's deadline (10 s)
         return Answer(503, {}, b"")
 
     t = Transport(
-        RegistrySettings(command_deadline=10, retries=2), {}, slept.append, clock=lambda: now[0]
+        RegistrySettings(command_deadline=10, retries=2),
+        {},
+        slept.append,
+        clock=lambda: time.monotonic() + late[0],
     )
     with ScriptedServer(busy_then_late) as srv, pytest.raises(RegistryUnavailable) as err:
         t.send_with_retries("HEAD", f"http://{srv.host}/v2/", {}, "ping")  # no body to wait for
