@@ -811,3 +811,15 @@ def test_only_the_first_request_dials_ahead_within_the_connect_timeout(
         connect.discard_predials()
         server.close()
     assert dialled == [("127.0.0.1", port, 0.3)]
+
+
+def test_a_300_answer_is_capped_as_an_error_a_manifest_without_a_type_as_a_manifest() -> None:
+    with scripted((300, {}, b"x" * 50)) as srv:
+        t = transport(limits=(("tags", 1000), ("error", 10)))
+        with pytest.raises(RegistryProtocolError, match=r"the error response to .* announces 50"):
+            t.send("GET", f"http://{srv.host}/v2/x/tags/list", {}, "tags")
+    with scripted((200, {}, b"{}")) as srv:  # no Content-Type at all
+        resp = transport(limits=(("manifest", 10),)).send(
+            "GET", f"http://{srv.host}/v2/x/manifests/1", {}, "manifest-get"
+        )
+    assert resp.body == b"{}"
