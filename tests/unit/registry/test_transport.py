@@ -823,3 +823,21 @@ def test_a_300_answer_is_capped_as_an_error_a_manifest_without_a_type_as_a_manif
             "GET", f"http://{srv.host}/v2/x/manifests/1", {}, "manifest-get"
         )
     assert resp.body == b"{}"
+
+
+def test_a_chunked_answer_without_a_length_is_read_and_an_announced_one_refused_by_name() -> None:
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        b"2\r\n{}\r\n0\r\n\r\n"
+    )
+    with serve([chunked]) as port:
+        resp = transport(limits=(("tags", 10),)).send(
+            "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
+        )
+    assert resp.body == b"{}"
+    with scripted((200, {}, b"x" * 11)) as srv, pytest.raises(RegistryProtocolError) as err:
+        transport(limits=(("tags", 10),)).send("GET", f"http://{srv.host}/v2/t", {}, "tags")
+    assert err.value.what == (
+        f"{srv.host}: the tags response to http://{srv.host}/v2/t announces 11 bytes, over its "
+        "limit of 10 bytes"
+    )
