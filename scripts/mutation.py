@@ -68,6 +68,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "rocmenv/registry/auth.py",
             "rocmenv/registry/client.py",
             "rocmenv/registry/blobs.py",
+            "rocmenv/registry/challenge_cache.py",
         ],
         # the unit tests, plus the in-process integration tests against the real Distribution
         # registry (token auth, blobs, retries) and the TLS hub's (a blob's CDN redirect, rate

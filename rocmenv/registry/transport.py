@@ -491,9 +491,11 @@ class Transport:
         no_retry: Collection[int] = (),
     ) -> _Answer:
         attempts = self.settings.retries + 1
-        last = ""
+        # pragma: equivalent, every attempt that does not return sets it (retries >= 0)
+        last = ""  # pragma: no mutate
         attempt = 0
-        while attempt < attempts:
+        # pragma: "<=" is equivalent, the last attempt always breaks out (or returns) below
+        while attempt < attempts:  # pragma: no mutate
             try:
                 resp = attempt_at(url)
             except _FallBackToHttp:

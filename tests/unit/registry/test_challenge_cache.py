@@ -151,3 +151,79 @@ def test_an_anonymous_host_asks_its_remembered_realm_once(tmp_path: Path) -> Non
     assert auth.fetch_ahead("reg.example", "repository:a:pull") == realm
     assert auth.fetch_ahead("reg.example", "repository:a:pull") is None  # already under way
     assert list(auth._ahead) == [(realm, "svc", "repository:a:pull")]
+
+
+# -- bounds: what is at the limit is kept, what is over it is not ------------------------------
+
+
+def test_fields_at_their_limit_are_kept_a_service_over_it_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    at, over = "x" * MAX_FIELD, "x" * (MAX_FIELD + 1)
+    challenges = {
+        "at": {"realm": at, "service": at},
+        "long-service": {"realm": REALM, "service": over},
+        "no-service": {"realm": REALM, "service": ""},
+    }
+    path.write_text(json.dumps({"version": 1, "challenges": challenges}))
+    cache = ChallengeCache(path)
+    assert cache.get("at") == (at, at)
+    assert cache.get("long-service") is None
+    assert cache.get("no-service") == (REALM, "")
+
+
+def test_a_file_at_the_size_limit_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    doc = {"version": 1, "challenges": {"r": {"realm": REALM, "service": "s"}}, "pad": ""}
+    doc["pad"] = "x" * (MAX_FILE - len(json.dumps(doc)))
+    path.write_text(json.dumps(doc))
+    assert path.stat().st_size == MAX_FILE
+    assert ChallengeCache(path).get("r") == (REALM, "s")
+
+
+def test_at_most_max_entries_hosts_are_read_and_written(tmp_path: Path) -> None:
+    from rocmenv.registry.challenge_cache import MAX_ENTRIES
+
+    path = tmp_path / "c.json"
+    hosts = [f"h{i:04d}" for i in range(MAX_ENTRIES + 1)]
+    entry = {"realm": REALM, "service": "s"}
+    path.write_text(json.dumps({"version": 1, "challenges": {h: entry for h in hosts}}))
+    cache = ChallengeCache(path)
+    assert cache.get(hosts[MAX_ENTRIES - 1]) == (REALM, "s")
+    assert cache.get(hosts[MAX_ENTRIES]) is None  # the first MAX_ENTRIES, in file order
+    cache.put("a-new-host", REALM, "s")  # sorted first: the last one no longer fits
+    written = json.loads(path.read_text())["challenges"]
+    assert len(written) == MAX_ENTRIES
+    assert "a-new-host" in written and hosts[MAX_ENTRIES - 1] not in written
+
+
+def test_a_token_asked_ahead_is_its_answer_or_its_error_once_done() -> None:
+    import threading
+
+    from rocmenv.registry.challenge_cache import AskAhead
+    from rocmenv.registry.response import Response
+
+    answer = Response(status=200, headers={}, body=b"{}", url=REALM)
+    ahead = AskAhead(lambda: answer)
+    ahead.start()
+    assert ahead.result(5) is answer
+    gate = threading.Event()
+    slow = AskAhead(lambda: (gate.wait(5), answer)[1])
+    slow.start()
+    assert slow.result(0.05) is None and slow.result(-1) is None  # not yet: a missed chance
+    gate.set()
+    assert slow.result(5) is answer
+
+    def refused() -> Response:
+        raise RegistryAuthError("the realm refused")
+
+    failed = AskAhead(refused)
+    failed.start()
+    with pytest.raises(RegistryAuthError, match="the realm refused"):
+        failed.result(5)
+
+    def bug() -> Response:
+        raise KeyError("a bug")
+
+    broken = AskAhead(bug)
+    broken.start()
+    assert broken.result(5) is None  # anything else: asked again in the ordinary way

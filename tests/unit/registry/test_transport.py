@@ -579,3 +579,265 @@ def test_one_tls_context_per_set_of_trust_inputs() -> None:
     assert t._ssl_context("b.example", "b.example", True) is a
     unverified = t._ssl_context("a.example", "a.example", False)
     assert unverified is not a and t._ssl_context("c.example", "c.example", False) is unverified
+
+
+def _write_ca(path: Path, name: str) -> None:
+    """A self-signed CA certificate named ``name`` (PEM) at ``path``."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def test_a_realm_s_connection_trusts_its_registry_s_certs_d_too(tmp_path: Path) -> None:
+    """The token realm (or blob storage) of a registry with its own CA is verified with it, as
+    Docker's one transport per registry does."""
+    (tmp_path / "reg.example").mkdir()
+    _write_ca(tmp_path / "reg.example" / "ca.crt", "rocmenv test registry CA")
+    t = Transport(RegistrySettings(), {"ROCMENV_CERTS_D": str(tmp_path)})
+    for_registry = t._ssl_context("auth.example", "reg.example", True)
+    names = [
+        dict(x[0] for x in c["subject"]).get("commonName") for c in for_registry.get_ca_certs()
+    ]
+    assert "rocmenv test registry CA" in names
+    alone = t._ssl_context("auth.example", "auth.example", True)
+    assert "rocmenv test registry CA" not in [
+        dict(x[0] for x in c["subject"]).get("commonName") for c in alone.get_ca_certs()
+    ]
+
+
+def test_a_verified_context_checks_the_certificate_an_insecure_one_does_not() -> None:
+    import ssl
+
+    t = Transport(RegistrySettings(), {})
+    verified = t._ssl_context("a.example", "a.example", True)
+    assert verified.verify_mode == ssl.CERT_REQUIRED and verified.check_hostname
+    assert t._ssl_context("b.example", "b.example", False).verify_mode == ssl.CERT_NONE
+
+
+def test_a_streamed_answer_s_head_may_come_after_the_request_deadline() -> None:
+    """A layer's CDN may be slow to start: the head of a streamed GET is bounded by the read
+    timeout and the command's deadline, not by ``request-deadline``."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def late() -> None:
+        conn, _ = server.accept()
+        conn.recv(4096)
+        threading.Event().wait(0.6)
+        conn.sendall(response(b"layer"))
+        conn.close()
+
+    threading.Thread(target=late, daemon=True).start()
+    t = transport(retries=0, timeout=5, request_deadline=0.2, command_deadline=30)
+    try:
+        stream = t.stream_with_retries(
+            f"http://127.0.0.1:{server.getsockname()[1]}/v2/x/blobs/sha256:00", {}, "blob-stream"
+        )
+        assert stream.status == 200 and b"".join(stream.chunks()) == b"layer"
+    finally:
+        server.close()
+
+
+def test_an_unresolved_name_without_a_resolver_code_keeps_its_whole_reason() -> None:
+    from rocmenv.registry.transport import _unresolved
+
+    err = _unresolved("reg.example", OSError("no such host"))
+    assert err.what == "reg.example: the name does not resolve (no such host)"
+    coded = _unresolved("reg.example", OSError("[Errno -2] Name or service not known"))
+    assert coded.what == "reg.example: the name does not resolve (Name or service not known)"
+
+
+def test_a_streamed_get_that_outlives_its_retries_is_named_as_a_get() -> None:
+    with serve([response(b"busy", "503 Service Unavailable")] * 2) as port:
+        url = f"http://127.0.0.1:{port}/v2/x/blobs/sha256:00"
+        with pytest.raises(RegistryUnavailable) as err:
+            transport(retries=1).stream_with_retries(url, {}, "blob-stream")
+    assert err.value.what == (f"GET {url} failed after 2 attempts: HTTP 503 from 127.0.0.1:{port}")
+
+
+def test_only_verified_https_without_a_proxy_is_dialled_ahead() -> None:
+    """Dialling ahead takes the first connection's TCP (and TLS) off the import's time; an
+    insecure registry or a plain-HTTP one is left to urllib3 (it may fall back, or not use TLS)."""
+    from rocmenv.registry import connect
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    here = f"127.0.0.1:{port}"
+    t = Transport(RegistrySettings(insecure=("insecure.example",)), {})
+    other = Transport(RegistrySettings(insecure=(here,)), {})
+    try:
+        t.dial_ahead(f"http://{here}/v2/")
+        t.dial_ahead(f"https://{here}/v2/", registry_host="insecure.example")
+        other.dial_ahead(f"https://{here}/v2/", registry_host="reg.example")
+        t.dial_ahead("https:///v2/")
+        assert connect._dials == {}
+        t.dial_ahead(f"https://{here}/v2/", registry_host="reg.example")
+        t.dial_ahead("https://localhost/v2/")
+        assert set(connect._dials) == {("127.0.0.1", port), ("localhost", 443)}
+        other.close()  # never dialled: leaves the dials alone
+        assert set(connect._dials) == {("127.0.0.1", port), ("localhost", 443)}
+        t.close()
+        assert connect._dials == {}
+    finally:
+        connect.discard_predials()
+        server.close()
+
+
+@pytest.mark.parametrize(("method", "status"), [("HEAD", 200), ("GET", 204), ("GET", 304)])
+def test_an_answer_without_a_body_is_not_held_to_its_content_length(
+    method: str, status: int
+) -> None:
+    """A HEAD's ``Content-Length`` is the manifest's size, not a body to refuse or wait for;
+    204 and 304 answers have none either."""
+    big = {"Content-Length": "5000", "Content-Type": "application/json"}
+    with scripted((status, big, b"")) as srv:
+        resp = transport(limits=(("manifest", 100), ("error", 100))).send(
+            method, f"http://{srv.host}/v2/x/manifests/1", {}, "manifest-get"
+        )
+    assert (resp.status, resp.body, resp.headers["content-length"]) == (status, b"", "5000")
+
+
+@pytest.mark.parametrize(("draw", "factor"), [(0.0, 0.5), (1.0, 1.0)])
+def test_the_jitter_spans_half_to_the_whole_backoff_and_the_cap_is_30_s(
+    monkeypatch: pytest.MonkeyPatch, draw: float, factor: float
+) -> None:
+    import random
+
+    monkeypatch.setattr(random, "random", lambda: draw)
+    slept: list[float] = []
+    with scripted((503, {}, b"")) as srv, pytest.raises(RegistryUnavailable):
+        waiting(slept, retries=4).send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert slept == [factor * 2**i for i in range(4)]
+    slept.clear()
+    t = Transport(RegistrySettings(retries=3), {"ROCMENV_REGISTRY_BACKOFF": "10"}, slept.append)
+    with scripted((503, {}, b"")) as srv, pytest.raises(RegistryUnavailable):
+        t.send_with_retries("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert slept == [factor * 10, factor * 20, factor * 30]
+
+
+def test_a_retried_request_sends_its_body_counts_its_kind_and_keeps_its_registry_s_ratelimit() -> (
+    None
+):
+    headers = {"RateLimit-Limit": "100;w=60", "RateLimit-Remaining": "99;w=60"}
+    with scripted((200, headers, b"{}")) as srv:
+        t = transport()
+        t.send_with_retries(
+            "POST", f"http://{srv.host}/token", {}, "token", registry_host="reg.example",
+            body=b"grant_type=refresh_token",
+        )  # fmt: skip
+    (req,) = srv.requests
+    assert req.body == b"grant_type=refresh_token"
+    assert t.stats.by_kind == {"token": 1}
+    assert list(t.ratelimits) == ["reg.example"]
+
+
+def test_the_fall_back_to_plain_http_keeps_the_whole_url() -> None:
+    """Only the scheme changes, also when the query holds another URL."""
+    with scripted((200, {}, b"plain")) as srv:
+        t = transport(insecure=(srv.host,), retries=0)
+        url = f"https://{srv.host}/v2/x/tags/list?last=https://y/z&n=2"
+        resp = t.send_with_retries("GET", url, {}, "tags")
+    assert resp.url == f"http://{srv.host}/v2/x/tags/list?last=https://y/z&n=2"
+    assert [r.path for r in srv.requests][-1] == "/v2/x/tags/list?last=https://y/z&n=2"
+
+
+def test_no_backoff_is_slept_once_the_command_s_deadline_has_passed() -> None:
+    import time
+
+    late, slept = [0.0], []  # the clock runs as the connection's does, plus ``late``
+
+    def busy_then_late(req: Request) -> Answer:
+        late[0] = 11.0  # the answer came after the command's deadline (10 s)
+        return Answer(503, {}, b"")
+
+    t = Transport(
+        RegistrySettings(command_deadline=10, retries=2),
+        {},
+        slept.append,
+        clock=lambda: time.monotonic() + late[0],
+    )
+    with ScriptedServer(busy_then_late) as srv, pytest.raises(RegistryUnavailable) as err:
+        t.send_with_retries("HEAD", f"http://{srv.host}/v2/", {}, "ping")  # no body to wait for
+    assert slept == [0.0] and len(srv.requests) == 1
+    assert "took longer than its deadline (10 s)" in err.value.what
+
+
+def test_only_the_first_request_dials_ahead_within_the_connect_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rocmenv.registry import connect
+
+    dialled: list[tuple[str, int, float | None]] = []
+    real = connect.predial
+
+    def recording(host: str, port: int, timeout: float | None, tls: object = None) -> None:
+        dialled.append((host, port, timeout))
+        real(host, port, timeout, tls)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(connect, "predial", recording)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    t = transport(retries=0, timeout=0.3)
+    try:
+        for _ in range(2):  # a TCP server that never speaks TLS: each request times out
+            with pytest.raises(RegistryUnavailable):
+                t.send_with_retries("GET", f"https://127.0.0.1:{port}/v2/", {}, "ping")
+    finally:
+        t.close()
+        connect.discard_predials()
+        server.close()
+    assert dialled == [("127.0.0.1", port, 0.3)]
+
+
+def test_a_300_answer_is_capped_as_an_error_a_manifest_without_a_type_as_a_manifest() -> None:
+    with scripted((300, {}, b"x" * 50)) as srv:
+        t = transport(limits=(("tags", 1000), ("error", 10)))
+        with pytest.raises(RegistryProtocolError, match=r"the error response to .* announces 50"):
+            t.send("GET", f"http://{srv.host}/v2/x/tags/list", {}, "tags")
+    with scripted((200, {}, b"{}")) as srv:  # no Content-Type at all
+        resp = transport(limits=(("manifest", 10),)).send(
+            "GET", f"http://{srv.host}/v2/x/manifests/1", {}, "manifest-get"
+        )
+    assert resp.body == b"{}"
+
+
+def test_a_chunked_answer_without_a_length_is_read_and_an_announced_one_refused_by_name() -> None:
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        b"2\r\n{}\r\n0\r\n\r\n"
+    )
+    with serve([chunked]) as port:
+        resp = transport(limits=(("tags", 10),)).send(
+            "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
+        )
+    assert resp.body == b"{}"
+    with scripted((200, {}, b"x" * 11)) as srv, pytest.raises(RegistryProtocolError) as err:
+        transport(limits=(("tags", 10),)).send("GET", f"http://{srv.host}/v2/t", {}, "tags")
+    assert err.value.what == (
+        f"{srv.host}: the tags response to http://{srv.host}/v2/t announces 11 bytes, over its "
+        "limit of 10 bytes"
+    )

@@ -131,6 +131,12 @@ def test_a_stop_while_a_retry_waits_keeps_its_last_attempt(tmp_path: Path) -> No
     assert t.status == "failed" and len(t.attempts) == 1
 
 
+def test_a_new_stop_token_is_neither_requested_nor_timed_out() -> None:
+    """``timed_out`` is a bool from the start (results and events carry it), not a falsy None."""
+    cancel = Cancel(timeout=5)
+    assert cancel.timed_out is False and cancel.requested is False
+
+
 def test_a_stop_action_registered_after_the_cancel_runs_at_once() -> None:
     cancel, ran = Cancel(), []
     cancel.on_cancel(lambda: ran.append("before"))
