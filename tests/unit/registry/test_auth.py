@@ -91,6 +91,8 @@ def test_an_unterminated_quoted_value_ends_the_challenge() -> None:
         ("Bearer Xa=1", {"xa": "1"}),
         ('Bearer realm="a\\"', {"realm": 'a"'}),
         ('Bearer a="x"bc=d', {"a": "x", "bc": "d"}),
+        ("Bearer realm=", {"realm": ""}),  # ends at the "=": an empty value, not a crash
+        ('Bearer service="x",realm=', {"service": "x", "realm": ""}),
     ],
 )
 def test_a_challenge_s_parameters_are_split_as_written(value: str, params: dict[str, str]) -> None:
@@ -118,6 +120,14 @@ def test_login_files_are_consulted_in_podman_then_docker_order() -> None:
     assert credential_files({"HOME": "/h"}) == [
         (Path("/h/.config/containers/auth.json"), "containers"),
         (Path("/h/.docker/config.json"), "docker"),
+    ]
+
+
+def test_without_home_in_the_environment_login_files_are_under_the_users_home() -> None:
+    home = Path.home()
+    assert credential_files({}) == [
+        (home / ".config" / "containers" / "auth.json", "containers"),
+        (home / ".docker" / "config.json", "docker"),
     ]
 
 
