@@ -227,3 +227,31 @@ def test_a_token_asked_ahead_is_its_answer_or_its_error_once_done() -> None:
     broken = AskAhead(bug)
     broken.start()
     assert broken.result(5) is None  # anything else: asked again in the ordinary way
+
+
+def test_a_cache_inside_a_checkout_never_writes_through_its_links(tmp_path: Path) -> None:
+    checkout, outside = tmp_path / "checkout", tmp_path / "outside"
+    checkout.mkdir()
+    outside.mkdir()
+    (checkout / ".cache").symlink_to(outside)  # planted by the checkout
+    cache = ChallengeCache(checkout / ".cache" / "registry-challenges.json", within=checkout)
+    cache.put("reg.example", "https://auth.example/token", "svc")
+    assert list(outside.iterdir()) == []
+
+
+def test_a_cache_file_that_never_ends_is_read_only_up_to_its_cap() -> None:
+    assert ChallengeCache(Path("/dev/zero")).get("reg.example") is None
+
+
+def test_a_bad_entry_beside_good_ones_is_dropped_and_the_rest_rewritten(tmp_path: Path) -> None:
+    path = tmp_path / "registry-challenges.json"
+    good = {"realm": "https://auth.example/token", "service": "svc"}
+    doc = {"version": 1, "challenges": {"a.example": good, "b.example": {"realm": 7}}}
+    path.write_text(json.dumps(doc))
+    cache = ChallengeCache(path)
+    assert cache.get("b.example") is None
+    cache.put("c.example", "https://auth.example/token", "svc")
+    again = ChallengeCache(path)
+    assert again.get("a.example") == ("https://auth.example/token", "svc")
+    assert again.get("c.example") == ("https://auth.example/token", "svc")
+    assert again.get("b.example") is None
