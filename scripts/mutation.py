@@ -154,6 +154,30 @@ def configure(target: Path, modules: list[str], tests: list[str]) -> None:
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--hypothesis-seed=0"]',
     ]
     pyproject.write_text(pyproject.read_text() + "\n".join(lines) + "\n")
+    conftest = target / "tests" / "conftest.py"
+    conftest.write_text(conftest.read_text() + FASTEST_FIRST)
+
+
+# Appended to the copy's tests/conftest.py (never the checkout's). mutmut runs a mutant's tests
+# with -x but in no useful order, so a mutant the unit tests kill in 50 ms could first wait a
+# minute for the registry's integration tests. This runs them fastest first, by the durations of
+# mutmut's own clean run (mutants/mutmut-stats.json; absent during that run: order unchanged).
+FASTEST_FIRST = """
+
+_project_modifyitems = pytest_collection_modifyitems
+
+
+def pytest_collection_modifyitems(config, items):
+    _project_modifyitems(config, items)
+    import json as _json
+
+    try:
+        with open("mutmut-stats.json") as _f:
+            _took = _json.load(_f)["duration_by_test"]
+    except (OSError, ValueError, KeyError):
+        return
+    items.sort(key=lambda item: _took.get(item.nodeid, float("inf")))
+"""
 
 
 @dataclass
