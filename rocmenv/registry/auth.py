@@ -19,13 +19,13 @@ import base64
 import json
 import threading
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmenv.context import Context
 from rocmenv.errors import RegistryAuthError, RegistryProtocolError
 from rocmenv.grammar.reference import is_loopback_host
+from rocmenv.record import record
 from rocmenv.redact import redact, register_secret
 from rocmenv.registry.manifest import DOCKER_HUB, DOCKER_HUB_API
 from rocmenv.registry.response import Response
@@ -41,7 +41,7 @@ IDENTITY_TOKEN = "<token>"
 HUB_HOSTS = frozenset({DOCKER_HUB_API, "index.docker.io", DOCKER_HUB})
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class _Challenge:
     scheme: str  # "bearer" | "basic"
     params: dict[str, str]

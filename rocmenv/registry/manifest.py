@@ -4,12 +4,11 @@ becomes, digest verification, and picking a platform out of an image index.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from rocmenv.errors import DigestMismatch, RegistryProtocolError
+from rocmenv.record import record
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -31,14 +30,14 @@ DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class ManifestHead:
     digest: str
     media_type: str
     size: int | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Manifest:
     digest: str
     media_type: str
@@ -50,7 +49,7 @@ class Manifest:
         return self.media_type in INDEX_TYPES
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class PlatformImage:
     """A tag or digest followed down to its ``linux/amd64`` image."""
 
@@ -65,6 +64,8 @@ class PlatformImage:
 
 def sha256_digest(data: bytes) -> str:
 
+    import hashlib  # after the first request is on its way: OpenSSL loads under the network
+
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
@@ -72,6 +73,8 @@ def verify_digest(data: bytes, digest: str, what: str) -> None:
 
     algorithm, _, expected = digest.partition(":")
     try:
+        import hashlib
+
         actual = hashlib.new(algorithm, data).hexdigest()
     except ValueError:
         raise RegistryProtocolError(f"{what}: unsupported digest algorithm {algorithm!r}") from None

@@ -7,17 +7,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rocmenv.errors import RegistryUnavailable
+from rocmenv.record import record
 from rocmenv.redact import redact
 
 if TYPE_CHECKING:
     import urllib3
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class Response:
     status: int
     headers: Mapping[str, str]  # lower-case names
@@ -102,7 +102,7 @@ class BodyStream:
             self.close()
 
 
-@dataclass(frozen=True, kw_only=True)
+@record
 class RateLimit:
     """Docker Hub's ``ratelimit-limit``/``ratelimit-remaining`` (``100;w=21600``)."""
 
@@ -139,12 +139,15 @@ def parse_ratelimit(host: str, headers: Mapping[str, str]) -> RateLimit | None:
     return RateLimit(host=host, limit=limit, remaining=remaining, window=window or window2)
 
 
-@dataclass
 class RegistryStats:
     """HTTP round trips made, by kind (``tags``, ``manifest-head``, ``token``, …)."""
 
-    by_kind: Counter[str] = field(default_factory=Counter)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    def __init__(self) -> None:
+        self.by_kind: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"RegistryStats(by_kind={self.by_kind!r})"
 
     def add(self, kind: str) -> None:
         with self._lock:
