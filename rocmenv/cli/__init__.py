@@ -249,10 +249,11 @@ def _only_daemon_threads_left() -> bool:
     """Nothing Python's shutdown would wait for: no thread but daemons (a registry command's
     dial-ahead and token threads), which it would abandon anyway. rocmenv registers no
     ``atexit`` handlers; a command that leaves a worker thread running ends the usual way,
-    as does a process measured by coverage.py (its data is saved at exit)."""
+    as does a process measured or traced (coverage.py, cProfile: their data is saved at
+    exit)."""
     import threading
 
-    if "coverage" in sys.modules:
+    if "coverage" in sys.modules or sys.getprofile() or sys.gettrace():
         return False
     main = threading.main_thread()
     return all(t.daemon or t is main for t in threading.enumerate())

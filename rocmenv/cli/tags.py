@@ -103,7 +103,7 @@ def run_parse(args: argparse.Namespace, ctx: Context) -> int:
 
 def run_list(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.grammar.reference import parse_repository
-    from rocmenv.grammar.tags import parse_tag, select, sort_key
+    from rocmenv.grammar.tags import parse_tag, select, sort_key, warm_up
     from rocmenv.image.pinning import make_client
     from rocmenv.settings.resolve import settings_for
 
@@ -118,6 +118,9 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
             hint="use --page-size 1000 or less",
         )
     config = settings_for(ctx)
+    import threading  # classifying's first costs, paid while the list is on its way
+
+    threading.Thread(target=warm_up, name="rocmenv-warm-up", daemon=True).start()
     with make_client(ctx, config) as client:
         tags = client.list_tags(repo, page_size=args.page_size)
         extra = registry_json(ctx, client)

@@ -31,7 +31,6 @@ have to pass the proxy, TLS, hostile-server, cap, deadline and redirect tests un
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 import urllib.parse
@@ -531,6 +530,8 @@ class Transport:
             if attempt == attempts - 1:
                 break
             if wait is None:
+                import random  # only on a retry
+
                 wait = min(30.0, self._backoff * (2**attempt)) * (0.5 + random.random() / 2)
             wait = min(wait, max(0.0, self.deadline_left()))
             self._sleep(wait)

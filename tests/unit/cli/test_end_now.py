@@ -30,3 +30,16 @@ def test_a_process_measured_by_coverage_ends_the_usual_way(
 ) -> None:
     monkeypatch.setitem(sys.modules, "coverage", sys)
     assert not _only_daemon_threads_left()
+
+
+def test_a_profiled_process_ends_the_usual_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cProfile
+
+    monkeypatch.delitem(sys.modules, "coverage", raising=False)
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        profiled = _only_daemon_threads_left()
+    finally:
+        profile.disable()
+    assert not profiled
