@@ -63,6 +63,15 @@ def test_repr_eq_and_hash_are_dataclasses_own(kwargs: dict[str, Any]) -> None:
     assert mine.area() == real.area() and mine.KIND == "box"
 
 
+@pytest.mark.parametrize("kwargs", CASES)
+def test_the_instance_holds_the_dataclasses_values_in_declaration_order(
+    kwargs: dict[str, Any],
+) -> None:
+    reordered = dict(reversed(kwargs.items()))  # the call's order is not the instance's
+    mine, real = Record(**reordered), Real(**reordered)
+    assert list(vars(mine).items()) == list(vars(real).items())
+
+
 def test_a_list_field_makes_the_instance_unhashable_as_in_a_dataclass() -> None:
     mine, real = _both({"name": "a", "items": [1]})  # type: ignore[dict-item]
     for obj in (mine, real):
