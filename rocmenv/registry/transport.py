@@ -173,12 +173,10 @@ class Transport:
                     if parts.username is not None:
                         from rocmenv.redact import register_secret
 
-                        userinfo = (
-                            urllib.parse.unquote(parts.username)
-                            + ":"
-                            + (urllib.parse.unquote(parts.password or ""))
-                        )
-                        register_secret(parts.password)
+                        password = urllib.parse.unquote(parts.password or "")
+                        userinfo = urllib.parse.unquote(parts.username) + ":" + password
+                        register_secret(parts.password)  # as written in the URL, and as sent
+                        register_secret(password)
                         headers = urllib3.make_headers(proxy_basic_auth=userinfo)
                         netloc = parts.hostname or ""
                         if ":" in netloc:
