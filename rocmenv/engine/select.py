@@ -9,10 +9,10 @@ stays fast).
 
 from __future__ import annotations
 
+import _socket  # the C module: ``socket`` adds enum conversions and ``selectors`` (~2.5 ms a run)
 import importlib
 import os
 import re
-import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import cast
@@ -43,11 +43,14 @@ def _socket_path(env: Mapping[str, str]) -> str | None:
 def socket_answers(path: str, timeout: float = 1.0) -> bool:
     """``GET /_ping`` on a unix socket, without importing docker-py."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
             sock.settimeout(timeout)
             sock.connect(path)
             sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
             head = sock.recv(64)
+        finally:
+            sock.close()
         return head.startswith(b"HTTP/1.") and b" 200 " in head[:16]
     except OSError:
         return False

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 #: What a plain ``rocmenv run`` must not import (README "Benchmarks": its start-up budget):
 #: ``dataclasses`` (with ``inspect``, ``ast``, ``dis``: rocmenv.record), OpenSSL through
-#: ``hashlib`` (the launcher bundle's stat-only stamp), ``shutil`` (``bz2``, ``lzma``), ``difflib``
+#: ``hashlib`` (the launcher bundle's stat-only stamp), ``shutil`` (``bz2``, ``lzma``), ``difflib``,
+#: ``socket``, ``selectors``
 RUN_UNUSED = {
     "importlib.metadata", "packaging", "rocmenv.launcher._vendor.packaging",
     "rocmenv.shims.probe", "rocmenv.spec.guard", "rocmenv.run.planted",
     "rocmenv.run.pull", "rocmenv.registry", "urllib3", "ssl", "docker", "secrets",
     "dataclasses", "inspect", "ast", "dis", "hashlib", "_hashlib", "shutil", "bz2", "lzma",
     "difflib", "tempfile", "rocmenv.image.lock", "rocmenv.suite",
+    # the C ``_socket`` serves the engine's unix socket (``socket``'s enums, ``selectors``)
+    # (a tag's date is checked without ``datetime``, but ``tomllib`` imports it: a project
+    # file brings it back)
+    "socket", "selectors",
 }  # fmt: skip
 
 #: Every rocmenv module a plain run may import; one more is a deliberate change of this list.
