@@ -20,7 +20,10 @@ import re
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 MASK = "***"
 

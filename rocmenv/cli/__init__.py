@@ -15,12 +15,14 @@ import importlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
 
 from rocmenv import __version__
 from rocmenv.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, RocmenvError
 
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
     from rocmenv.context import Context
 
 __all__ = ["COMMANDS", "build_parser", "looks_secret", "main", "secret_env_values"]

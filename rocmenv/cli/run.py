@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from rocmenv.context import Context
 from rocmenv.settings.choices import ENGINE_NAMES
 from rocmenv.settings.resolve import Flags
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 PULL_CHOICES = ("always", "missing", "never")
 

@@ -12,7 +12,10 @@ import signal as signals
 import struct
 import threading
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 STDOUT, STDERR = 1, 2
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from rocmenv.engine.attach import STDERR, AttachStream, demux
 from rocmenv.engine.hints import unreachable_hint
@@ -44,9 +43,14 @@ from rocmenv.engine.wire import (
 )
 from rocmenv.errors import EngineError, EngineProtocolError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
-from rocmenv.settings.choices import EngineKind
 from rocmenv.spec.render import create_body
 from rocmenv.spec.runspec import RunSpec
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from rocmenv.settings.choices import EngineKind
 
 
 def make(kind: EngineKind, options: EngineOptions) -> DockerApiEngine:

@@ -15,13 +15,20 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import cast
 
 from rocmenv.context import Context
 from rocmenv.engine.protocol import Engine
 from rocmenv.errors import EngineUnavailable, UsageError
 from rocmenv.record import field, record
-from rocmenv.settings.choices import ENGINE_KINDS, ENGINE_NAMES, EngineKind, EngineName
+from rocmenv.settings.choices import ENGINE_KINDS, ENGINE_NAMES
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import cast
+
+    from rocmenv.settings.choices import EngineKind, EngineName
+else:
+    from rocmenv.typecheck import cast
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 
@@ -113,7 +120,7 @@ def engine_name(
         )
     for value in (flag, env_value, profile, config):
         if value and value != "auto":
-            return cast(EngineName, value)
+            return cast("EngineName", value)
     return "auto"
 
 
@@ -143,7 +150,7 @@ def make_engine(kind: EngineKind, ctx: Context) -> Engine:
     if kind == "docker-api":
         require_ssh_support(ctx.env)
     module = importlib.import_module(_MODULES[kind])
-    factory = cast(Callable[[EngineKind, EngineOptions], Engine], module.make)
+    factory: Callable[[EngineKind, EngineOptions], Engine] = module.make
     return factory(kind, EngineOptions(env=dict(ctx.env)))
 
 

@@ -23,11 +23,16 @@ from __future__ import annotations
 import _socket  # the C module: ``socket`` adds enum conversions and ``selectors`` (~2.5 ms a run)
 import json
 from collections.abc import Mapping
-from typing import Any, Final, Protocol
 from urllib.parse import quote, urlencode
 
 from rocmenv.errors import EngineProtocolError
 from rocmenv.lazy import Pattern
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, Final, Protocol
+else:
+    from rocmenv.typecheck import Protocol
 
 Query = Mapping[str, str | int | bool]
 

@@ -20,12 +20,16 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from typing import Literal
 
 from rocmenv.lazy import Pattern
 from rocmenv.record import record
 
-Family = Literal["nightly", "release", "floating", "date-only", "unknown"]
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Family = Literal["nightly", "release", "floating", "date-only", "unknown"]
+
 FAMILY_NAMES: tuple[str, ...] = ("nightly", "release", "floating", "date-only", "unknown")
 
 # GPU family of a tag → LLVM gfx target. Families seen in tags whose target we do not know

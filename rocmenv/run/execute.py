@@ -21,7 +21,6 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
 
 from rocmenv.context import Context
 from rocmenv.engine.container import Container
@@ -36,6 +35,12 @@ from rocmenv.spec.gpu import family_mismatch
 from rocmenv.spec.labels import Identity
 from rocmenv.spec.plan import Plan, PlanRequest, plan
 from rocmenv.spec.runspec import LauncherMount, Overrides, RunSpec
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+else:
+    from rocmenv.typecheck import Protocol
 
 STOP_GRACE = 3.0  # seconds between the forwarded signal and SIGKILL
 EXIT_WAIT = 10.0  # seconds to wait for the container to go after SIGKILL

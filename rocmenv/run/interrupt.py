@@ -28,7 +28,12 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType, TracebackType
-from typing import Any, Final, Generic, TypeVar
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, Final, Generic, TypeVar
+else:
+    from rocmenv.typecheck import Generic, TypeVar
 
 FORWARDED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _NUMBERS: Final = frozenset(int(s) for s in FORWARDED)  # the pipe also gets SIGWINCH's

@@ -18,7 +18,6 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from rocmenv import launcher
 from rocmenv.context import Context
@@ -29,6 +28,10 @@ from rocmenv.shims.catalogue import (
     catalogue_dir,
     discover_shims,
 )
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 BUNDLE_FORMAT = 1
 MANIFEST = "rocmenv-bundle.json"

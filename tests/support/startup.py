@@ -14,10 +14,13 @@ RUN_UNUSED = {
     "dataclasses", "inspect", "ast", "dis", "hashlib", "_hashlib", "shutil", "bz2", "lzma",
     "difflib", "tempfile", "rocmenv.image.lock", "rocmenv.suite",
     # the C ``_socket`` serves the engine's unix socket (``socket``'s enums, ``selectors``)
-    # (a tag's date is checked without ``datetime``, but ``tomllib`` imports it: a project
-    # file brings it back)
     "socket", "selectors",
 }  # fmt: skip
+
+#: What importing the run path must not import either — typing's names are read under
+#: ``if TYPE_CHECKING:`` (rocmenv.typecheck), a tag's date is checked without ``datetime`` —
+#: though a run that reads a project file gets both from ``tomllib``
+IMPORT_UNUSED = {"typing", "datetime"}
 
 #: Every rocmenv module a plain run may import; one more is a deliberate change of this list.
 RUN_MODULES = {
@@ -32,7 +35,7 @@ RUN_MODULES = {
     "rocmenv.settings.keys", "rocmenv.settings.policy", "rocmenv.settings.profile_set",
     "rocmenv.settings.profiles", "rocmenv.settings.project", "rocmenv.settings.registry",
     "rocmenv.settings.resolve", "rocmenv.settings.site", "rocmenv.settings.slurm",
-    "rocmenv.spec", "rocmenv.spec.builder", "rocmenv.spec.gpu", "rocmenv.spec.hostpaths",
+    "rocmenv.typecheck", "rocmenv.spec", "rocmenv.spec.builder", "rocmenv.spec.gpu", "rocmenv.spec.hostpaths",
     "rocmenv.spec.labels", "rocmenv.spec.plan", "rocmenv.spec.render", "rocmenv.spec.runspec",
     # with the shim launcher (its bundle reused: nothing of the vendored packaging)
     "rocmenv.launcher", "rocmenv.shims", "rocmenv.shims.bundle", "rocmenv.shims.catalogue",
