@@ -9,7 +9,6 @@ import _socket  # the C module: ``socket`` adds enum conversions and ``selectors
 import contextlib
 import os
 import signal as signals
-import struct
 import threading
 from collections.abc import Callable
 
@@ -25,7 +24,7 @@ def demux(data: bytes) -> list[tuple[int, bytes]]:
     frames = []
     pos = 0
     while pos + 8 <= len(data):
-        stream, size = data[pos], struct.unpack(">I", data[pos + 4 : pos + 8])[0]
+        stream, size = data[pos], int.from_bytes(data[pos + 4 : pos + 8], "big")
         frames.append((stream, data[pos + 8 : pos + 8 + size]))
         pos += 8 + size
     return frames
@@ -109,7 +108,7 @@ class AttachStream:
         while data := self._recv():
             pending += data
             while len(pending) >= 8:
-                stream, size = pending[0], struct.unpack(">I", pending[4:8])[0]
+                stream, size = pending[0], int.from_bytes(pending[4:8], "big")
                 if len(pending) < 8 + size:
                     break
                 chunk = bytes(pending[8 : 8 + size])
