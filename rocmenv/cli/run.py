@@ -77,6 +77,7 @@ def flags_of(args: argparse.Namespace) -> Flags:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.cli import resume_collection
     from rocmenv.run.execute import RunRequest, execute
     from rocmenv.spec.runspec import Overrides
 
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             CliReporter(ctx).note(f"untrusted mode: {note}")
         count = gpu_count(ctx, gpus or settings.profile.gpus)
         node_args = [*node_run_args(args, untrusted=settings.untrusted), "--", *command]
+        resume_collection()
         return run_as_job(ctx, settings.slurm, count=count, node_args=node_args)
     if gpus == "slurm":  # inside a Slurm job: exactly the GPUs it was allocated
         from rocmenv.settings.resolve import settings_for
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         tty=args.tty,
         shell=args.shell,
     )
-    return execute(ctx, request, CliReporter(ctx))
+    return execute(ctx, request, CliReporter(ctx), on_created=resume_collection)
 
 
 def node_run_args(args: argparse.Namespace, *, untrusted: bool = False) -> list[str]:
