@@ -85,7 +85,7 @@ class DockerApiEngine:
         self.wire: Wire
         try:
             if host.startswith("unix://") and not forced and not tls:
-                self.wire = UnixWire(host[len("unix://") :])
+                self.wire = UnixWire(host[len("unix://") :], offered=options.api_offered)
             else:
                 self.wire = DockerPyWire(self._env, options.timeout)
         except WireUnavailable as err:

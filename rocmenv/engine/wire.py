@@ -117,10 +117,15 @@ def _encode_query(query: Query | None) -> str:
 class UnixWire:
     """The Engine API over a local unix socket, standard library only."""
 
-    def __init__(self, path: str, *, api_version: str | None = None) -> None:
+    def __init__(
+        self, path: str, *, api_version: str | None = None, offered: str | None = None
+    ) -> None:
+        """``api_version``: speak it; ``offered``: what the daemon's ``/_ping`` offered
+        (negotiated without asking again); neither: asked on first use."""
         self.path = path
         self.where = f"unix://{path}"
         self._prefix = f"/v{api_version}" if api_version else None
+        self._offered = offered
 
     def _connect(self, timeout: float | None) -> _socket.socket:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -134,7 +139,9 @@ class UnixWire:
 
     def _version_prefix(self) -> str:
         if self._prefix is None:
-            self._prefix = f"/v{self.negotiate()}"
+            offered = self._offered
+            chosen = negotiate_version(offered, where=self.where) if offered else self.negotiate()
+            self._prefix = f"/v{chosen}"
         return self._prefix
 
     @property

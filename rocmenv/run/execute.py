@@ -25,7 +25,7 @@ from collections.abc import Callable
 from rocmenv.context import Context
 from rocmenv.engine.container import Container
 from rocmenv.engine.protocol import Attachment, Engine, ImageInfo
-from rocmenv.engine.select import choose_engine_kind, in_container, make_engine
+from rocmenv.engine.select import choose_engine, in_container, make_engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
 from rocmenv.record import field, record, replace
 from rocmenv.run.interrupt import Interrupted, Job, SignalWatch
@@ -144,13 +144,13 @@ def _run(
 ) -> int:
     """Start-up, then the image, then the container's life."""
     settings = settings_for(ctx, request.flags)
-    kind = choose_engine_kind(ctx, settings.engine)
+    choice = choose_engine(ctx, settings.engine)
     command = SHELL_COMMAND if request.shell else request.overrides.command
     planned = plan(
         ctx, settings, PlanRequest(overrides=replace(request.overrides, command=tuple(command)))
     )
     try:
-        engine = make_engine(kind, ctx)
+        engine = make_engine(choice.kind, ctx, api_offered=choice.api_offered)
     except EngineError as err:
         raise RunNotStarted(err.what, hint=err.hint) from err
     stages.enter(Stage.IMAGE)
