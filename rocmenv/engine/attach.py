@@ -8,13 +8,16 @@ from __future__ import annotations
 import _socket  # the C module: ``socket`` adds enum conversions and ``selectors`` (~2.5 ms a run)
 import contextlib
 import os
-import signal as signals
 import threading
 from collections.abc import Callable
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
+    import signal as _signal  # typeshed has no _signal
     from typing import Any
+else:
+    import _signal  # the C module: ``signal``'s enum conversions cost ~0.5 ms a run
+
 
 STDOUT, STDERR = 1, 2
 
@@ -151,7 +154,7 @@ class AttachStream:
         on Linux), then at every SIGWINCH."""
         self._resize()
         if threading.current_thread() is threading.main_thread():
-            self._old_winch = signals.signal(signals.SIGWINCH, lambda *_: self._resize())
+            self._old_winch = _signal.signal(_signal.SIGWINCH, lambda *_: self._resize())
 
     def _resize(self) -> None:
         try:
@@ -179,7 +182,7 @@ class AttachStream:
                 termios.tcsetattr(fd, termios.TCSADRAIN, attrs)
         if self._old_winch is not None:
             with contextlib.suppress(ValueError):
-                signals.signal(signals.SIGWINCH, self._old_winch)
+                _signal.signal(_signal.SIGWINCH, self._old_winch)
         with contextlib.suppress(Exception):
             self._sock.shutdown(_socket.SHUT_RDWR)  # wakes a reader still in recv()
         with contextlib.suppress(Exception):

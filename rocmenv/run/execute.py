@@ -18,7 +18,6 @@ from __future__ import annotations
 import _socket  # the C module: ``socket`` adds enum conversions and ``selectors`` (~2.5 ms a run)
 import contextlib
 import os
-import signal
 import time
 from collections.abc import Callable
 
@@ -325,6 +324,8 @@ def _exit_code(engine: Engine, container_id: str, attachment: Attachment) -> int
 def _stop(watch: SignalWatch, box: Container, signum: int, exited: Job[int]) -> None:
     """Stopping: the signal forwarded; SIGKILL after ``STOP_GRACE`` or at the next signal;
     then up to ``EXIT_WAIT`` for the engine to confirm (removal follows either way)."""
+    import signal  # its names: only once interrupted
+
     _quietly(box.engine.kill, box.id, signal.Signals(signum).name)
     if watch.wait(exited.finished, timeout=STOP_GRACE, since=1):  # a second signal: no grace
         return

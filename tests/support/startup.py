@@ -6,17 +6,18 @@ from __future__ import annotations
 #: What a plain ``rocmenv run`` must not import (README "Benchmarks": its start-up budget):
 #: ``dataclasses`` (with ``inspect``, ``ast``, ``dis``: rocmenv.record), OpenSSL through
 #: ``hashlib`` (the launcher bundle's stat-only stamp), ``shutil`` (``bz2``, ``lzma``), ``difflib``,
-#: ``socket``, ``selectors``, ``struct``, ``zlib``
+#: ``socket``, ``selectors``, ``signal``, ``struct``, ``zlib``
 RUN_UNUSED = {
     "importlib.metadata", "packaging", "rocmenv.launcher._vendor.packaging",
     "rocmenv.shims.probe", "rocmenv.spec.guard", "rocmenv.run.planted",
     "rocmenv.run.pull", "rocmenv.registry", "urllib3", "ssl", "docker", "secrets",
     "dataclasses", "inspect", "ast", "dis", "hashlib", "_hashlib", "shutil", "bz2", "lzma",
     "difflib", "tempfile", "rocmenv.image.lock", "rocmenv.suite",
-    # the C ``_socket`` serves the engine's unix socket (``socket``'s enums, ``selectors``);
+    # the C ``_socket`` serves the engine's unix socket (``socket``'s enums, ``selectors``),
+    # the C ``_signal`` the run's signals (``signal``'s enums: imported once interrupted);
     # extension modules, ~0.3 ms each: the attach frames' sizes by ``int.from_bytes``, the
     # bundle stamp's name by ``int``'s modulo
-    "socket", "selectors", "struct", "_struct", "zlib",
+    "socket", "selectors", "signal", "struct", "_struct", "zlib",
 }  # fmt: skip
 
 #: What importing the run path must not import either — typing's names are read under
