@@ -11,7 +11,6 @@ nothing more is imported when there are none.
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import sys
@@ -236,6 +235,8 @@ def _run_command(argv: Sequence[str] | None, ctx: Context | None) -> int:
     command = _command_in(args_in)
     if command in ("run", "shell"):  # from here on a signal is the run's (rocmenv.run.interrupt)
         if argv is None:  # the program (not a test or an embedding): see resume_collection
+            import gc  # (a local name: rocmenv.cli.gc, the command, would shadow a global)
+
             gc.disable()
         from rocmenv.run.interrupt import SignalWatch
 
@@ -255,6 +256,8 @@ def resume_collection(*_: object) -> None:
     20). What start-up made is frozen first (``gc.freeze``: kept, never scanned again — the
     ~200 small cycles included), so the collections of the rest of the run see only what
     it makes."""
+    import gc  # (a local name: rocmenv.cli.gc, the command, would shadow a global)
+
     if not gc.isenabled():
         gc.freeze()
         gc.enable()
@@ -281,7 +284,6 @@ def _main(args_in: list[str], command: str | None, ctx: Context | None) -> int:
         return EXIT_USAGE
     from pathlib import Path
 
-    from rocmenv.cli._common import report_error
     from rocmenv.context import Context
 
     config_path = Path(args.config) if args.config else None
@@ -294,6 +296,8 @@ def _main(args_in: list[str], command: str | None, ctx: Context | None) -> int:
     try:
         return int(args.func(args, ctx))
     except RocmenvError as err:
+        from rocmenv.cli._common import report_error  # (not on a run's path: ~0.3 ms)
+
         return report_error(
             ctx,
             err,

@@ -19,7 +19,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 
 from rocmenv.engine.attach import STDERR, AttachStream, demux
-from rocmenv.engine.hints import unreachable_hint
 from rocmenv.engine.protocol import (
     ContainerInfo,
     EngineInfo,
@@ -65,6 +64,12 @@ def _env_pairs(items: Sequence[str] | None) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _unreachable_hint(error: str, env: Mapping[str, str]) -> str:
+    from rocmenv.engine.hints import unreachable_hint  # only when the engine does not answer
+
+    return unreachable_hint(error, env)
+
+
 def _message(body: bytes) -> str:
     try:
         doc = json.loads(body)
@@ -91,7 +96,7 @@ class DockerApiEngine:
         except WireUnavailable as err:
             raise EngineUnavailable(
                 f"the Docker engine does not answer: {redact(str(err))}",
-                hint=unreachable_hint(str(err), self._env),
+                hint=_unreachable_hint(str(err), self._env),
             ) from None
 
     @property
@@ -117,7 +122,7 @@ class DockerApiEngine:
         except WireUnavailable as err:
             raise EngineUnavailable(
                 f"the Docker engine does not answer: {redact(str(err))}",
-                hint=unreachable_hint(str(err), self._env),
+                hint=_unreachable_hint(str(err), self._env),
             ) from None
         except WireTimeout as err:
             raise EngineError(f"docker-api: {action or path}: {err}") from None
@@ -314,7 +319,7 @@ class DockerApiEngine:
         except WireUnavailable as err:
             raise EngineUnavailable(
                 f"the Docker engine does not answer: {redact(str(err))}",
-                hint=unreachable_hint(str(err), self._env),
+                hint=_unreachable_hint(str(err), self._env),
             ) from None
         except WireStatus as err:
             raise EngineError(f"docker-api: attaching failed: {redact(err.message)}") from None

@@ -13,6 +13,8 @@ RUN_UNUSED = {
     "rocmenv.run.pull", "rocmenv.registry", "urllib3", "ssl", "docker", "secrets",
     "dataclasses", "inspect", "ast", "dis", "hashlib", "_hashlib", "shutil", "bz2", "lzma",
     "difflib", "tempfile", "rocmenv.image.lock", "rocmenv.suite",
+    # only on an error: the report (rocmenv.cli._common), the engine's hints
+    "rocmenv.cli._common", "rocmenv.engine.hints",
     # the C ``_socket`` serves the engine's unix socket (``socket``'s enums, ``selectors``),
     # the C ``_signal`` the run's signals (``signal``'s enums: imported once interrupted);
     # extension modules, ~0.3 ms each: the attach frames' sizes by ``int.from_bytes``, the
@@ -27,9 +29,9 @@ IMPORT_UNUSED = {"typing", "datetime"}
 
 #: Every rocmenv module a plain run may import; one more is a deliberate change of this list.
 RUN_MODULES = {
-    "rocmenv", "rocmenv.cli", "rocmenv.cli._common", "rocmenv.cli.run", "rocmenv.context",
+    "rocmenv", "rocmenv.cli", "rocmenv.cli.run", "rocmenv.context",
     "rocmenv.engine", "rocmenv.engine.attach", "rocmenv.engine.container",
-    "rocmenv.engine.docker_api", "rocmenv.engine.hints", "rocmenv.engine.protocol",
+    "rocmenv.engine.docker_api", "rocmenv.engine.protocol",
     "rocmenv.engine.select", "rocmenv.engine.wire", "rocmenv.errors", "rocmenv.grammar",
     "rocmenv.grammar.reference", "rocmenv.grammar.tags", "rocmenv.hostfs", "rocmenv.image",
     "rocmenv.image.pinning", "rocmenv.lazy", "rocmenv.record", "rocmenv.redact", "rocmenv.run",
