@@ -1,5 +1,8 @@
-"""The closed sets a setting chooses from, spelled once (argparse ``choices=``, the config
-readers and the schema all use these)."""
+"""The closed sets a setting chooses from: these tuples (argparse ``choices=``, the config
+readers and the schema all use them) and, for the type checker, their ``Literal`` aliases —
+read under ``if TYPE_CHECKING:`` (the run path does not import ``typing``:
+:mod:`rocmenv.typecheck`), made from the tuples at run time, and held equal to them by
+``tests/unit/test_typecheck.py``."""
 
 from __future__ import annotations
 
@@ -7,8 +10,8 @@ TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typeche
 if TYPE_CHECKING:
     from typing import Final, Literal
 
-    # the type checker's spelling of the tuples below (tests/unit/settings/test_choices.py
-    # holds them equal); at run time ``__getattr__`` makes each from its tuple
+    # the type checker's spelling of the tuples below (tests/unit/test_typecheck.py holds
+    # them equal); at run time ``__getattr__`` makes each from its tuple
     EngineKind = Literal["docker-api", "docker-cli", "podman"]  # a concrete engine
     EngineName = Literal["auto", "docker-api", "docker-cli", "podman"]  # what a user may ask for
     PullPolicy = Literal["always", "missing", "never"]
