@@ -250,7 +250,7 @@ def _run_command(argv: Sequence[str] | None, ctx: Context | None) -> int:
 
 def resume_collection(*_: object) -> None:
     """The garbage collector back on, once a run's start-up is over (the container created,
-    or the Slurm job about to be submitted). Start-up — the imports, the parser, settings,
+    an image about to be pulled, or the Slurm job about to be submitted). Start-up — the imports, the parser, settings,
     plan and spec — allocates a few hundred thousand objects and leaves ~200 in reference
     cycles; the ~20 collections Python would make meanwhile cost ~5 ms of every run (issue
     20). What start-up made is frozen first (``gc.freeze``: kept, never scanned again — the

@@ -163,6 +163,9 @@ class CliReporter:
         warn(self.ctx, text)
 
     def pull(self, settings: Any, engine: Any, image: str) -> None:
+        from rocmenv.cli import resume_collection
         from rocmenv.run.progress import pull_with_display
+
+        resume_collection()  # a pull may take minutes: start-up is over
 
         pull_with_display(self.ctx, settings, engine, image)
