@@ -6,8 +6,12 @@ when the CLI prints them (see :mod:`rocmenv.redact`).
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Mapping
-from typing import Any, ClassVar, NamedTuple
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, NamedTuple
 
 # Documented exit codes (README "Exit codes"; a test keeps the table in sync).
 EXIT_OK = 0
@@ -172,14 +176,20 @@ class PatchConflict(OverrideFailed):
     """A patch neither applies nor is already applied."""
 
 
-class StartFailure(NamedTuple):
-    """What went wrong when a container did not start (from the engine's error text). A
-    named tuple rather than a dataclass: this module is on every command's start-up path
-    (``rocmenv --help`` included) and ``dataclasses`` costs ~7 ms to import."""
+if TYPE_CHECKING:
 
-    message: str
-    option: str | None = None  # the option the engine refused, e.g. "--ulimit memlock=-1"
-    exit_code: int = 125  # 127: command not found, 126: not executable
+    class StartFailure(NamedTuple):
+        message: str
+        option: str | None = None  # the option the engine refused, e.g. "--ulimit memlock=-1"
+        exit_code: int = 125  # 127: command not found, 126: not executable
+
+else:  # the same named tuple, made without importing typing (rocmenv.typecheck)
+    StartFailure = collections.namedtuple(
+        "StartFailure", ("message", "option", "exit_code"), defaults=(None, 125)
+    )
+StartFailure.__doc__ = """What went wrong when a container did not start (from the engine's
+error text). A named tuple rather than a dataclass: this module is on every command's start-up
+path (``rocmenv --help`` included) and ``dataclasses`` costs ~7 ms to import."""
 
 
 class EngineStartError(EngineError):

@@ -12,7 +12,14 @@ import importlib
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, AnyStr, Generic
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, AnyStr, Generic
+else:
+    from rocmenv.typecheck import Generic, TypeVar
+
+    AnyStr = TypeVar("AnyStr")
 
 
 def surface(package: str, names: Mapping[str, str]) -> tuple[list[str], Callable[[str], Any]]:

@@ -31,10 +31,15 @@ inheriting from a record or a dataclass, ``InitVar``, ``__post_init__``, mutable
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
 
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
     from typing_extensions import dataclass_transform
+
+    _T = TypeVar("_T")
+    _R = TypeVar("_R")
 else:
 
     def dataclass_transform(**_kwargs: Any) -> Callable[[Any], Any]:
@@ -42,9 +47,6 @@ else:
 
 
 __all__ = ["field", "record", "replace"]
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
 
 
 class _Missing:

@@ -20,7 +20,10 @@ import re
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 MASK = "***"
 
@@ -49,6 +52,10 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     (r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*", MASK),
 )
 _patterns: list[tuple[re.Pattern[str], str]] = []  # compiled on first use, not at import
+#: An ASCII text none of the patterns can match: it holds none of these (lower-cased): each
+#: pattern needs one — authorization, bearer|basic, ``://``, the key words, a JWT's ``eyJ``.
+#: Most messages (a note, a timing) then cost no compile and no scan.
+_PATTERN_CUES = ("auth", "bearer", "basic", "://", "token", "passw", "secret", "api", "eyj")
 
 
 def register_secret(value: str | None) -> None:
@@ -124,13 +131,26 @@ def redact(text: str) -> str:
         if _known is None:
             _known = tuple(_secrets.union(_scoped))
         known = _known
+    text = _mask_values(text, known)
+    if not _may_match(text):
+        return text
+    with _lock:
         if not _patterns:
             _patterns.extend((re.compile(src), repl) for src, repl in _PATTERN_SOURCES)
         patterns = list(_patterns)
-    text = _mask_values(text, known)
     for pattern, repl in patterns:
         text = pattern.sub(repl, text)
     return text
+
+
+def _may_match(text: str) -> bool:
+    """Whether a credential pattern may match ``text``; non-ASCII text always may (under
+    ``(?i)`` a pattern also matches characters such as the Kelvin sign, which ``lower``
+    does not map to ASCII)."""
+    if not text.isascii():
+        return True
+    lower = text.lower()
+    return any(cue in lower for cue in _PATTERN_CUES)
 
 
 def _mask_values(text: str, values: tuple[str, ...]) -> str:

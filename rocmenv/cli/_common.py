@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
 
 from rocmenv.context import Context
 from rocmenv.errors import RocmenvError
 
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
+    from typing import Any, TextIO
+
     from rocmenv.registry.client import RegistryClient
 
 

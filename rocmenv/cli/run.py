@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from rocmenv.context import Context
 from rocmenv.settings.choices import ENGINE_NAMES
 from rocmenv.settings.resolve import Flags
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 PULL_CHOICES = ("always", "missing", "never")
 
@@ -74,6 +77,7 @@ def flags_of(args: argparse.Namespace) -> Flags:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.cli import resume_collection
     from rocmenv.run.execute import RunRequest, execute
     from rocmenv.spec.runspec import Overrides
 
@@ -93,6 +97,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             CliReporter(ctx).note(f"untrusted mode: {note}")
         count = gpu_count(ctx, gpus or settings.profile.gpus)
         node_args = [*node_run_args(args, untrusted=settings.untrusted), "--", *command]
+        resume_collection()
         return run_as_job(ctx, settings.slurm, count=count, node_args=node_args)
     if gpus == "slurm":  # inside a Slurm job: exactly the GPUs it was allocated
         from rocmenv.settings.resolve import settings_for
@@ -116,7 +121,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         tty=args.tty,
         shell=args.shell,
     )
-    return execute(ctx, request, CliReporter(ctx))
+    return execute(ctx, request, CliReporter(ctx), on_created=resume_collection)
 
 
 def node_run_args(args: argparse.Namespace, *, untrusted: bool = False) -> list[str]:
@@ -158,6 +163,9 @@ class CliReporter:
         warn(self.ctx, text)
 
     def pull(self, settings: Any, engine: Any, image: str) -> None:
+        from rocmenv.cli import resume_collection
         from rocmenv.run.progress import pull_with_display
+
+        resume_collection()  # a pull may take minutes: start-up is over
 
         pull_with_display(self.ctx, settings, engine, image)

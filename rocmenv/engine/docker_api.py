@@ -17,10 +17,8 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from rocmenv.engine.attach import STDERR, AttachStream, demux
-from rocmenv.engine.hints import unreachable_hint
 from rocmenv.engine.protocol import (
     ContainerInfo,
     EngineInfo,
@@ -44,9 +42,14 @@ from rocmenv.engine.wire import (
 )
 from rocmenv.errors import EngineError, EngineProtocolError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
-from rocmenv.settings.choices import EngineKind
 from rocmenv.spec.render import create_body
 from rocmenv.spec.runspec import RunSpec
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from rocmenv.settings.choices import EngineKind
 
 
 def make(kind: EngineKind, options: EngineOptions) -> DockerApiEngine:
@@ -59,6 +62,12 @@ def _env_pairs(items: Sequence[str] | None) -> tuple[tuple[str, str], ...]:
         name, _, value = item.partition("=")
         out.append((name, value))
     return tuple(out)
+
+
+def _unreachable_hint(error: str, env: Mapping[str, str]) -> str:
+    from rocmenv.engine.hints import unreachable_hint  # only when the engine does not answer
+
+    return unreachable_hint(error, env)
 
 
 def _message(body: bytes) -> str:
@@ -81,13 +90,13 @@ class DockerApiEngine:
         self.wire: Wire
         try:
             if host.startswith("unix://") and not forced and not tls:
-                self.wire = UnixWire(host[len("unix://") :])
+                self.wire = UnixWire(host[len("unix://") :], offered=options.api_offered)
             else:
                 self.wire = DockerPyWire(self._env, options.timeout)
         except WireUnavailable as err:
             raise EngineUnavailable(
                 f"the Docker engine does not answer: {redact(str(err))}",
-                hint=unreachable_hint(str(err), self._env),
+                hint=_unreachable_hint(str(err), self._env),
             ) from None
 
     @property
@@ -113,7 +122,7 @@ class DockerApiEngine:
         except WireUnavailable as err:
             raise EngineUnavailable(
                 f"the Docker engine does not answer: {redact(str(err))}",
-                hint=unreachable_hint(str(err), self._env),
+                hint=_unreachable_hint(str(err), self._env),
             ) from None
         except WireTimeout as err:
             raise EngineError(f"docker-api: {action or path}: {err}") from None
@@ -310,7 +319,7 @@ class DockerApiEngine:
         except WireUnavailable as err:
             raise EngineUnavailable(
                 f"the Docker engine does not answer: {redact(str(err))}",
-                hint=unreachable_hint(str(err), self._env),
+                hint=_unreachable_hint(str(err), self._env),
             ) from None
         except WireStatus as err:
             raise EngineError(f"docker-api: attaching failed: {redact(err.message)}") from None

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
 
 from rocmenv.errors import StartFailure
 from rocmenv.record import record
-from rocmenv.settings.choices import EngineKind
 
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    from rocmenv.settings.choices import EngineKind
     from rocmenv.spec.runspec import RunSpec
+else:
+    from rocmenv.typecheck import Protocol
 
 
 @record

@@ -9,19 +9,26 @@ stays fast).
 
 from __future__ import annotations
 
+import _socket  # the C module: ``socket`` adds enum conversions and ``selectors`` (~2.5 ms a run)
 import importlib
 import os
 import re
-import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import cast
 
 from rocmenv.context import Context
 from rocmenv.engine.protocol import Engine
 from rocmenv.errors import EngineUnavailable, UsageError
 from rocmenv.record import field, record
-from rocmenv.settings.choices import ENGINE_KINDS, ENGINE_NAMES, EngineKind, EngineName
+from rocmenv.settings.choices import ENGINE_KINDS, ENGINE_NAMES
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import cast
+
+    from rocmenv.settings.choices import EngineKind, EngineName
+else:
+    from rocmenv.typecheck import cast
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 
@@ -42,15 +49,33 @@ def _socket_path(env: Mapping[str, str]) -> str | None:
 
 def socket_answers(path: str, timeout: float = 1.0) -> bool:
     """``GET /_ping`` on a unix socket, without importing docker-py."""
+    return ping(path, timeout) is not None
+
+
+def ping(path: str, timeout: float = 1.0) -> str | None:
+    """``GET /_ping`` on a unix socket: ``None`` when it does not answer 200, else the API
+    version it offers — its ``Api-Version`` header, ``""`` when that is absent or not plain
+    (the docker-api adapter then asks again, strictly: :mod:`rocmenv.engine.wire`)."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
             sock.settimeout(timeout)
             sock.connect(path)
             sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
-            head = sock.recv(64)
-        return head.startswith(b"HTTP/1.") and b" 200 " in head[:16]
+            head = sock.recv(4096)
+        finally:
+            sock.close()
     except OSError:
-        return False
+        return None
+    if not (head.startswith(b"HTTP/1.") and b" 200 " in head[:16]):
+        return None
+    for line in head.partition(b"\r\n\r\n")[0].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.lower() == b"api-version":
+            offered = value.strip()
+            major, dot, minor = offered.partition(b".")
+            return offered.decode() if dot and major.isdigit() and minor.isdigit() else ""
+    return ""
 
 
 def _uses_cli_context(env: Mapping[str, str]) -> bool:
@@ -72,20 +97,36 @@ def _on_path(binary: str, path_env: str) -> bool:
     return shutil.which(binary, path=path_env) is not None
 
 
+@record
+class EngineChoice:
+    """A concrete engine, and the API version its socket offered if a ping asked (then the
+    docker-api adapter need not ask again)."""
+
+    kind: EngineKind
+    api_offered: str | None = None
+
+
 def detect_engine(env: Mapping[str, str]) -> EngineKind:
     """Auto-detection (see the module docstring)."""
+    return _detect(env).kind
+
+
+def _detect(env: Mapping[str, str]) -> EngineChoice:
     path_env = env.get("PATH", os.defpath)
     if not env.get("DOCKER_HOST") and _uses_cli_context(env) and _on_path("docker", path_env):
-        return "docker-cli"  # a CLI context points elsewhere; only the CLI knows where
+        # a CLI context points elsewhere; only the CLI knows where
+        return EngineChoice(kind="docker-cli")
     sock = _socket_path(env)
     if sock is None:
-        return "docker-api"  # DOCKER_HOST=tcp://… or ssh://…: docker-py speaks both
-    if socket_answers(sock):
-        return "docker-api"
+        # DOCKER_HOST=tcp://… or ssh://…: docker-py speaks both
+        return EngineChoice(kind="docker-api")
+    offered = ping(sock)
+    if offered is not None:
+        return EngineChoice(kind="docker-api", api_offered=offered or None)
     if _on_path("docker", path_env):
-        return "docker-cli"
+        return EngineChoice(kind="docker-cli")
     if _on_path("podman", path_env):
-        return "podman"
+        return EngineChoice(kind="podman")
     raise EngineUnavailable(
         f"no container engine found: {sock} does not answer and neither docker nor podman "
         "is on PATH",
@@ -110,17 +151,22 @@ def engine_name(
         )
     for value in (flag, env_value, profile, config):
         if value and value != "auto":
-            return cast(EngineName, value)
+            return cast("EngineName", value)
     return "auto"
 
 
 def choose_engine_kind(ctx: Context, name: EngineName = "auto") -> EngineKind:
     """A concrete engine for ``name`` (``auto``: detected)."""
+    return choose_engine(ctx, name).kind
+
+
+def choose_engine(ctx: Context, name: EngineName = "auto") -> EngineChoice:
+    """A concrete engine for ``name`` (``auto``: detected), with what detection learnt."""
     if name == "auto":
-        return detect_engine(ctx.env)
+        return _detect(ctx.env)
     if name not in ENGINE_KINDS:
         raise UsageError(f"unknown engine {name!r}", hint=f"use one of: {', '.join(ENGINE_NAMES)}")
-    return name
+    return EngineChoice(kind=name)
 
 
 _MODULES: dict[str, str] = {
@@ -134,14 +180,15 @@ _MODULES: dict[str, str] = {
 class EngineOptions:
     env: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 60.0
+    api_offered: str | None = None  # what the socket's /_ping offered (EngineChoice)
 
 
-def make_engine(kind: EngineKind, ctx: Context) -> Engine:
+def make_engine(kind: EngineKind, ctx: Context, *, api_offered: str | None = None) -> Engine:
     if kind == "docker-api":
         require_ssh_support(ctx.env)
     module = importlib.import_module(_MODULES[kind])
-    factory = cast(Callable[[EngineKind, EngineOptions], Engine], module.make)
-    return factory(kind, EngineOptions(env=dict(ctx.env)))
+    factory: Callable[[EngineKind, EngineOptions], Engine] = module.make
+    return factory(kind, EngineOptions(env=dict(ctx.env), api_offered=api_offered))
 
 
 SSH_HINT = (

@@ -23,11 +23,28 @@ parse`` can say which one. Nothing that fails here ever reaches a URL, shell or 
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 from rocmenv.errors import ConfigError, InvalidReference, ReferenceSyntaxError
 from rocmenv.lazy import Pattern
 from rocmenv.record import record
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Rule = Literal[
+        "empty",
+        "identifier",
+        "uppercase",
+        "name-too-long",
+        "domain",
+        "path-component",
+        "tag",
+        "digest-format",
+        "digest-algorithm",
+        "digest-length",
+        "format",
+    ]
 
 DEFAULT_DOMAIN = "docker.io"
 LEGACY_DEFAULT_DOMAIN = "index.docker.io"
@@ -59,19 +76,6 @@ _DOMAIN_RE = Pattern(_DOMAIN_AND_PORT, re.ASCII)
 
 DIGEST_ALGORITHMS: dict[str, int] = {"sha256": 64, "sha384": 96, "sha512": 128}
 
-Rule = Literal[
-    "empty",
-    "identifier",
-    "uppercase",
-    "name-too-long",
-    "domain",
-    "path-component",
-    "tag",
-    "digest-format",
-    "digest-algorithm",
-    "digest-length",
-    "format",
-]
 
 RULE_TEXT: dict[str, str] = {
     "empty": "repository name must have at least one component",

@@ -8,7 +8,6 @@ runs an image, through :func:`choose_image`) share this module; it talks to the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
 
 from rocmenv.context import Context
 from rocmenv.errors import CheckFailed, ConfigError, DigestMismatch, RegistryNotFound
@@ -18,11 +17,16 @@ from rocmenv.record import record
 from rocmenv.settings.profiles import ImageSpec, Profile
 from rocmenv.settings.resolve import Settings
 
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:  # imported by the functions that need them: `run` of a pinned profile
+    from typing import Literal
+
     # needs neither the registry client nor the lockfile writer
     from rocmenv.image.lock import Lock, LockEntry
     from rocmenv.registry.client import RegistryClient
     from rocmenv.registry.manifest import PlatformImage
+
+    ImageSource = Literal["cli", "lock", "profile", "resolved"]
 
 
 def make_client(ctx: Context, settings: Settings) -> RegistryClient:
@@ -120,9 +124,6 @@ def entry_matches_spec(entry: LockEntry, spec: ImageSpec) -> bool:
     if spec.has_constraints:
         return dict(entry.constraints) == constraints_json(constraints_of(spec))
     return entry.tag == (spec.tag or "latest")
-
-
-ImageSource = Literal["cli", "lock", "profile", "resolved"]
 
 
 @record

@@ -15,18 +15,16 @@ executable; 125 when rocmenv or the engine failed before the command ran.
 
 from __future__ import annotations
 
+import _socket  # the C module: ``socket`` adds enum conversions and ``selectors`` (~2.5 ms a run)
 import contextlib
 import os
-import signal
-import socket
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
 
 from rocmenv.context import Context
 from rocmenv.engine.container import Container
 from rocmenv.engine.protocol import Attachment, Engine, ImageInfo
-from rocmenv.engine.select import choose_engine_kind, in_container, make_engine
+from rocmenv.engine.select import choose_engine, in_container, make_engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
 from rocmenv.record import field, record, replace
 from rocmenv.run.interrupt import Interrupted, Job, SignalWatch
@@ -36,6 +34,12 @@ from rocmenv.spec.gpu import family_mismatch
 from rocmenv.spec.labels import Identity
 from rocmenv.spec.plan import Plan, PlanRequest, plan
 from rocmenv.spec.runspec import LauncherMount, Overrides, RunSpec
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+else:
+    from rocmenv.typecheck import Protocol
 
 STOP_GRACE = 3.0  # seconds between the forwarded signal and SIGKILL
 EXIT_WAIT = 10.0  # seconds to wait for the container to go after SIGKILL
@@ -139,13 +143,13 @@ def _run(
 ) -> int:
     """Start-up, then the image, then the container's life."""
     settings = settings_for(ctx, request.flags)
-    kind = choose_engine_kind(ctx, settings.engine)
+    choice = choose_engine(ctx, settings.engine)
     command = SHELL_COMMAND if request.shell else request.overrides.command
     planned = plan(
         ctx, settings, PlanRequest(overrides=replace(request.overrides, command=tuple(command)))
     )
     try:
-        engine = make_engine(kind, ctx)
+        engine = make_engine(choice.kind, ctx, api_offered=choice.api_offered)
     except EngineError as err:
         raise RunNotStarted(err.what, hint=err.hint) from err
     stages.enter(Stage.IMAGE)
@@ -320,6 +324,8 @@ def _exit_code(engine: Engine, container_id: str, attachment: Attachment) -> int
 def _stop(watch: SignalWatch, box: Container, signum: int, exited: Job[int]) -> None:
     """Stopping: the signal forwarded; SIGKILL after ``STOP_GRACE`` or at the next signal;
     then up to ``EXIT_WAIT`` for the engine to confirm (removal follows either way)."""
+    import signal  # its names: only once interrupted
+
     _quietly(box.engine.kill, box.id, signal.Signals(signum).name)
     if watch.wait(exited.finished, timeout=STOP_GRACE, since=1):  # a second signal: no grace
         return
@@ -345,10 +351,10 @@ def _sibling_note(engine: Engine) -> str | None:
     runners that start sibling containers)? Then bind sources are the engine host's paths.
     The engine knows our container by our host name (its short id) when that is the case."""
     try:
-        doc = engine.inspect_container(socket.gethostname())
+        doc = engine.inspect_container(_socket.gethostname())
     except RocmenvError:
         return None
-    name = str(doc.get("Name", "")).lstrip("/") or socket.gethostname()
+    name = str(doc.get("Name", "")).lstrip("/") or _socket.gethostname()
     return (
         f"rocmenv runs in container {name}, a sibling of the one it starts: bind-mount "
         "sources are paths on the engine's host, not in this container"

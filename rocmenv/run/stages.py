@@ -26,12 +26,15 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
 
 from rocmenv.errors import UsageError
 from rocmenv.hostfs import write_atomic
 from rocmenv.record import record
 from rocmenv.run.interrupt import Interrupted, SignalWatch
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Final
 
 PARK_VARIABLE: Final = "ROCMENV_TEST_PARK"
 PARK_LIMIT: Final = 120.0  # seconds a parked run waits for its signal before going on

@@ -13,11 +13,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from rocmenv.context import Context, find_checkout
 from rocmenv.errors import ConfigError
 from rocmenv.hostfs import is_under
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The largest project file (rocmenv.toml, pyproject.toml) or lockfile read (a real one is
 #: kilobytes; a checkout may carry anything).

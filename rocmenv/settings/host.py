@@ -11,11 +11,14 @@ Relative paths are relative to the directory of the file that says them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Final
 
 from rocmenv.errors import ConfigError
 from rocmenv.record import record, replace
 from rocmenv.settings.keys import as_str, check_keys
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 HOST_KEYS: Final = ("sysfs-root", "dev-root")
 

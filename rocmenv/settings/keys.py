@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.lazy import Pattern
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def did_you_mean(word: str, candidates: list[str] | tuple[str, ...]) -> str:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
 
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.hostfs import is_under
 from rocmenv.record import record, replace
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 UNTRUSTED_ENV: Final = "ROCMENV_UNTRUSTED"
 POLICY_ENV: Final = "ROCMENV_POLICY"

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from rocmenv.errors import ConfigError
 from rocmenv.lazy import Pattern
 from rocmenv.settings.keys import as_str, did_you_mean
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Profile, parse_profile
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 PROFILE_NAME_RE = Pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 

@@ -10,21 +10,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from rocmenv.errors import ConfigError, RocmenvError
 from rocmenv.lazy import Pattern
 from rocmenv.record import record, replace
-from rocmenv.settings.choices import (
-    ENGINE_NAMES,
-    GPU_DEVICE_NAMINGS,
-    PULL_POLICIES,
-    EngineName,
-    GpuDeviceNaming,
-    GpuIsolation,
-    PullPolicy,
-)
+from rocmenv.settings.choices import ENGINE_NAMES, GPU_DEVICE_NAMINGS, PULL_POLICIES
 from rocmenv.settings.keys import as_bool, as_choice, as_str, as_str_list, check_keys
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from rocmenv.settings.choices import EngineName, GpuDeviceNaming, GpuIsolation, PullPolicy
 
 FAMILIES: tuple[str, ...] = ("nightly", "release", "floating", "date-only")
 PROXY_VARS: tuple[str, ...] = (

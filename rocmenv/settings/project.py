@@ -67,18 +67,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
 
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.record import field, record
-from rocmenv.settings.choices import ENGINE_NAMES, EngineName
+from rocmenv.settings.choices import ENGINE_NAMES
 from rocmenv.settings.files import file_trusted, find_project_file
 from rocmenv.settings.keys import as_choice, as_str, check_keys, did_you_mean
 from rocmenv.settings.profile_set import build_profiles
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Profile
 from rocmenv.settings.registry import registry_settings
 from rocmenv.settings.site import SiteFile, load_site_files
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, cast
+
+    from rocmenv.settings.choices import EngineName
+else:
+    from rocmenv.typecheck import cast
 
 TOP_KEYS = (
     "default-profile", "lockfile", "engine", "registry", "host", "profiles", "suites", "slurm",
@@ -156,7 +163,7 @@ def load_project(ctx: Context) -> Project:
         if default_profile is not None
         else None,
         lockfile=as_str(lockfile, f"lockfile in {where}") if lockfile is not None else None,
-        engine=cast(EngineName, as_choice(engine, ENGINE_NAMES, f"engine in {where}"))
+        engine=cast("EngineName", as_choice(engine, ENGINE_NAMES, f"engine in {where}"))
         if engine is not None
         else None,
         registry=_validated_registry(table.get("registry"), where),

@@ -6,12 +6,15 @@ pull-from-mirror), validated when the configuration is read.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from rocmenv.errors import ConfigError
 from rocmenv.grammar.reference import check_host
 from rocmenv.record import record, replace
 from rocmenv.settings.keys import as_str_list, check_keys
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 REGISTRY_KEYS = (
     "mirrors",

@@ -27,13 +27,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar
 
 from rocmenv.context import Context, find_checkout
 from rocmenv.errors import ConfigError
 from rocmenv.hostfs import is_under
 from rocmenv.record import field, record
-from rocmenv.settings.choices import ENGINE_NAMES, EngineName, PullPolicy
+from rocmenv.settings.choices import ENGINE_NAMES
 from rocmenv.settings.host import HostSettings, host_settings
 from rocmenv.settings.keys import parse_size
 from rocmenv.settings.policy import (
@@ -54,11 +53,28 @@ from rocmenv.settings.registry import (
 from rocmenv.settings.site import SiteFile
 from rocmenv.settings.slurm import SlurmSettings, parse_slurm
 
-Origin = Literal["flag", "env", "profile", "site", "user", "project", "default"]
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, Final, Literal, TypeVar
+
+    from rocmenv.settings.choices import EngineName, PullPolicy
+
+    Origin = Literal["flag", "env", "profile", "site", "user", "project", "default"]
+
+    T = TypeVar("T")
+
+    #: (level, the table as written, where it was written, the directory it is relative to)
+    Layer = tuple[Origin, Any, str, Path]
+
 #: The levels, highest first (README "Precedence").
 ORIGINS: Final[tuple[Origin, ...]] = (
     "flag", "env", "profile", "site", "user", "project", "default",
 )  # fmt: skip
+
+if not TYPE_CHECKING:  # the alias at run time, for whoever asks (the package's surface)
+    from rocmenv.typecheck import literal
+
+    __getattr__ = literal({"Origin": ORIGINS})
 
 DEFAULT_PROFILE: Final = "rocm"
 DEFAULT_ENGINE: Final[EngineName] = "auto"
@@ -137,11 +153,6 @@ def pick(*levels: tuple[Origin, Any]) -> tuple[Any, Origin]:
             return value, origin
     origin, value = levels[-1]
     return value, origin
-
-
-T = TypeVar("T")
-#: (level, the table as written, where it was written, the directory it is relative to)
-Layer = tuple[Origin, Any, str, Path]
 
 
 def layered(

@@ -32,15 +32,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Literal
 
 from rocmenv.errors import ConfigError
 from rocmenv.record import record
-from rocmenv.settings.choices import ENGINE_NAMES, EngineName
+from rocmenv.settings.choices import ENGINE_NAMES
 from rocmenv.settings.files import load_toml
 from rocmenv.settings.keys import as_choice, check_keys
 
-SiteOrigin = Literal["site", "user"]
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, Final, Literal
+
+    from rocmenv.settings.choices import EngineName
+
+    SiteOrigin = Literal["site", "user"]
+
 SITE_ENV: Final = "ROCMENV_SITE_CONFIG"
 #: The administrator's file (``ROCMENV_SITE_CONFIG`` replaces it).
 SYSTEM_SITE_CONFIG: Final = Path("/etc/rocmenv/config.toml")

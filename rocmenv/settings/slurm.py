@@ -19,15 +19,20 @@ Which tables count (a checkout's are ignored in untrusted mode) is decided once,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
 
 from rocmenv.errors import ConfigError
 from rocmenv.record import record, replace
 from rocmenv.settings.keys import as_str, as_str_list, check_keys, did_you_mean
 
-GpuRequestStyle = Literal["gres", "gpus"]
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    GpuRequestStyle = Literal["gres", "gpus"]
+
+    Packing = Literal["rocmenv", "slurm"]
+
 GPU_REQUEST_STYLES: tuple[str, ...] = ("gres", "gpus")
-Packing = Literal["rocmenv", "slurm"]
 PACKINGS: tuple[str, ...] = ("rocmenv", "slurm")
 SLURM_KEYS = (
     "partition", "account", "gpu-request", "gres-type", "time-factor", "min-time",

@@ -18,7 +18,6 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from rocmenv import launcher
 from rocmenv.context import Context
@@ -29,6 +28,10 @@ from rocmenv.shims.catalogue import (
     catalogue_dir,
     discover_shims,
 )
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 BUNDLE_FORMAT = 1
 MANIFEST = "rocmenv-bundle.json"
@@ -207,12 +210,9 @@ def _inputs_stamp() -> tuple[str, str]:
     directories of ``sys.path`` (their mtime changes when a distribution — and so an entry
     point — is installed or removed). Same stamp, same bundle: ``rocmenv run`` then skips
     parsing and validating the shims and hashing the bundle (~50 ms per run). The name is
-    two 32-bit checksums of the text and the whole text is compared when read, so a
-    collision only costs a rebuild; ``zlib`` rather than ``hashlib`` keeps OpenSSL (~3 ms
-    to load) off the run path.
+    a 64-bit checksum of the text (:func:`_checksum`) and the whole text is compared when
+    read, so a collision only costs a rebuild.
     """
-    import zlib
-
     from rocmenv import __version__
 
     parts: list[str] = [__version__, str(BUNDLE_FORMAT), sys.version]
@@ -232,7 +232,14 @@ def _inputs_stamp() -> tuple[str, str]:
             parts.append(f"{entry}:-")
     text = "\n".join(parts)
     data = text.encode("utf-8", "surrogateescape")
-    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}", text
+    return f"{_checksum(data):016x}", text
+
+
+def _checksum(data: bytes) -> int:
+    """The bytes as one number modulo the Mersenne prime 2**61 - 1: a polynomial hash in
+    base 256, computed by ``int`` in C — no extension module to load (``zlib``'s ``crc32``
+    was one, ``hashlib`` loads OpenSSL: ~3 ms), and a stamp's name needs no more."""
+    return int.from_bytes(data, "big") % ((1 << 61) - 1)
 
 
 def _tree_listing(root: Path) -> list[list[Any]]:

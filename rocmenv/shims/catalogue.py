@@ -14,17 +14,18 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:  # the slow path (parsing shims, building bundles) imports these lazily
-    import ast
 
 from rocmenv import launcher
 from rocmenv.errors import ConfigError
 from rocmenv.lazy import Pattern
 from rocmenv.record import record
 
-ShimSource = Literal["catalogue", "entry-point"]
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:  # the slow path (parsing shims, building bundles) imports these lazily
+    import ast
+    from typing import Any, Literal
+
+    ShimSource = Literal["catalogue", "entry-point"]
 
 
 @record

@@ -47,12 +47,15 @@ from rocmenv.spec.runspec import (
     EnvVar,
     HostFacts,
     LauncherMount,
-    MountOrigin,
     Overrides,
     RunSpec,
     gpus_text,
     parse_device,
 )
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from rocmenv.spec.runspec import MountOrigin
 
 
 def gpu_devices(

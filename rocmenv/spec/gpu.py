@@ -21,11 +21,16 @@ import contextlib
 import os
 import re
 from pathlib import Path
-from typing import Literal
 
 from rocmenv.errors import GpuSelectionError
 from rocmenv.lazy import Pattern
 from rocmenv.record import record, replace
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Literal
+
+    SelectionKind = Literal["all", "none", "subset"]
 
 CONTAINER_KFD = "/dev/kfd"
 CONTAINER_DRI = "/dev/dri"
@@ -229,7 +234,6 @@ def discover(sysfs_root: Path, dev_root: Path) -> GpuInventory:
 
 # -- selection --------------------------------------------------------------------------------
 
-SelectionKind = Literal["all", "none", "subset"]
 
 _INDEX_RE = Pattern(r"[0-9]+", re.ASCII)
 _RANGE_RE = Pattern(r"([0-9]+)-([0-9]+)", re.ASCII)

@@ -14,9 +14,12 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Mapping
-from typing import Final
 
 from rocmenv.hostfs import is_under
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Final
 
 FORBIDDEN_ROOTS: Final = (
     "/proc", "/sys", "/dev", "/etc", "/root", "/home", "/run", "/var/run", "/boot",

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from rocmenv.context import Context, find_checkout
 from rocmenv.image.pinning import ImageChoice, choose_image
@@ -33,6 +32,7 @@ from rocmenv.spec.hostpaths import find_socket
 from rocmenv.spec.labels import Identity
 from rocmenv.spec.runspec import HostFacts, LauncherMount, Overrides, RunSpec, wants_gpus
 
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:  # the guard is imported by an untrusted plan only
     from rocmenv.spec.guard import Guard
 

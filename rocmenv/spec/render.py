@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from rocmenv.errors import EngineError, UsageError
 from rocmenv.lazy import Pattern
 from rocmenv.spec.labels import LABEL_PREFIX
 from rocmenv.spec.runspec import RunSpec
+
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def render_docker(

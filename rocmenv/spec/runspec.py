@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
 
 from rocmenv.errors import ConfigError
 from rocmenv.lazy import Pattern
@@ -22,9 +21,18 @@ from rocmenv.spec.gpu import (
 )
 from rocmenv.spec.labels import Identity
 
-# fixed: the profile's env; pass: its pass-env; secret: its secret-env; host: -e NAME;
-# cli: -e NAME=VALUE; gpu: the selection's visible-device variables; launcher: PYTHONPATH
-EnvSource = Literal["fixed", "pass", "host", "secret", "gpu", "cli", "launcher"]
+TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
+if TYPE_CHECKING:
+    from typing import Literal
+
+    # fixed: the profile's env; pass: its pass-env; secret: its secret-env; host: -e NAME;
+    # cli: -e NAME=VALUE; gpu: the selection's visible-device variables; launcher: PYTHONPATH
+    EnvSource = Literal["fixed", "pass", "host", "secret", "gpu", "cli", "launcher"]
+
+    # checkout: the working directory's git top level; profile: the profile's mounts; cli: -v
+    # (the command line's: trusted input); guard: what the untrusted guard adds (.git read-only);
+    # launcher: rocmenv's shim launcher
+    MountOrigin = Literal["checkout", "profile", "cli", "guard", "launcher"]
 
 
 @record
@@ -41,12 +49,6 @@ class Device:
             return self.host
         out = f"{self.host}:{self.container}"
         return out if self.permissions == "rwm" else f"{out}:{self.permissions}"
-
-
-# checkout: the working directory's git top level; profile: the profile's mounts; cli: -v
-# (the command line's: trusted input); guard: what the untrusted guard adds (.git read-only);
-# launcher: rocmenv's shim launcher
-MountOrigin = Literal["checkout", "profile", "cli", "guard", "launcher"]
 
 
 @record

@@ -297,3 +297,32 @@ def test_a_run_of_a_secret_of_one_repeated_character_is_one_mask() -> None:
 def test_overlapping_secrets_are_one_mask_and_a_later_one_is_still_masked() -> None:
     with masking(["abcdef12", "ef12ghij", "xyzw9999"]):
         assert redact("abcdef12ghij-xyzw9999") == "***-***"
+
+
+def test_a_text_no_credential_pattern_can_match_compiles_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redact_module, "_patterns", [])  # as in a fresh process
+    assert redact("optional mounts skipped, source absent: /data") == (
+        "optional mounts skipped, source absent: /data"
+    )
+    assert redact_module._patterns == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x AUTHORIZATION=abc", "see Bearer abcdefgh12", "BASIC abcdefgh12", "HTTP://u@h",
+        "TOKEN=1", "Passwd=2", "SECRET: 3", "Api_Key=4", "apikey=5", "eyJabcdef.eyJabcdef.s",
+        "to\u212aen=6",  # the Kelvin sign: (?i) matches it as k, str.lower does not
+        "se\u017fsion token=7",  # non-ASCII elsewhere: the patterns decide
+    ],
+)  # fmt: skip
+def test_the_cheap_screen_lets_every_credential_shape_through_to_the_patterns(text: str) -> None:
+    import re
+
+    expected = text
+    for source, repl in redact_module._PATTERN_SOURCES:
+        expected = re.sub(source, repl, expected)
+    assert expected != text
+    assert redact(text) == expected

@@ -23,6 +23,8 @@ _PROBE = """
 import os, sys
 end = os._exit
 def report(status):
+    import gc
+    sys.stderr.write(f"gc={gc.isenabled()},{gc.get_freeze_count() > 0}\\n")
     sys.stderr.write("modules=" + ",".join(sorted(sys.modules)) + "\\n")
     sys.stderr.flush()
     end(status)
@@ -33,7 +35,7 @@ raise SystemExit(main())
 """
 
 
-def _modules_of_a_run(project: Project, engine: str, *flags: str) -> set[str]:
+def _a_run(project: Project, engine: str, *flags: str) -> list[str]:
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, "run", "--engine", engine, "--profile", "plain",
          "--pull", "never", "--image", project.image, *flags, "--", "true"],
@@ -41,7 +43,11 @@ def _modules_of_a_run(project: Project, engine: str, *flags: str) -> set[str]:
         text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    line = next(x for x in done.stderr.splitlines() if x.startswith("modules="))
+    return done.stderr.splitlines()
+
+
+def _modules_of_a_run(project: Project, engine: str, *flags: str) -> set[str]:
+    line = next(x for x in _a_run(project, engine, *flags) if x.startswith("modules="))
     return set(line.removeprefix("modules=").split(","))
 
 
@@ -54,3 +60,11 @@ def test_a_run_imports_only_what_it_uses(project: Project, engine: str, flags: t
     ours = {m for m in modules if m == "rocmenv" or m.startswith("rocmenv.")}
     assert ours - RUN_MODULES == set(), "new on the run path: update RUN_MODULES deliberately"
     assert ("rocmenv.shims.bundle" in ours) == (not flags)
+
+
+@one_engine
+def test_collection_pauses_for_the_start_up_and_resumes_once_the_container_exists(
+    project: Project, engine: str
+) -> None:
+    # (rocmenv.cli.resume_collection: what start-up made is frozen, then collected no more)
+    assert "gc=True,True" in _a_run(project, engine, "--no-shims")

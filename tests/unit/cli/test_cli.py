@@ -159,3 +159,19 @@ def test_help_is_formatted_to_the_width_argparse_itself_would_use(
     run_ours = ours._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
     run_theirs = theirs._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
     assert run_ours.format_help() == run_theirs.format_help()
+
+
+def test_collection_resumes_with_what_start_up_made_frozen() -> None:
+    import gc
+
+    from rocmenv.cli import resume_collection
+
+    resume_collection()  # enabled (a test, an embedding): nothing to do
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.disable()  # as `rocmenv run` does for its start-up
+    try:
+        resume_collection()
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.enable()

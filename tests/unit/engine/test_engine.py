@@ -18,8 +18,11 @@ from rocmenv.context import Context
 from rocmenv.engine.protocol import explain_start_failure
 from rocmenv.engine.select import (
     START_HINT,
+    EngineChoice,
+    choose_engine,
     choose_engine_kind,
     detect_engine,
+    ping,
     socket_answers,
 )
 from rocmenv.errors import EngineUnavailable, UsageError
@@ -131,6 +134,46 @@ def _bin_dir(tmp_path: Path, *names: str) -> str:
         exe.write_text("#!/bin/sh\nexit 0\n")
         exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     return str(directory)
+
+
+def test_detection_keeps_the_api_version_the_ping_offered(ping_socket: Path) -> None:
+    assert ping(str(ping_socket)) == "1.41"
+    ctx = Context(env={"DOCKER_HOST": f"unix://{ping_socket}", "PATH": ""})
+    assert choose_engine(ctx) == EngineChoice(kind="docker-api", api_offered="1.41")
+    assert choose_engine(ctx, "docker-api") == EngineChoice(kind="docker-api")  # not asked
+
+
+@pytest.mark.parametrize(
+    ("answer", "offered"),
+    [
+        (b"HTTP/1.0 200 OK\r\nServer: x\r\n\r\nOK", ""),  # no header: the adapter asks
+        (b"HTTP/1.0 200 OK\r\napi-version:  1.44 \r\n\r\nOK", "1.44"),
+        (b"HTTP/1.0 200 OK\r\nApi-Version: latest\r\n\r\nOK", ""),  # asked again, strictly
+        (b"HTTP/1.0 200 OK\r\nApi-Version: 1.2.3\r\n\r\nOK", ""),
+        (b"HTTP/1.0 500 Oops\r\nApi-Version: 1.44\r\n\r\n", None),
+    ],
+)
+def test_a_ping_offers_only_a_plain_version(
+    tmp_path: Path, answer: bytes, offered: str | None
+) -> None:
+    path = tmp_path / "p.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(1024)
+            conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        assert ping(str(path)) == offered
+    finally:
+        thread.join(5)
+        server.close()
 
 
 def test_a_socket_that_answers_ping_selects_docker_api(ping_socket: Path, tmp_path: Path) -> None:

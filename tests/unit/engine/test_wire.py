@@ -291,6 +291,24 @@ def test_without_a_ping_header_the_version_comes_from_slash_version(tmp_path: Pa
         server.close()
 
 
+@pytest.mark.parametrize(("offered", "spoken"), [("1.41", "1.41"), ("1.99", API_MAX)])
+def test_a_version_a_ping_already_offered_is_spoken_without_asking_again(
+    tmp_path: Path, offered: str, spoken: str
+) -> None:
+    server = Server(tmp_path / "v.sock", [VERSION_OK])  # no /_ping
+    try:
+        wire = UnixWire(str(tmp_path / "v.sock"), offered=offered)
+        wire.request("GET", "/version")
+        assert server.requests[0].startswith(f"GET /v{spoken}/version ".encode())
+    finally:
+        server.close()
+
+
+def test_a_too_old_version_a_ping_offered_is_refused_as_when_asked(tmp_path: Path) -> None:
+    with pytest.raises(EngineProtocolError, match="older than"):
+        UnixWire(str(tmp_path / "none.sock"), offered="1.12").request("GET", "/version")
+
+
 @pytest.mark.parametrize("offered", [b"1.12", b"latest", b"1.2.3", b"1." + b"9" * 50])
 def test_a_too_old_or_malformed_api_version_is_refused(tmp_path: Path, offered: bytes) -> None:
     server = Server(tmp_path / "v.sock", [_ping(offered)])

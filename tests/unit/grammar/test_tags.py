@@ -481,3 +481,17 @@ def test_an_unknown_tag_is_never_a_near_miss() -> None:
     infos = [parse_tag("v0.5.8-cu129"), parse_tag("v0.5.8-rocm720-mi30x-20260301")]
     close = nearest(infos, Constraints(gpu="mi35x"), limit=10)
     assert [(i.tag, failed) for i, failed in close] == [("v0.5.8-rocm720-mi30x-20260301", ["gpu"])]
+
+
+@pytest.mark.parametrize("year", [0, 1, 1900, 2000, 2023, 2024, 2100, 9999])
+def test_a_calendar_date_is_valid_exactly_when_datetime_takes_it(year: int) -> None:
+    from rocmenv.grammar.tags import _valid_date
+
+    for month in range(14):
+        for day in range(33):
+            try:
+                dt.date(year, month, day)
+                real = True
+            except ValueError:
+                real = False
+            assert _valid_date(f"{year:04d}{month:02d}{day:02d}", None) is real, (year, month, day)

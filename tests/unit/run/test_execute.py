@@ -73,7 +73,7 @@ def engine(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
     )
     kinds: list[str] = []
 
-    def make(kind: str, _ctx: Context) -> FakeEngine:
+    def make(kind: str, _ctx: Context, **_options: object) -> FakeEngine:
         kinds.append(kind)
         return fake
 
