@@ -370,12 +370,11 @@ def sort_key(info: TagInfo) -> tuple[int, str, object]:
 
 def warm_up() -> None:
     """Compile what classifying and sorting a tag list first pays for (the tag patterns,
-    ``packaging``'s ``Version``, ``datetime``: ~10 ms): ``tags list`` runs it on a thread
-    while the list is on its way, so the work overlaps the network instead of following it."""
+    ``packaging``'s ``Version``: ~10 ms): ``tags list`` runs it on a thread while the list is
+    on its way, so the work overlaps the network instead of following it."""
     for pattern in (_NIGHTLY_RE, _RELEASE_RE, _PROJECT_RE, _DATE_ONLY_RE):
         pattern.compiled  # noqa: B018 - compiles it
     _version("0")
-    _valid_date("20000101", None)
 
 
 def select(infos: Iterable[TagInfo], c: Constraints) -> list[TagInfo]:
