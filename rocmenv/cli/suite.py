@@ -450,6 +450,7 @@ def run_slurm_warm(args: argparse.Namespace, ctx: Context) -> int:
     from pathlib import Path
 
     from rocmenv.cli import build_parser
+    from rocmenv.suite.allocation import warm_up_node
     from rocmenv.suite.warm import serve
 
     def announce(line: str) -> None:
@@ -459,7 +460,7 @@ def run_slurm_warm(args: argparse.Namespace, ctx: Context) -> int:
     parser = build_parser("suite")  # once: every child parses with it
     return serve(
         Path(args.socket_dir), lambda argv, peer: _warm_step(parser, argv, peer), announce,
-        untrusted=args.untrusted,
+        untrusted=args.untrusted, warm_up=lambda: warm_up_node(ctx, untrusted=args.untrusted),
     )  # fmt: skip
 
 

@@ -119,12 +119,15 @@ Handler = Callable[[list[str], Peer], int]
 
 
 def serve(
-    directory: Path, handle: Handler, announce: Callable[[str], None], *, untrusted: bool = False
-) -> int:
+    directory: Path, handle: Handler, announce: Callable[[str], None], *, untrusted: bool = False,
+    warm_up: Callable[[], None] | None = None,
+) -> int:  # fmt: skip
     """Accept steps until SIGTERM (the allocation ends); ``handle`` runs one step's
-    ``suite slurm-exec`` arguments in a forked child (``untrusted``: only untrusted ones). The socket listens before the run
-    path is imported: the first steps wait in its backlog meanwhile, instead of each
-    starting a rocmenv of its own."""
+    ``suite slurm-exec`` arguments in a forked child (``untrusted``: only untrusted ones).
+    The socket listens before the run path is imported and ``warm_up`` has run (a dry pass
+    of a step's first work, so that each child inherits what it compiled and cached): the
+    first steps wait in its backlog meanwhile, instead of each starting a rocmenv of its
+    own."""
     import importlib
 
     try:
@@ -150,6 +153,8 @@ def serve(
         for name in WARM_IMPORTS:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
+        if warm_up is not None:
+            warm_up()
         while not stopping.is_set():
             _reap(children)
             try:
