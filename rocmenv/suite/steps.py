@@ -176,12 +176,14 @@ def salloc_argv(settings: SlurmSettings, jobs: Sequence[Job], *, name: str, gpus
 @contextlib.contextmanager
 def hold(
     backend: SlurmBackend, jobs: Sequence[Job], stop: threading.Event,
-    max_parallel: int | None = None,
+    max_parallel: int | None = None, nodes: Sequence[NodeGres] | None = None,
 ) -> Iterator[Held | None]:  # fmt: skip
     """One allocation for the suite (None: interrupted while it was pending); released on
-    the way out, whatever happens inside."""
+    the way out, whatever happens inside. ``nodes``: :func:`cluster_nodes`, when asked
+    already."""
     env = dict(backend.ctx.env)
-    gpus = allocation_size(jobs, cluster_nodes(env, backend.settings), max_parallel)
+    nodes = nodes if nodes is not None else cluster_nodes(env, backend.settings)
+    gpus = allocation_size(jobs, nodes, max_parallel)
     tasks = allocation_tasks(jobs, gpus, max_parallel)
     name = f"rocmenv-{backend.session}-suite"
     argv = salloc_argv(backend.settings, jobs, name=name, gpus=gpus, tasks=tasks)
