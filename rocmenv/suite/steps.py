@@ -50,7 +50,7 @@ SALLOC_OUTPUT = 64 * 1024  # bytes of salloc's messages kept for an error
 # rocmenv would leave its container behind. A stopped step gets SIGTERM, again each time it
 # is asked (about every second), and SIGKILL only after this many asks.
 STEP_KILL_AFTER = 30
-WARM_READY_WAIT = 5.0  # seconds a runner may take to listen (stepclient's STARTING_WAIT)
+WARM_READY_WAIT = 5.0  # seconds the first steps wait for the warm runner to listen
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,17 +151,13 @@ class Held:
     warm: str | None = None  # the warm runner's socket directory on the node (None: none)
     runner: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
     ready: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
-    since: float = 0.0  # when the runner was started (time.monotonic())
 
     def warm_dir(self) -> str | None:
-        """The runner's directory while it may answer a step: running, and listening or
-        still within :data:`WARM_READY_WAIT` of its start (a step's client waits that long
-        for it); None when steps should run their node-side rocmenv themselves."""
+        """The runner's directory while it answers steps: running, and it said it listens;
+        None when steps should run their node-side rocmenv themselves."""
         if self.warm is None or self.runner is None or self.runner.poll() is not None:
             return None
-        if self.ready.is_set() or time.monotonic() - self.since < WARM_READY_WAIT:
-            return self.warm
-        return None
+        return self.warm if self.ready.is_set() else None
 
 
 def salloc_argv(settings: SlurmSettings, jobs: Sequence[Job], *, name: str, gpus: int,
@@ -197,7 +193,7 @@ def hold(
         where = f" in partition {partition}" if partition else ""
         held = _granted(proc, name, f"{gpus} GPU(s){where}", gpus, stop, env)
         if held is not None:
-            held = start_warm(backend, held)
+            held = start_warm(backend, held, stop)
         yield held
     finally:
         if held is not None:  # steps still ending finish removing their containers first
@@ -249,12 +245,14 @@ def warm_name(held: Held) -> str:
     return f"{held.name}-warm"
 
 
-def start_warm(backend: SlurmBackend, held: Held) -> Held:
+def start_warm(backend: SlurmBackend, held: Held, stop: threading.Event) -> Held:
     """The allocation's warm runner (:mod:`rocmenv.suite.warm`): a step without GPUs that
-    shares the allocation's CPUs (``--overlap``). Not waited for: the first steps start
-    meanwhile, and their clients wait for it to listen (it starts as fast as they do). A
-    runner that has not said it listens within :data:`WARM_READY_WAIT` s, or that ended,
-    gets no more steps: they run as before, each its own node-side rocmenv."""
+    shares the allocation's CPUs (``--overlap``), waited for until it listens (it imports
+    the run path and warms up after that, while the first steps are created) — at most
+    :data:`WARM_READY_WAIT` s. A runner that has not said it listens by then, or that ended,
+    gets no steps: they run as before, each its own node-side rocmenv. (Starting the first
+    steps without waiting measured no faster: their containers then start while Slurm
+    still sets up the runner's and their steps, on the same CPUs.)"""
     import os
     import tempfile
 
@@ -285,9 +283,14 @@ def start_warm(backend: SlurmBackend, held: Held) -> Held:
                 ready.set()
 
     threading.Thread(target=read, name="slurm-warm", daemon=True).start()
+    since = time.monotonic()
+    while not ready.is_set() and proc.poll() is None and time.monotonic() < since + WARM_READY_WAIT:
+        if stop.wait(0.01):
+            break
+    ready.wait(0.05)  # the reader may still be on its way to the line
     return Held(
         job_id=held.job_id, name=held.name, gpus=held.gpus, warm=directory, runner=proc,
-        ready=ready, since=time.monotonic(),
+        ready=ready,
     )  # fmt: skip
 
 
