@@ -17,7 +17,11 @@ Shapes: ``half`` — 6 tests of 1/2/4 GPUs while another job holds 4 of the 8 GP
 ``tight`` — 1/2/4/8 GPUs whose bound no schedule reaches (not run by default).
 ``simulated`` is the packer's own schedule with no per-test overhead
 (:func:`rocmenv.suite.packer.simulate`): the gap between it and the lower bound is the
-packing, the rest is per-test start-up (srun, the node's rocmenv, the container).
+packing, the rest is per-test start-up (srun, the node's rocmenv, the container). Where
+it goes, per test: ``Slurm`` (the step's wall on the submitting side minus the node's run
+time, from the log's marker: step creation and end, the hand-over to the warm runner, the
+node's planning) and ``container`` (the node's run time minus the command's own: create,
+start, exit — what local pays too; for ``local`` its whole overhead).
 
 ``--baseline-python PY`` adds ``slurm steps (baseline)``: the same packing run by another
 install's interpreter (e.g. a venv of ``main``: ``git archive main | tar -x -C DIR``, then
@@ -43,6 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,10 +109,38 @@ def scaled(shape: str, scale: float) -> tuple[int, list[tuple[int, float]]]:
 BASELINE = "slurm steps (baseline)"
 
 
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    makespan: float  # as the suite reports it
+    wall: float  # the command's
+    # per test: its step/test's wall on the submitting side minus the node's run time (Slurm's
+    # step, the hand-over to the runner, the node's planning: empty for local), and the
+    # node's run time minus the command's own (the container's create/start/exit)
+    slurm: list[float]
+    container: list[float]
+
+
+def _breakdown(
+    report: dict[str, object], spec: list[tuple[int, float]]
+) -> tuple[list[float], list[float]]:
+    import re
+
+    slurm, container = [], []
+    for test in report["tests"]:  # type: ignore[attr-defined]
+        own = spec[int(test["name"][1:])][1]
+        text = Path(test["log"]).read_text(errors="replace") if test.get("log") else ""
+        found = re.search(r"runtime=([0-9.]+) exit=", text)
+        if found is None:  # local: no node side apart
+            container.append(test["wall"] - own)
+            continue
+        slurm.append(test["wall"] - float(found.group(1)))
+        container.append(float(found.group(1)) - own)
+    return slurm, container
+
+
 def run_once(
     shape: str, mode: str, host_env: dict[str, str], scale: float, python: str = sys.executable
-) -> tuple[float, float]:
-    """(the suite's makespan as reported, the command's wall time)."""
+) -> Sample:
     free, spec = scaled(shape, scale)
     with tempfile.TemporaryDirectory(prefix="bench-slurm-") as tmp:
         root = Path(tmp)
@@ -121,7 +154,10 @@ def run_once(
         wall = time.monotonic() - t0
         if done.returncode != 0:
             raise SystemExit(f"suite run ({mode}) failed:\n{done.stderr[-3000:]}")
-        return float(json.loads(done.stdout)["makespan"]), wall
+        report = json.loads(done.stdout)
+        slurm, container = _breakdown(report, spec)
+        return Sample(makespan=float(report["makespan"]), wall=wall, slurm=slurm,
+                      container=container)  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -139,6 +175,15 @@ def blocker(gpus: int) -> Iterator[None]:
         yield
     finally:
         subprocess.run(["scancel", f"--name={name}"], check=False, timeout=30)
+
+
+def _ms(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return (
+        f"{1000 * statistics.median(values):.0f} "
+        f"({1000 * min(values):.0f}-{1000 * max(values):.0f})"
+    )
 
 
 def main() -> int:
@@ -168,7 +213,7 @@ def main() -> int:
         times = {j.name: j.estimate for j in jobs}
         lb = lower_bound(jobs, times, free)
         sim = max(slot.end for slot in simulate(jobs, times, free))
-        samples: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+        samples: dict[str, list[Sample]] = {m: [] for m in modes}
         loads: list[float] = []
         with blocker(8 - free):
             for _ in range(args.repeats):
@@ -184,17 +229,21 @@ def main() -> int:
                     )
                     loads.append(os.getloadavg()[0])
         for mode in modes:
-            spans = [m for m, _w in samples[mode]]
-            walls = [w for _m, w in samples[mode]]
+            spans = [x.makespan for x in samples[mode]]
+            walls = [x.wall for x in samples[mode]]
+            slurm = [v for x in samples[mode] for v in x.slurm]
+            container = [v for x in samples[mode] for v in x.container]
             med = statistics.median(spans)
             rows.append(
                 (f"{shape} x{args.scale:g}", mode, f"{free}/8", f"{lb:.1f}", f"{sim:.1f}", f"{med:.1f}",
                  f"{min(spans):.1f}-{max(spans):.1f}", f"{med / lb:.2f}",
-                 f"{statistics.median(walls):.1f}", f"{statistics.median(loads):.2f}")
+                 f"{statistics.median(walls):.1f}", _ms(slurm), _ms(container),
+                 f"{statistics.median(loads):.2f}")
             )  # fmt: skip
             doc[f"{shape}x{args.scale:g}/{mode}"] = {
                 "lower_bound": lb, "simulated": sim, "makespans": spans, "walls": walls,
-                "median_over_lb": med / lb, "load": loads,
+                "median_over_lb": med / lb, "load": loads, "per_test_slurm": slurm,
+                "per_test_container": container,
             }  # fmt: skip
     if args.json:
         print(json.dumps(doc))
@@ -202,8 +251,14 @@ def main() -> int:
     print(
         table(rows, ("shape", "mode", "free GPUs", "lower bound (s)", "simulated (s)",
                      "makespan median (s)", "min-max (s)", "median/LB", "wall median (s)",
-                     "load 1-min"))
+                     "per test: Slurm (ms)", "per test: container (ms)", "load 1-min"))
     )  # fmt: skip
+    print(
+        "per test (median, min-max over every test of every repeat): Slurm = the test's wall "
+        "minus the node's run time (step creation and end, the hand-over to the runner, the "
+        "node's planning); container = the node's run time minus the command's own time "
+        "(create, start, exit; for local the whole overhead)"
+    )
     print(machine_note())
     return 0
 

@@ -118,7 +118,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--no-gpus", action="store_true", help="the test asked for no GPUs")
     p.add_argument("--untrusted", action="store_true", help=UNTRUSTED_HELP)
     p.add_argument("command", nargs=argparse.REMAINDER)
-    p.set_defaults(func=run_slurm_exec, access_check=None)
+    p.set_defaults(func=run_slurm_exec, access_check=None, on_exit=None)
 
     p = suitesub.add_parser(
         "slurm-warm",
@@ -440,6 +440,7 @@ def run_slurm_exec(args: argparse.Namespace, ctx: Context) -> int:
         ctx, flags=Flags(profile=args.profile, engine=args.engine, untrusted=args.untrusted),
         gres_conf=Path(args.gres_conf) if args.gres_conf else None, command=tuple(command),
         no_gpus=args.no_gpus, check=getattr(args, "access_check", None),
+        on_exit=getattr(args, "on_exit", None),
     )  # fmt: skip
 
 
@@ -449,6 +450,7 @@ def run_slurm_warm(args: argparse.Namespace, ctx: Context) -> int:
     from pathlib import Path
 
     from rocmenv.cli import build_parser
+    from rocmenv.suite.allocation import warm_up_node
     from rocmenv.suite.warm import serve
 
     def announce(line: str) -> None:
@@ -458,7 +460,7 @@ def run_slurm_warm(args: argparse.Namespace, ctx: Context) -> int:
     parser = build_parser("suite")  # once: every child parses with it
     return serve(
         Path(args.socket_dir), lambda argv, peer: _warm_step(parser, argv, peer), announce,
-        untrusted=args.untrusted,
+        untrusted=args.untrusted, warm_up=lambda: warm_up_node(ctx, untrusted=args.untrusted),
     )  # fmt: skip
 
 
@@ -477,6 +479,7 @@ def _warm_step(parser: argparse.ArgumentParser, argv: list[str], peer: Any) -> i
     if getattr(args, "func", None) is not run_slurm_exec:
         return 2
     args.access_check = peer.check_access
+    args.on_exit = peer.exit  # the step ends at the test's exit; the removal follows here
     ctx = Context(debug=args.debug, config_path=Path(args.config) if args.config else None)
     secrets = secret_env_values(ctx.env)
     masked = secrets_masked(ctx.env, sys.stderr, secrets) if secrets else contextlib.nullcontext()

@@ -115,14 +115,17 @@ def execute(
     reporter: Reporter,
     *,
     on_created: Callable[[str], None] | None = None,
+    on_exit: Callable[[int], None] | None = None,
 ) -> int:
-    """Run the request; returns the exit status (see the module docstring)."""
+    """Run the request; returns the exit status (see the module docstring). ``on_exit``
+    gets the command's status as soon as it is known, before the container's removal — for
+    a trusted run only (an untrusted one's cleanup still reports into its streams)."""
     with SignalWatch() as watch:
         stages = Stages(watch, ctx.env, timings=ctx.flag("ROCMENV_TIMINGS"))
         status = 0  # replaced by the run's, or by 128+N below
         try:
             stages.enter(Stage.STARTUP)
-            status = _run(ctx, request, reporter, stages, on_created)
+            status = _run(ctx, request, reporter, stages, on_created, on_exit)
         except Interrupted:
             pass  # the status is the signal's, below
         except RocmenvError:
@@ -140,6 +143,7 @@ def _run(
     reporter: Reporter,
     stages: Stages,
     on_created: Callable[[str], None] | None,
+    on_exit: Callable[[int], None] | None,
 ) -> int:
     """Start-up, then the image, then the container's life."""
     settings = settings_for(ctx, request.flags)
@@ -169,7 +173,7 @@ def _run(
             f"kept container {cid[:12]} (--keep); remove it with `docker rm -f {cid[:12]}`"
         ),
     )  # fmt: skip
-    return _container_life(ctx, reporter, stages, box, terminal, on_created, hint)
+    return _container_life(ctx, reporter, stages, box, terminal, (on_created, on_exit), hint)
 
 
 def _image_and_launcher(
@@ -242,16 +246,21 @@ def _container_life(
     stages: Stages,
     box: Container,
     terminal: Terminal,
-    on_created: Callable[[str], None] | None,
+    hooks: tuple[Callable[[str], None] | None, Callable[[int], None] | None],
     hint: Job[str | None] | None,
 ) -> int:
     """Create → … → removing → cleanup: the container is :class:`Container`'s, removed (or
-    kept) when the ``with`` ends, whatever ended it."""
+    kept) when the ``with`` ends, whatever ended it. ``hooks``: told the container's id once
+    created, and its status once it has exited (a trusted run: before the removal)."""
+    on_created, on_exit = hooks
     stages.enter(Stage.CREATE)
     try:
         with box:
             try:
-                return _attached_run(ctx, reporter, stages, box, terminal, on_created, hint)
+                status = _attached_run(ctx, reporter, stages, box, terminal, on_created, hint)
+                if on_exit is not None and not box.spec.untrusted:
+                    on_exit(status)
+                return status
             finally:
                 stages.enter(Stage.REMOVING)
     finally:

@@ -57,8 +57,10 @@ def run_in_container(
     flags: Flags,
     log: TextIO,
     on_created: Callable[[str], None],
+    on_exit: Callable[[int], None] | None = None,
 ) -> int:
-    """The adapter to the run pipeline (re-wire here when its API moves)."""
+    """The adapter to the run pipeline (re-wire here when its API moves); ``on_exit``: the
+    command's status before the container's removal (:func:`rocmenv.run.execute.execute`)."""
     from rocmenv.run.execute import RunRequest, execute
     from rocmenv.spec.runspec import Overrides
 
@@ -72,7 +74,9 @@ def run_in_container(
         tty=False,
         interactive=False,
     )
-    return execute(test_ctx, request, LogReporter(log, test_ctx), on_created=on_created)
+    return execute(
+        test_ctx, request, LogReporter(log, test_ctx), on_created=on_created, on_exit=on_exit
+    )
 
 
 def warm_launcher(ctx: Context) -> None:

@@ -197,7 +197,7 @@ def backend_for(
         yield pool, local.launch
         return
     from rocmenv.suite.slurm import SlurmBackend, slurm_pool
-    from rocmenv.suite.steps import StepBackend, hold
+    from rocmenv.suite.steps import StepBackend, cluster_nodes, hold
 
     if request.gpus is not None:
         raise UsageError(
@@ -209,11 +209,13 @@ def backend_for(
         flags=replace(request.flags, untrusted=loaded.settings.untrusted), commands=commands,
         log_dir=log_dir, settings=loaded.suite.slurm,
     )  # fmt: skip
-    backend.check(jobs)
     if loaded.suite.slurm.packing == "slurm" or not jobs:
+        backend.check(jobs)
         yield slurm_pool(jobs), backend.launch
         return
-    with hold(backend, jobs, stop, request.max_parallel) as held:
+    nodes = cluster_nodes(ctx.env, loaded.suite.slurm)  # one sinfo for the check and the size
+    backend.check(jobs, max(n.gpus for n in nodes) if nodes else None)
+    with hold(backend, jobs, stop, request.max_parallel, nodes) as held:
         if held is None:  # interrupted while the allocation was pending: nothing starts
             yield slurm_pool(jobs), backend.launch
             return

@@ -80,13 +80,16 @@ class SlurmBackend:
     settings: SlurmSettings
     session: str = field(default_factory=lambda: os.urandom(4).hex())
 
-    def check(self, jobs: Sequence[Job]) -> None:
+    def check(self, jobs: Sequence[Job], capacity: int | None = None) -> None:
+        """A Slurm submit host, and no test bigger than the biggest node (``capacity``: its
+        GPUs, when the caller has asked ``sinfo`` already)."""
         if shutil.which("srun", path=self.ctx.env.get("PATH")) is None:
             raise EngineUnavailable(
                 "srun is not on PATH: this is not a Slurm submit host",
                 hint="install the Slurm client (slurm-client) or use --backend local",
             )
-        capacity = node_gpu_capacity(self.ctx.env)
+        if capacity is None:
+            capacity = node_gpu_capacity(self.ctx.env)
         if capacity is not None:
             too_big = [j for j in jobs if j.gpus > capacity]
             if too_big:

@@ -150,6 +150,14 @@ class Held:
     gpus: int
     warm: str | None = None  # the warm runner's socket directory on the node (None: none)
     runner: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
+    ready: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+
+    def warm_dir(self) -> str | None:
+        """The runner's directory while it answers steps: running, and it said it listens;
+        None when steps should run their node-side rocmenv themselves."""
+        if self.warm is None or self.runner is None or self.runner.poll() is not None:
+            return None
+        return self.warm if self.ready.is_set() else None
 
 
 def salloc_argv(settings: SlurmSettings, jobs: Sequence[Job], *, name: str, gpus: int,
@@ -164,12 +172,14 @@ def salloc_argv(settings: SlurmSettings, jobs: Sequence[Job], *, name: str, gpus
 @contextlib.contextmanager
 def hold(
     backend: SlurmBackend, jobs: Sequence[Job], stop: threading.Event,
-    max_parallel: int | None = None,
+    max_parallel: int | None = None, nodes: Sequence[NodeGres] | None = None,
 ) -> Iterator[Held | None]:  # fmt: skip
     """One allocation for the suite (None: interrupted while it was pending); released on
-    the way out, whatever happens inside."""
+    the way out, whatever happens inside. ``nodes``: :func:`cluster_nodes`, when asked
+    already."""
     env = dict(backend.ctx.env)
-    gpus = allocation_size(jobs, cluster_nodes(env, backend.settings), max_parallel)
+    nodes = nodes if nodes is not None else cluster_nodes(env, backend.settings)
+    gpus = allocation_size(jobs, nodes, max_parallel)
     tasks = allocation_tasks(jobs, gpus, max_parallel)
     name = f"rocmenv-{backend.session}-suite"
     argv = salloc_argv(backend.settings, jobs, name=name, gpus=gpus, tasks=tasks)
@@ -238,9 +248,11 @@ def warm_name(held: Held) -> str:
 def start_warm(backend: SlurmBackend, held: Held, stop: threading.Event) -> Held:
     """The allocation's warm runner (:mod:`rocmenv.suite.warm`): a step without GPUs that
     shares the allocation's CPUs (``--overlap``), waited for until it listens (it imports
-    the run path after that, while the first steps are created) — at most
-    :data:`WARM_READY_WAIT` s. When it does not come up, or ends, the steps run as before,
-    each its own node-side rocmenv."""
+    the run path and warms up after that, while the first steps are created) — at most
+    :data:`WARM_READY_WAIT` s. A runner that has not said it listens by then, or that ended,
+    gets no steps: they run as before, each its own node-side rocmenv. (Starting the first
+    steps without waiting measured no faster: their containers then start while Slurm
+    still sets up the runner's and their steps, on the same CPUs.)"""
     import os
     import tempfile
 
@@ -271,13 +283,15 @@ def start_warm(backend: SlurmBackend, held: Held, stop: threading.Event) -> Held
                 ready.set()
 
     threading.Thread(target=read, name="slurm-warm", daemon=True).start()
-    deadline = time.monotonic() + WARM_READY_WAIT
-    while not ready.is_set() and proc.poll() is None and time.monotonic() < deadline:
+    since = time.monotonic()
+    while not ready.is_set() and proc.poll() is None and time.monotonic() < since + WARM_READY_WAIT:
         if stop.wait(0.01):
             break
-    if not ready.wait(0.05):  # the reader may still be on its way to the line
-        return Held(job_id=held.job_id, name=held.name, gpus=held.gpus, runner=proc)
-    return Held(job_id=held.job_id, name=held.name, gpus=held.gpus, warm=directory, runner=proc)
+    ready.wait(0.05)  # the reader may still be on its way to the line
+    return Held(
+        job_id=held.job_id, name=held.name, gpus=held.gpus, warm=directory, runner=proc,
+        ready=ready,
+    )  # fmt: skip
 
 
 def stop_warm(held: Held, proc: subprocess.Popen[bytes], env: Mapping[str, str]) -> None:
@@ -310,11 +324,11 @@ class StepBackend:
 
     def argv(self, job: Job, name: str) -> list[str]:
         node = self.jobs.node_argv(job)
-        runner = self.held.runner
-        if self.held.warm is not None and runner is not None and runner.poll() is None:
+        warm = self.held.warm_dir()
+        if warm is not None:
             from rocmenv.suite.warm import client_argv
 
-            node = client_argv(node[0], self.held.warm, node)
+            node = client_argv(node[0], warm, node)
         return [
             "srun", f"--jobid={self.held.job_id}", f"--job-name={name}", "--quiet",
             *step_args(self.jobs.settings, job.gpus, time_seconds=job.estimate),

@@ -8,7 +8,10 @@ process is :mod:`rocmenv.suite.stepclient` (standard library only), which passes
 stdout/stderr, environment and working directory over a Unix socket. The runner forks a
 child per step — the runner itself is single-threaded, and has imported the run path
 already — that becomes the step's ``rocmenv suite slurm-exec`` with the step's
-environment (``SLURM_STEP_GPUS`` included) and streams, and sends the exit status back.
+environment (``SLURM_STEP_GPUS`` included) and streams, and sends the exit status back
+as soon as the test's container has exited: the step ends (its GPUs free for the next one)
+while the child removes the container. The runner waits for its children when the
+allocation ends, so no container outlives it.
 The device check runs in the step (its cgroup), the stop requests come from the step
 (``scancel --signal=TERM J.S`` → the child gets SIGTERM, as the node-side rocmenv did), and
 a step that disappears (SIGKILL) is a SIGTERM to its child, asked again every second.
@@ -55,6 +58,7 @@ class Peer:
         self.conn = conn
         self.replies: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.reader = threading.Thread(target=self._read, name="warm-peer", daemon=True)
+        self.told = threading.Event()  # the step has its status: its end is no stop request
 
     def start(self) -> None:
         self.reader.start()
@@ -66,6 +70,8 @@ class Peer:
                 line = stream.readline(64 * 1024)
             except OSError:
                 line = b""
+            if not line and self.told.is_set():
+                return
             if not line:  # the step is gone: stop the test, and keep asking
                 while True:
                     os.kill(os.getpid(), signal.SIGTERM)
@@ -91,6 +97,20 @@ class Peer:
             )
 
     def exit(self, status: int) -> None:
+        """The step's status, which ends it; this child's output goes nowhere after (the
+        step's pipes are let go first: Slurm ends a step once its output has ended)."""
+        import sys
+
+        if self.told.is_set():
+            return
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+        self.told.set()
         with contextlib.suppress(OSError):
             self.conn.sendall(f"EXIT {status}\n".encode())
 
@@ -99,12 +119,15 @@ Handler = Callable[[list[str], Peer], int]
 
 
 def serve(
-    directory: Path, handle: Handler, announce: Callable[[str], None], *, untrusted: bool = False
-) -> int:
+    directory: Path, handle: Handler, announce: Callable[[str], None], *, untrusted: bool = False,
+    warm_up: Callable[[], None] | None = None,
+) -> int:  # fmt: skip
     """Accept steps until SIGTERM (the allocation ends); ``handle`` runs one step's
-    ``suite slurm-exec`` arguments in a forked child (``untrusted``: only untrusted ones). The socket listens before the run
-    path is imported: the first steps wait in its backlog meanwhile, instead of each
-    starting a rocmenv of its own."""
+    ``suite slurm-exec`` arguments in a forked child (``untrusted``: only untrusted ones).
+    The socket listens before the run path is imported and ``warm_up`` has run (a dry pass
+    of a step's first work, so that each child inherits what it compiled and cached): the
+    first steps wait in its backlog meanwhile, instead of each starting a rocmenv of its
+    own."""
     import importlib
 
     try:
@@ -130,6 +153,8 @@ def serve(
         for name in WARM_IMPORTS:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
+        if warm_up is not None:
+            warm_up()
         while not stopping.is_set():
             _reap(children)
             try:

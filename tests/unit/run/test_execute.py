@@ -127,6 +127,29 @@ def test_the_command_exit_status_is_returned(project: Path, engine: FakeEngine) 
     assert engine.alive == set()
 
 
+@pytest.mark.parametrize("untrusted", [False, True])
+def test_the_exit_status_is_told_before_the_removal_unless_untrusted(
+    project: Path, engine: FakeEngine, untrusted: bool
+) -> None:
+    engine.exit_code = 3
+    told: list[tuple[int, set[str]]] = []
+    request = RunRequest(flags=Flags(untrusted=untrusted))
+    status = execute(
+        ctx_in(project),
+        request,
+        Notes(),
+        on_exit=lambda code: told.append((code, set(engine.alive))),
+    )
+    assert status == 3
+    assert engine.alive == set()
+    if untrusted:  # its cleanup sweep still reports: nothing is told early
+        assert told == []
+    else:
+        ((code, alive),) = told
+        assert code == 3
+        assert alive == set(engine.created)  # the container still existed
+
+
 def test_a_failed_create_is_exit_125_keeps_its_cause_and_sweeps_what_it_made(
     project: Path, engine: FakeEngine
 ) -> None:

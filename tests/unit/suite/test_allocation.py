@@ -25,6 +25,7 @@ from rocmenv.suite.allocation import (
     describe,
     map_allocation,
     parse_gres_conf,
+    warm_up_node,
 )
 from tests.support.fakegpu import build_fake_host
 
@@ -262,3 +263,17 @@ def test_gres_lines_name_this_node_by_its_short_hostname(
     monkeypatch.setattr(socket, "gethostname", lambda: "gpu-7.cluster.example")
     node = allocated_gpus(ctx, settings_for(ctx, Flags()), conf)
     assert node.paths == (f"{host.dev_root}/dri/renderD130",)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [None, 'default-profile = "x"\n[profiles.x]\nimage = "rocm/sgl-dev:v1"\n', "not toml ["],
+)
+def test_the_runners_warm_up_asks_no_engine_and_never_fails(
+    tmp_path: Path, config: str | None
+) -> None:
+    if config is not None:
+        (tmp_path / "rocmenv.toml").write_text(config)
+    env = {"HOME": str(tmp_path), "DOCKER_HOST": "unix:///nonexistent.sock", "PATH": ""}
+    warm_up_node(Context(env=env, cwd=tmp_path))  # no engine, no registry: no error either
+    warm_up_node(Context(env=env, cwd=tmp_path), untrusted=True)

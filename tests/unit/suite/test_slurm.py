@@ -229,6 +229,25 @@ def test_node_capacity_is_the_most_gpus_a_node_offers(
     assert node_gpu_capacity(_sinfo(tmp_path, output)) == capacity
 
 
+def test_a_capacity_already_known_is_checked_without_asking_sinfo(tmp_path: Path) -> None:
+    from rocmenv.context import Context
+    from rocmenv.errors import UsageError
+    from rocmenv.settings.resolve import Flags
+    from rocmenv.suite.slurm import SlurmBackend
+
+    env = _sinfo(tmp_path, "gpu:16\n")  # sinfo would allow the 8-GPU test
+    (tmp_path / "bin" / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "srun").chmod(0o755)
+    backend = SlurmBackend(
+        ctx=Context(env=env, cwd=tmp_path), profile=None, flags=Flags(), commands={},
+        log_dir=tmp_path, settings=SlurmSettings(),
+    )  # fmt: skip
+    jobs = [Job(name="big", gpus=8, estimate=1)]
+    backend.check(jobs)
+    with pytest.raises(UsageError, match=r"than any Slurm node has \(4\): big \(8\)"):
+        backend.check(jobs, capacity=4)
+
+
 def test_node_capacity_without_sinfo_is_unknown(tmp_path: Path) -> None:
     from rocmenv.suite.slurm import node_gpu_capacity
 

@@ -43,6 +43,13 @@ RUNNER = textwrap.dedent(
                 print("access refused:", err, flush=True)
         if mode == "raise":
             raise KeyError("a bug")
+        if mode == "early":  # the status first, then a slow removal (signals ignored, as
+            signal.signal(signal.SIGTERM, lambda *_: None)  # the run's signal watch does)
+            peer.exit(5)
+            print("after the exit", flush=True)
+            time.sleep(1.5)
+            Path(os.environ["DONE_FILE"]).write_text("removed")
+            return 0
         if mode == "wait-term":
             got = []
             signal.signal(signal.SIGTERM, lambda *_: got.append(1))
@@ -96,6 +103,26 @@ def test_a_step_runs_in_the_runner_with_its_streams_environment_directory_and_st
     assert "to stderr" in done.stderr
     child = int(done.stdout.split()[1])
     assert child != os.getpid()
+
+
+def test_the_step_ends_at_the_tests_exit_and_the_runner_waits_for_the_removal(
+    tmp_path: Path,
+) -> None:
+    directory, removed = tmp_path / "warm", tmp_path / "removed"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(directory)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == READY
+    try:
+        done = _step(directory, tmp_path, MODE="early", DONE_FILE=str(removed))
+        assert done.returncode == 5  # the status told, not the child's later one
+        assert "after the exit" not in done.stdout  # nothing reaches the ended step
+        assert not removed.exists()  # the step did not wait for the removal
+    finally:
+        proc.send_signal(signal.SIGTERM)  # the allocation ends at once
+        assert proc.wait(timeout=30) == 0
+    assert removed.read_text() == "removed"  # the runner waited for its child
 
 
 def test_a_bug_in_the_runners_child_is_told_in_the_log_and_exits_70(
