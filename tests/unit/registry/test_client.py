@@ -590,3 +590,140 @@ def test_a_manifest_404_naming_an_unknown_repository_says_so() -> None:
     ):
         client().get_manifest(parse(f"{srv.host}/x/y:v1"))
     assert err.value.what == f"repository {srv.host}/x/y not found on {srv.host}"
+
+
+# -- the token cache: remembered challenges asked ahead, or nothing read at all ------------------
+
+
+def cached_client(tmp_path: Any, *, token_cache: bool = True) -> RegistryClient:
+    env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "ROCMENV_REGISTRY_BACKOFF": "0"}  # fmt: skip
+    return RegistryClient(Context(env=env), token_cache=token_cache)
+
+
+def remember(tmp_path: Any, host: str, realm: str, service: str) -> Any:
+    from rocmenv.registry.challenge_cache import ChallengeCache
+
+    path = tmp_path / "cache" / "rocmenv" / "registry-challenges.json"
+    ChallengeCache(path).put(host, realm, service)
+    return path
+
+
+class Recorded:
+    """Every round trip a client makes (thread name, daemon, path, Authorization) and every
+    connection it dials ahead (URL, registry host)."""
+
+    def __init__(self, c: RegistryClient, monkeypatch: pytest.MonkeyPatch) -> None:
+        import threading
+        import urllib.parse
+
+        self.sent: list[tuple[str, bool, str, str | None]] = []
+        self.dialled: list[tuple[str, str | None]] = []
+        send = c.transport.send
+
+        def recording_send(method: str, url: str, headers: Any, *a: Any, **kw: Any) -> Response:
+            me = threading.current_thread()
+            path = urllib.parse.urlsplit(url).path
+            self.sent.append((me.name, me.daemon, path, headers.get("Authorization")))
+            return send(method, url, headers, *a, **kw)
+
+        def dial_ahead(url: str, registry_host: str | None = None) -> None:
+            self.dialled.append((url, registry_host))
+
+        monkeypatch.setattr(c.transport, "send", recording_send)
+        monkeypatch.setattr(c.transport, "dial_ahead", dial_ahead)
+        # the transport's own dial of whichever request goes first (a race with the thread
+        # asking ahead) is not the client's: only the client's dials are recorded
+        monkeypatch.setattr(c.transport, "_first", False)
+
+
+def test_a_remembered_challenge_is_asked_ahead_anonymously_and_its_token_is_the_one_sent(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        realm = f"http://{srv.host}/token"
+        remember(tmp_path, srv.host, realm, "s")
+        c = cached_client(tmp_path)
+        seen = Recorded(c, monkeypatch)
+        with c:
+            _, head = c.head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert head.digest == "sha256:" + "a" * 64
+    assert registry.issued == 1  # the token asked ahead answered the 401: not asked twice
+    tokens = [r for r in srv.requests if r.path.startswith("/token")]
+    assert [r.path for r in tokens] == ["/token?service=s&scope=repository%3Ax%2Fy%3Apull"]
+    assert "authorization" not in tokens[0].headers
+    # on its own daemon thread (a hung token server never holds the command at exit)
+    assert [s for s in seen.sent if s[2] == "/token"] == [
+        ("rocmenv-token-ahead", True, "/token", None)
+    ]
+    assert [(s[2], s[3]) for s in seen.sent if s[2] != "/token"] == [
+        ("/v2/x/y/manifests/v1", None), ("/v2/x/y/manifests/v1", "Bearer tok-00000001"),
+    ]  # fmt: skip
+    # the realm and the registry are both dialled while the first request is prepared
+    manifest = f"http://{srv.host}/v2/x/y/manifests/v1"
+    assert seen.dialled == [(realm, srv.host), (manifest, srv.host)]
+
+
+def test_a_token_cached_by_one_command_is_sent_with_the_next_command_s_first_request(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        first = cached_client(tmp_path)
+        seen = Recorded(first, monkeypatch)
+        with first:
+            first.head_manifest(parse(f"{srv.host}/x/y:v1"))
+        assert seen.dialled == []  # nothing remembered yet: nothing asked or dialled ahead
+        files = sorted(p.name for p in (tmp_path / "cache" / "rocmenv").iterdir())
+        assert files == ["registry-challenges.json", "registry-tokens.json"]
+        del srv.requests[:]
+        with cached_client(tmp_path) as second:
+            second.head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert [(r.path, r.headers.get("authorization")) for r in srv.requests] == [
+        ("/v2/x/y/manifests/v1", "Bearer tok-00000001")
+    ]
+
+
+def test_a_client_without_the_token_cache_neither_reads_nor_writes_it(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        planted = remember(tmp_path, srv.host, f"http://{srv.host}/token", "s")
+        before = planted.read_bytes()
+        c = cached_client(tmp_path, token_cache=False)
+        seen = Recorded(c, monkeypatch)
+        with c:
+            c.head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert c.auth.cache is None and c.auth.challenges is None
+    assert seen.dialled == []
+    assert [s[0] for s in seen.sent] == ["MainThread"] * 3  # nothing asked ahead
+    assert [r.path.split("?")[0] for r in srv.requests] == [
+        "/v2/x/y/manifests/v1", "/token", "/v2/x/y/manifests/v1",
+    ]  # fmt: skip
+    assert [p.name for p in planted.parent.iterdir()] == [planted.name]
+    assert planted.read_bytes() == before
+
+
+def test_rocmenv_token_cache_0_turns_both_caches_off_for_a_caching_client(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+               "ROCMENV_TOKEN_CACHE": "0"}  # fmt: skip
+        with RegistryClient(Context(env=env), token_cache=True) as c:
+            seen = Recorded(c, monkeypatch)
+            c.head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert c.auth.cache is None and c.auth.challenges is None
+    assert seen.dialled == [] and registry.issued == 1
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_open_registry_never_builds_the_auth(repo: tuple[Blobs, str]) -> None:
+    blobs, host = repo
+    image(blobs, tag="v1")
+    c = client()
+    c.head_manifest(parse(f"{host}/x/y:v1"))
+    assert c._auth is None
