@@ -300,6 +300,39 @@ def test_a_manifest_without_a_media_type_takes_the_content_type_s() -> None:
     assert manifest.media_type == OCI_MANIFEST
 
 
+def test_a_manifest_s_own_media_type_wins_over_the_content_type() -> None:
+    raw = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}).encode()
+    with ScriptedServer(lambda req: Answer(200, {"Content-Type": "application/json"}, raw)) as srv:
+        _, manifest = client().get_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert manifest.media_type == OCI_INDEX and manifest.is_index
+
+
+@pytest.mark.parametrize(
+    ("headers", "media_type"),
+    [({"Content-Type": f"{OCI_MANIFEST};charset=utf-8"}, OCI_MANIFEST), ({}, "")],
+)
+def test_a_content_type_s_parameters_are_cut_and_no_type_at_all_is_empty(
+    headers: dict[str, str], media_type: str
+) -> None:
+    raw = json.dumps({"schemaVersion": 2}).encode()
+    with ScriptedServer(lambda req: Answer(200, headers, raw)) as srv:
+        _, manifest = client().get_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert manifest.media_type == media_type
+
+
+def test_each_blob_of_a_repository_is_fetched_and_kept_as_its_own(
+    repo: tuple[Blobs, str],
+) -> None:
+    blobs, host = repo
+    first, second = blobs.add("c", {"os": "linux"}), blobs.add("c", {"os": "windows"})
+    c = client()
+    ref = parse(f"{host}/x/y")
+    assert json.loads(c.get_blob(ref, host, first)) == {"os": "linux"}
+    assert json.loads(c.get_blob(ref, host, second)) == {"os": "windows"}
+    assert json.loads(c.get_blob(ref, host, first)) == {"os": "linux"}  # kept: not asked again
+    assert c.stats.by_kind["blob"] == 2
+
+
 def test_a_manifest_answer_that_is_neither_200_nor_404_is_named() -> None:
     with (
         ScriptedServer(lambda req: Answer(204)) as srv,
