@@ -412,6 +412,35 @@ def test_a_config_blob_is_refused_when_missing_or_larger_than_allowed() -> None:
     assert large.value.what == f"{srv.host}: blob {CONFIG_DIGEST} is larger than 5 bytes"
 
 
+def test_a_blob_404_naming_an_unknown_repository_says_so_and_bad_bytes_name_the_blob() -> None:
+    unknown = b'{"errors": [{"code": "NAME_UNKNOWN"}]}'
+    with (
+        ScriptedServer(lambda req: Answer(404, {}, unknown)) as srv,
+        pytest.raises(RegistryNotFound) as err,
+    ):
+        client().get_blob(parse(f"{srv.host}/x/y"), srv.host, CONFIG_DIGEST)
+    assert err.value.what == f"repository {srv.host}/x/y not found on {srv.host}"
+    with (
+        ScriptedServer(lambda req: Answer(200, {}, b"tampered")) as srv,
+        pytest.raises(DigestMismatch) as bad,
+    ):
+        client().get_blob(parse(f"{srv.host}/x/y"), srv.host, CONFIG_DIGEST)
+    assert bad.value.what.startswith(f"blob {srv.host}/x/y@{CONFIG_DIGEST} from {srv.host}: ")
+
+
+def test_a_malformed_digest_from_the_registry_says_nothing_was_written() -> None:
+    bad = {"Docker-Content-Digest": "md5:" + "0" * 32}
+    with (
+        ScriptedServer(lambda req: Answer(200, bad)) as srv,
+        pytest.raises(RegistryProtocolError) as err,
+    ):
+        client().head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert err.value.hint == (
+        "the registry or a mirror sent a malformed or unsupported digest (only sha256, sha384 "
+        "and sha512 are accepted); nothing was written"
+    )
+
+
 # -- challenges, refusals, mirrors --------------------------------------------------------------
 
 
