@@ -441,6 +441,13 @@ def test_a_malformed_digest_from_the_registry_says_nothing_was_written() -> None
     )
 
 
+def test_a_head_without_a_content_type_has_an_empty_media_type() -> None:
+    digest = "sha256:" + "b" * 64
+    with ScriptedServer(lambda req: Answer(200, {"Docker-Content-Digest": digest})) as srv:
+        _, head = client().head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert (head.digest, head.media_type, head.size) == (digest, "", 0)
+
+
 # -- challenges, refusals, mirrors --------------------------------------------------------------
 
 
