@@ -448,6 +448,13 @@ def test_a_head_without_a_content_type_has_an_empty_media_type() -> None:
     assert (head.digest, head.media_type, head.size) == (digest, "", 0)
 
 
+def test_a_head_whose_length_is_not_a_number_has_no_size() -> None:
+    headers = {"Docker-Content-Digest": "sha256:" + "b" * 64, "Content-Length": "unknown"}
+    with ScriptedServer(lambda req: Answer(200, headers)) as srv:
+        _, head = client().head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert head.size is None
+
+
 # -- challenges, refusals, mirrors --------------------------------------------------------------
 
 
