@@ -455,6 +455,20 @@ def test_a_head_whose_length_is_not_a_number_has_no_size() -> None:
     assert head.size is None
 
 
+def test_each_repository_s_tags_are_listed_and_kept_as_its_own() -> None:
+    def tags(req: Request) -> Answer:
+        name = req.path.split("/tags/list")[0].removeprefix("/v2/")
+        return Answer(200, {"Content-Type": "application/json"},
+                      json.dumps({"name": name, "tags": [name.replace("/", "-")]}).encode())  # fmt: skip
+
+    with ScriptedServer(tags) as srv:
+        c = client()
+        assert c.list_tags(parse(f"{srv.host}/x/y")) == ["x-y"]
+        assert c.list_tags(parse(f"{srv.host}/x/z")) == ["x-z"]
+        assert c.list_tags(parse(f"{srv.host}/x/y")) == ["x-y"]  # kept: not asked again
+    assert len(srv.requests) == 2
+
+
 # -- challenges, refusals, mirrors --------------------------------------------------------------
 
 
