@@ -628,6 +628,22 @@ def test_mirrors_are_tried_in_order_and_each_failure_is_named(repo: tuple[Blobs,
     )
 
 
+def test_a_single_failed_mirror_is_named_when_the_registry_fails_too() -> None:
+    with (
+        ScriptedServer(lambda req: Answer(204)) as mirror,
+        ScriptedServer(lambda req: Answer(404)) as registry,
+    ):
+        settings = RegistrySettings(mirrors=((registry.host, (mirror.host,)),), retries=0)
+        c = RegistryClient(Context(env={"HOME": "/nonexistent"}), settings)
+        with pytest.raises(RegistryNotFound) as err:
+            c.head_manifest(parse(f"{registry.host}/x/y:v1"))
+    assert err.value.what == (
+        f"manifest 'v1' not found in {registry.host}/x/y on {registry.host} (after the mirrors: "
+        f"mirror {mirror.host} failed for {registry.host}/x/y: {mirror.host}: HEAD manifest v1 "
+        "answered HTTP 204)"
+    )
+
+
 def test_docker_hub_is_asked_at_its_registry_host_a_mirror_listed_once() -> None:
     settings = RegistrySettings(mirrors=(("docker.io", ("m.example", "registry-1.docker.io")),))
     c = RegistryClient(Context(env={}), settings)
