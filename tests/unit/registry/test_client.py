@@ -791,6 +791,24 @@ def test_a_token_cached_by_one_command_is_sent_with_the_next_command_s_first_req
     ]
 
 
+def test_a_cached_token_the_registry_refuses_is_replaced_from_the_realm_not_the_cache(
+    tmp_path: Any,
+) -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        with cached_client(tmp_path) as first:
+            first.head_manifest(parse(f"{srv.host}/x/y:v1"))
+        registry.issued += 1  # the registry no longer accepts the token the cache holds
+        del srv.requests[:]
+        with cached_client(tmp_path) as second:
+            second.head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert [(r.path.split("?")[0], r.headers.get("authorization")) for r in srv.requests] == [
+        ("/v2/x/y/manifests/v1", "Bearer tok-00000001"),
+        ("/token", None),
+        ("/v2/x/y/manifests/v1", "Bearer tok-00000003"),
+    ]
+
+
 def test_a_client_without_the_token_cache_neither_reads_nor_writes_it(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
