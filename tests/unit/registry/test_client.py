@@ -512,6 +512,9 @@ def test_a_challenge_is_answered_once_then_the_token_is_sent() -> None:
     assert [r.path.split("?")[0] for r in srv.requests] == [
         "/v2/x/y/manifests/v1", "/token", "/v2/x/y/manifests/v1", "/v2/x/y/manifests/v2",
     ]  # fmt: skip
+    # the request repeated with the token is counted (and capped) as the kind it is (how many
+    # times each: a retried attempt on a connection the server dropped counts too)
+    assert set(c.stats.by_kind) == {"manifest-head", "token"}
 
 
 def test_a_token_refused_later_is_replaced_once() -> None:
