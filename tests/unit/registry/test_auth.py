@@ -569,3 +569,28 @@ def test_the_token_is_asked_for_the_scope_the_challenge_names(tmp_path: Path) ->
         (req,) = srv.requests
     assert urllib.parse.parse_qs(req.path.partition("?")[2])["scope"] == [wider]
     assert auth.header(srv.host, SCOPE) == {"Authorization": "Bearer tok-123456789"}
+
+
+@pytest.mark.parametrize("how", ["anonymous", "identity-token", "asked-ahead"])
+def test_a_token_request_is_the_registry_s_request_whose_limits_it_counts(
+    tmp_path: Path, how: str
+) -> None:
+    """The realm is asked on the registry's behalf (its insecure setting and trust apply):
+    rate limits the token server sends are the registry's, however the token is asked for."""
+    limits = {"Content-Type": "application/json", "RateLimit-Limit": "100;w=21600",
+              "RateLimit-Remaining": "7"}  # fmt: skip
+    body = b'{"token": "tok-123456789"}'
+    with ScriptedServer(lambda req: Answer(200, limits, body)) as srv:
+        registry = "127.0.0.1:1"  # the registry itself is never asked here
+        realm = f"http://{srv.host}/token"
+        logins = {registry: {"identitytoken": "refresh-tok-3"}} if how == "identity-token" else {}
+        challenges = ChallengeCache(tmp_path / "c.json")
+        auth = make_auth(tmp_path, logins, challenges=challenges)
+        if how == "asked-ahead":
+            challenges.put(registry, realm, "svc")
+            assert auth.fetch_ahead(registry, SCOPE) == realm
+            auth._ahead[(realm, "svc", SCOPE)].result(10)
+        else:
+            auth.authenticate(registry, SCOPE, bearer(realm), "http")
+        assert len(srv.requests) == 1
+    assert list(auth.transport.ratelimits) == [registry]

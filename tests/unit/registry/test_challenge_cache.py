@@ -104,11 +104,13 @@ def test_an_unwritable_cache_is_only_slower(tmp_path: Path) -> None:
     assert cache.get("r") == (REALM, "s")
 
 
-def _auth(tmp_path: Path, realm: str, **env: str) -> RegistryAuth:
+def _auth(
+    tmp_path: Path, realm: str, settings: RegistrySettings | None = None, **env: str
+) -> RegistryAuth:
     path = tmp_path / "c.json"
     ChallengeCache(path).put("reg.example", realm, "svc")
     ctx = Context(env={"HOME": str(tmp_path), **env})
-    transport = Transport(RegistrySettings(), ctx.env)
+    transport = Transport(settings or RegistrySettings(), ctx.env)
     return RegistryAuth(
         ctx, transport, TokenCache(tmp_path / "t.json"), ChallengeCache(tmp_path / "c.json")
     )
@@ -151,6 +153,26 @@ def test_an_anonymous_host_asks_its_remembered_realm_once(tmp_path: Path) -> Non
     assert auth.fetch_ahead("reg.example", "repository:a:pull") == realm
     assert auth.fetch_ahead("reg.example", "repository:a:pull") is None  # already under way
     assert list(auth._ahead) == [(realm, "svc", "repository:a:pull")]
+
+
+def test_an_insecure_registry_s_remembered_cleartext_realm_is_asked(tmp_path: Path) -> None:
+    """As a fresh challenge's: plain HTTP off loopback only for a registry listed insecure."""
+    realm = "http://192.0.2.1:9/token"  # TEST-NET: never answers; the ask only fails
+    insecure = RegistrySettings(insecure=("reg.example",), retries=0)
+    auth = _auth(tmp_path, realm, insecure, ROCMENV_REGISTRY_BACKOFF="0")
+    assert auth.fetch_ahead("reg.example", "repository:a:pull") == realm
+    assert ChallengeCache(tmp_path / "c.json").get("reg.example") == (realm, "svc")
+
+
+def test_a_host_that_holds_a_token_or_answers_basic_asks_nothing_ahead(tmp_path: Path) -> None:
+    realm = "https://127.0.0.1:9/token"
+    auth = _auth(tmp_path, realm, ROCMENV_REGISTRY_BACKOFF="0")
+    auth._tokens[("reg.example", "repository:a:pull")] = "held"
+    assert auth.fetch_ahead("reg.example", "repository:a:pull") is None
+    auth._tokens.clear()
+    auth._basic["reg.example"] = "Basic eDp5"
+    assert auth.fetch_ahead("reg.example", "repository:a:pull") is None
+    assert auth._ahead == {}
 
 
 # -- bounds: what is at the limit is kept, what is over it is not ------------------------------
@@ -255,3 +277,65 @@ def test_a_bad_entry_beside_good_ones_is_dropped_and_the_rest_rewritten(tmp_path
     assert again.get("a.example") == ("https://auth.example/token", "svc")
     assert again.get("c.example") == ("https://auth.example/token", "svc")
     assert again.get("b.example") is None
+
+
+def test_a_valid_file_one_byte_over_the_cap_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    doc = {"version": 1, "challenges": {"r": {"realm": REALM, "service": "s"}}, "pad": ""}
+    doc["pad"] = "x" * (MAX_FILE + 1 - len(json.dumps(doc)))
+    path.write_text(json.dumps(doc))
+    assert path.stat().st_size == MAX_FILE + 1
+    assert ChallengeCache(path).get("r") is None
+
+
+def test_dropping_a_host_not_remembered_is_a_no_op(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    cache = ChallengeCache(path)
+    cache.put("reg.example", REALM, "svc")
+    path.write_text("{}")  # would be replaced by a write
+    cache.drop("other.example")  # two threads dropping one host: the second finds nothing
+    assert path.read_text() == "{}"
+
+
+def test_the_file_is_written_with_sorted_keys_and_without_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sorted keys (a stable file, as every file rocmenv writes); no fsync: a cache lost in a
+    crash is only slower, and an fsync per command is not."""
+    import os
+
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    path = tmp_path / "c.json"
+    ChallengeCache(path).put("reg.example", REALM, "svc")
+    assert synced == []
+    text = path.read_text()
+    assert text == json.dumps(json.loads(text), sort_keys=True)
+    assert text.startswith('{"challenges": ')
+
+
+def test_a_relative_cache_path_inside_a_checkout_is_only_slower(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``XDG_CACHE_HOME=relative``: a path the checkout guard cannot vouch for is not written
+    (the guard refuses it with a ValueError), and the command goes on."""
+    monkeypatch.chdir(tmp_path)
+    cache = ChallengeCache(Path("relative") / "c.json", within=tmp_path)
+    cache.put("reg.example", REALM, "svc")  # no error
+    assert cache.get("reg.example") == (REALM, "svc")
+    assert not (tmp_path / "relative").exists()
+
+
+def test_a_token_asked_ahead_is_not_waited_for_once_the_deadline_has_passed() -> None:
+    import threading
+    import time
+
+    from rocmenv.registry.challenge_cache import AskAhead
+
+    gate = threading.Event()
+    slow = AskAhead(lambda: (gate.wait(5), None)[1])  # type: ignore[func-returns-value]
+    slow.start()
+    start = time.monotonic()
+    assert slow.result(0.0) is None and slow.result(-3) is None
+    assert time.monotonic() - start < 0.5  # not a second each
+    gate.set()

@@ -300,6 +300,39 @@ def test_a_manifest_without_a_media_type_takes_the_content_type_s() -> None:
     assert manifest.media_type == OCI_MANIFEST
 
 
+def test_a_manifest_s_own_media_type_wins_over_the_content_type() -> None:
+    raw = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}).encode()
+    with ScriptedServer(lambda req: Answer(200, {"Content-Type": "application/json"}, raw)) as srv:
+        _, manifest = client().get_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert manifest.media_type == OCI_INDEX and manifest.is_index
+
+
+@pytest.mark.parametrize(
+    ("headers", "media_type"),
+    [({"Content-Type": f"{OCI_MANIFEST};charset=utf-8"}, OCI_MANIFEST), ({}, "")],
+)
+def test_a_content_type_s_parameters_are_cut_and_no_type_at_all_is_empty(
+    headers: dict[str, str], media_type: str
+) -> None:
+    raw = json.dumps({"schemaVersion": 2}).encode()
+    with ScriptedServer(lambda req: Answer(200, headers, raw)) as srv:
+        _, manifest = client().get_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert manifest.media_type == media_type
+
+
+def test_each_blob_of_a_repository_is_fetched_and_kept_as_its_own(
+    repo: tuple[Blobs, str],
+) -> None:
+    blobs, host = repo
+    first, second = blobs.add("c", {"os": "linux"}), blobs.add("c", {"os": "windows"})
+    c = client()
+    ref = parse(f"{host}/x/y")
+    assert json.loads(c.get_blob(ref, host, first)) == {"os": "linux"}
+    assert json.loads(c.get_blob(ref, host, second)) == {"os": "windows"}
+    assert json.loads(c.get_blob(ref, host, first)) == {"os": "linux"}  # kept: not asked again
+    assert c.stats.by_kind["blob"] == 2
+
+
 def test_a_manifest_answer_that_is_neither_200_nor_404_is_named() -> None:
     with (
         ScriptedServer(lambda req: Answer(204)) as srv,
@@ -379,6 +412,63 @@ def test_a_config_blob_is_refused_when_missing_or_larger_than_allowed() -> None:
     assert large.value.what == f"{srv.host}: blob {CONFIG_DIGEST} is larger than 5 bytes"
 
 
+def test_a_blob_404_naming_an_unknown_repository_says_so_and_bad_bytes_name_the_blob() -> None:
+    unknown = b'{"errors": [{"code": "NAME_UNKNOWN"}]}'
+    with (
+        ScriptedServer(lambda req: Answer(404, {}, unknown)) as srv,
+        pytest.raises(RegistryNotFound) as err,
+    ):
+        client().get_blob(parse(f"{srv.host}/x/y"), srv.host, CONFIG_DIGEST)
+    assert err.value.what == f"repository {srv.host}/x/y not found on {srv.host}"
+    with (
+        ScriptedServer(lambda req: Answer(200, {}, b"tampered")) as srv,
+        pytest.raises(DigestMismatch) as bad,
+    ):
+        client().get_blob(parse(f"{srv.host}/x/y"), srv.host, CONFIG_DIGEST)
+    assert bad.value.what.startswith(f"blob {srv.host}/x/y@{CONFIG_DIGEST} from {srv.host}: ")
+
+
+def test_a_malformed_digest_from_the_registry_says_nothing_was_written() -> None:
+    bad = {"Docker-Content-Digest": "md5:" + "0" * 32}
+    with (
+        ScriptedServer(lambda req: Answer(200, bad)) as srv,
+        pytest.raises(RegistryProtocolError) as err,
+    ):
+        client().head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert err.value.hint == (
+        "the registry or a mirror sent a malformed or unsupported digest (only sha256, sha384 "
+        "and sha512 are accepted); nothing was written"
+    )
+
+
+def test_a_head_without_a_content_type_has_an_empty_media_type() -> None:
+    digest = "sha256:" + "b" * 64
+    with ScriptedServer(lambda req: Answer(200, {"Docker-Content-Digest": digest})) as srv:
+        _, head = client().head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert (head.digest, head.media_type, head.size) == (digest, "", 0)
+
+
+def test_a_head_whose_length_is_not_a_number_has_no_size() -> None:
+    headers = {"Docker-Content-Digest": "sha256:" + "b" * 64, "Content-Length": "unknown"}
+    with ScriptedServer(lambda req: Answer(200, headers)) as srv:
+        _, head = client().head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert head.size is None
+
+
+def test_each_repository_s_tags_are_listed_and_kept_as_its_own() -> None:
+    def tags(req: Request) -> Answer:
+        name = req.path.split("/tags/list")[0].removeprefix("/v2/")
+        return Answer(200, {"Content-Type": "application/json"},
+                      json.dumps({"name": name, "tags": [name.replace("/", "-")]}).encode())  # fmt: skip
+
+    with ScriptedServer(tags) as srv:
+        c = client()
+        assert c.list_tags(parse(f"{srv.host}/x/y")) == ["x-y"]
+        assert c.list_tags(parse(f"{srv.host}/x/z")) == ["x-z"]
+        assert c.list_tags(parse(f"{srv.host}/x/y")) == ["x-y"]  # kept: not asked again
+    assert len(srv.requests) == 2
+
+
 # -- challenges, refusals, mirrors --------------------------------------------------------------
 
 
@@ -422,6 +512,9 @@ def test_a_challenge_is_answered_once_then_the_token_is_sent() -> None:
     assert [r.path.split("?")[0] for r in srv.requests] == [
         "/v2/x/y/manifests/v1", "/token", "/v2/x/y/manifests/v1", "/v2/x/y/manifests/v2",
     ]  # fmt: skip
+    # the request repeated with the token is counted (and capped) as the kind it is (how many
+    # times each: a retried attempt on a connection the server dropped counts too)
+    assert set(c.stats.by_kind) == {"manifest-head", "token"}
 
 
 def test_a_token_refused_later_is_replaced_once() -> None:
@@ -538,6 +631,22 @@ def test_mirrors_are_tried_in_order_and_each_failure_is_named(repo: tuple[Blobs,
     )
 
 
+def test_a_single_failed_mirror_is_named_when_the_registry_fails_too() -> None:
+    with (
+        ScriptedServer(lambda req: Answer(204)) as mirror,
+        ScriptedServer(lambda req: Answer(404)) as registry,
+    ):
+        settings = RegistrySettings(mirrors=((registry.host, (mirror.host,)),), retries=0)
+        c = RegistryClient(Context(env={"HOME": "/nonexistent"}), settings)
+        with pytest.raises(RegistryNotFound) as err:
+            c.head_manifest(parse(f"{registry.host}/x/y:v1"))
+    assert err.value.what == (
+        f"manifest 'v1' not found in {registry.host}/x/y on {registry.host} (after the mirrors: "
+        f"mirror {mirror.host} failed for {registry.host}/x/y: {mirror.host}: HEAD manifest v1 "
+        "answered HTTP 204)"
+    )
+
+
 def test_docker_hub_is_asked_at_its_registry_host_a_mirror_listed_once() -> None:
     settings = RegistrySettings(mirrors=(("docker.io", ("m.example", "registry-1.docker.io")),))
     c = RegistryClient(Context(env={}), settings)
@@ -590,3 +699,158 @@ def test_a_manifest_404_naming_an_unknown_repository_says_so() -> None:
     ):
         client().get_manifest(parse(f"{srv.host}/x/y:v1"))
     assert err.value.what == f"repository {srv.host}/x/y not found on {srv.host}"
+
+
+# -- the token cache: remembered challenges asked ahead, or nothing read at all ------------------
+
+
+def cached_client(tmp_path: Any, *, token_cache: bool = True) -> RegistryClient:
+    env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "ROCMENV_REGISTRY_BACKOFF": "0"}  # fmt: skip
+    return RegistryClient(Context(env=env), token_cache=token_cache)
+
+
+def remember(tmp_path: Any, host: str, realm: str, service: str) -> Any:
+    from rocmenv.registry.challenge_cache import ChallengeCache
+
+    path = tmp_path / "cache" / "rocmenv" / "registry-challenges.json"
+    ChallengeCache(path).put(host, realm, service)
+    return path
+
+
+class Recorded:
+    """Every round trip a client makes (thread name, daemon, path, Authorization) and every
+    connection it dials ahead (URL, registry host)."""
+
+    def __init__(self, c: RegistryClient, monkeypatch: pytest.MonkeyPatch) -> None:
+        import threading
+        import urllib.parse
+
+        self.sent: list[tuple[str, bool, str, str | None]] = []
+        self.dialled: list[tuple[str, str | None]] = []
+        send = c.transport.send
+
+        def recording_send(method: str, url: str, headers: Any, *a: Any, **kw: Any) -> Response:
+            me = threading.current_thread()
+            path = urllib.parse.urlsplit(url).path
+            self.sent.append((me.name, me.daemon, path, headers.get("Authorization")))
+            return send(method, url, headers, *a, **kw)
+
+        def dial_ahead(url: str, registry_host: str | None = None) -> None:
+            self.dialled.append((url, registry_host))
+
+        monkeypatch.setattr(c.transport, "send", recording_send)
+        monkeypatch.setattr(c.transport, "dial_ahead", dial_ahead)
+        # the transport's own dial of whichever request goes first (a race with the thread
+        # asking ahead) is not the client's: only the client's dials are recorded
+        monkeypatch.setattr(c.transport, "_first", False)
+
+
+def test_a_remembered_challenge_is_asked_ahead_anonymously_and_its_token_is_the_one_sent(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        realm = f"http://{srv.host}/token"
+        remember(tmp_path, srv.host, realm, "s")
+        c = cached_client(tmp_path)
+        seen = Recorded(c, monkeypatch)
+        with c:
+            _, head = c.head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert head.digest == "sha256:" + "a" * 64
+    assert registry.issued == 1  # the token asked ahead answered the 401: not asked twice
+    tokens = [r for r in srv.requests if r.path.startswith("/token")]
+    assert [r.path for r in tokens] == ["/token?service=s&scope=repository%3Ax%2Fy%3Apull"]
+    assert "authorization" not in tokens[0].headers
+    # on its own daemon thread (a hung token server never holds the command at exit)
+    assert [s for s in seen.sent if s[2] == "/token"] == [
+        ("rocmenv-token-ahead", True, "/token", None)
+    ]
+    assert [(s[2], s[3]) for s in seen.sent if s[2] != "/token"] == [
+        ("/v2/x/y/manifests/v1", None), ("/v2/x/y/manifests/v1", "Bearer tok-00000001"),
+    ]  # fmt: skip
+    # the realm and the registry are both dialled while the first request is prepared
+    manifest = f"http://{srv.host}/v2/x/y/manifests/v1"
+    assert seen.dialled == [(realm, srv.host), (manifest, srv.host)]
+
+
+def test_a_token_cached_by_one_command_is_sent_with_the_next_command_s_first_request(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        first = cached_client(tmp_path)
+        seen = Recorded(first, monkeypatch)
+        with first:
+            first.head_manifest(parse(f"{srv.host}/x/y:v1"))
+        assert seen.dialled == []  # nothing remembered yet: nothing asked or dialled ahead
+        files = sorted(p.name for p in (tmp_path / "cache" / "rocmenv").iterdir())
+        assert files == ["registry-challenges.json", "registry-tokens.json"]
+        del srv.requests[:]
+        with cached_client(tmp_path) as second:
+            second.head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert [(r.path, r.headers.get("authorization")) for r in srv.requests] == [
+        ("/v2/x/y/manifests/v1", "Bearer tok-00000001")
+    ]
+
+
+def test_a_cached_token_the_registry_refuses_is_replaced_from_the_realm_not_the_cache(
+    tmp_path: Any,
+) -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        with cached_client(tmp_path) as first:
+            first.head_manifest(parse(f"{srv.host}/x/y:v1"))
+        registry.issued += 1  # the registry no longer accepts the token the cache holds
+        del srv.requests[:]
+        with cached_client(tmp_path) as second:
+            second.head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert [(r.path.split("?")[0], r.headers.get("authorization")) for r in srv.requests] == [
+        ("/v2/x/y/manifests/v1", "Bearer tok-00000001"),
+        ("/token", None),
+        ("/v2/x/y/manifests/v1", "Bearer tok-00000003"),
+    ]
+
+
+def test_a_client_without_the_token_cache_neither_reads_nor_writes_it(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        planted = remember(tmp_path, srv.host, f"http://{srv.host}/token", "s")
+        before = planted.read_bytes()
+        c = cached_client(tmp_path, token_cache=False)
+        seen = Recorded(c, monkeypatch)
+        with c:
+            c.head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert c.auth.cache is None and c.auth.challenges is None
+    assert seen.dialled == []
+    assert [s[0] for s in seen.sent] == ["MainThread"] * 3  # nothing asked ahead
+    assert [r.path.split("?")[0] for r in srv.requests] == [
+        "/v2/x/y/manifests/v1", "/token", "/v2/x/y/manifests/v1",
+    ]  # fmt: skip
+    assert [p.name for p in planted.parent.iterdir()] == [planted.name]
+    assert planted.read_bytes() == before
+
+
+def test_rocmenv_token_cache_0_turns_both_caches_off_for_a_caching_client(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = Guarded()
+    with ScriptedServer(registry.answer) as srv:
+        env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+               "ROCMENV_TOKEN_CACHE": "0"}  # fmt: skip
+        with RegistryClient(Context(env=env), token_cache=True) as c:
+            seen = Recorded(c, monkeypatch)
+            c.head_manifest(parse(f"{srv.host}/x/y:v1"))
+    assert c.auth.cache is None and c.auth.challenges is None
+    assert seen.dialled == [] and registry.issued == 1
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_open_registry_never_builds_the_auth(repo: tuple[Blobs, str]) -> None:
+    blobs, host = repo
+    image(blobs, tag="v1")
+    c = client()
+    c.head_manifest(parse(f"{host}/x/y:v1"))
+    assert c._auth is None

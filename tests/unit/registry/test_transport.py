@@ -841,3 +841,41 @@ def test_a_chunked_answer_without_a_length_is_read_and_an_announced_one_refused_
         f"{srv.host}: the tags response to http://{srv.host}/v2/t announces 11 bytes, over its "
         "limit of 10 bytes"
     )
+
+
+def test_each_read_waits_only_for_what_is_left_of_the_deadline() -> None:
+    """After a chunk, the next read's timeout is the time left before the deadline, not the
+    whole read timeout: a stall just before the deadline is named at the deadline."""
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    late, stop = threading.Event(), threading.Event()
+
+    def one_byte_then_stall() -> None:
+        conn, _ = server.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        stop.wait(0.3)
+        late.set()  # from now on the transport's clock reads ~0.2 s before the deadline
+        conn.sendall(b"x")
+        stop.wait(30)
+        conn.close()
+
+    threading.Thread(target=one_byte_then_stall, daemon=True).start()
+    port = server.getsockname()[1]
+    settings = RegistrySettings(timeout=5, request_deadline=30, command_deadline=60, retries=0)
+
+    def clock() -> float:
+        return time.monotonic() + (29.5 if late.is_set() else 0.0)
+
+    t = Transport(settings, {}, lambda s: None, clock=clock)
+    start = time.monotonic()
+    try:
+        with pytest.raises(RegistryUnavailable, match=r"\(1 bytes (received|so far)\)"):
+            t.send_with_retries("GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags")
+    finally:
+        stop.set()
+        server.close()
+    assert time.monotonic() - start < 3  # ~0.5 s; the whole read timeout would be 5 s more
