@@ -75,7 +75,9 @@ class ScriptedServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.host = f"127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )  # shutdown() waits up to one poll: 0.5 s by default, per test
 
     def __enter__(self) -> ScriptedServer:
         self._thread.start()
