@@ -138,11 +138,17 @@ class _Parser(argparse.ArgumentParser):
         unknown = re.match(r"unrecognized arguments: (.*)$", message)
         if unknown:
             flags = _flags_of(self)
+            own = {o for action in self._actions for o in action.option_strings}
             hints = []
             for arg in unknown.group(1).split():
                 name = arg.split("=", 1)[0]
                 close = difflib.get_close_matches(name, flags, n=1, cutoff=0.6)
-                if name.startswith("-") and close:
+                if name in own:  # a global option given after the command
+                    hints.append(
+                        f"{name!r} is an option of rocmenv itself: give it before the "
+                        f"command, `{self.prog} {name} COMMAND …`"
+                    )
+                elif name.startswith("-") and close:
                     hints.append(f"{name!r}: did you mean {close[0]!r}?")
             return f" ({'; '.join(hints)})" if hints else ""
         return ""

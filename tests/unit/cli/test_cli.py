@@ -110,6 +110,23 @@ def test_an_argparse_error_masks_a_secret_value_and_announces_it_first(
 
 
 @pytest.mark.parametrize(
+    "argv",
+    [["suite", "run", "x", "--debug"], ["tags", "list", "r", "--config", "rocmenv.toml"]],
+)
+def test_a_global_option_after_the_command_says_where_it_goes(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not "did you mean '--debug'" for ``--debug``: the flag is right, its place is not."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    flag = argv[3]
+    assert f"{flag!r} is an option of rocmenv itself: give it before the command" in err
+    assert f"`rocmenv {flag} COMMAND" in err and "did you mean" not in err
+
+
+@pytest.mark.parametrize(
     ("argv", "error", "suggestion"),
     [
         (["run", "--untr", "--", "true"], "unrecognized arguments: --untr", "'--untrusted'"),
