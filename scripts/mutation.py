@@ -40,6 +40,9 @@ _TLS = "tests/integration/registry/test_registry_tls.py::"
 REGISTRY_INTEGRATION = [
     "tests/integration/registry/test_registry.py",
     "tests/integration/registry/test_blobs.py",
+    # in process, against the TLS hub: the handshake made ahead, insecure hosts, no-proxy
+    "tests/integration/registry/test_connect_tls.py",
+    "tests/integration/registry/test_transport_tls.py",
     *(_TLS + t for t in ("test_blob_redirect_to_the_cdn_carries_no_credentials",
                          "test_ratelimit_headers_are_read",
                          "test_429_without_retry_after_is_retried_with_backoff",

@@ -1,0 +1,96 @@
+"""Which requests skip verification, and which are dialled ahead, against the TLS hub
+(tests/support/hub_server.py) on loopback, in process (the mutation run's registry group
+runs these: ``scripts/mutation.py``).
+
+An insecure registry is one the user listed under ``[registry] insecure``: a request *for*
+it (its token realm, a blob's redirect) is not verified either, whatever host it goes to;
+and a host listed there is not verified whichever registry the request is for."""
+
+from __future__ import annotations
+
+import ssl
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocmenv.errors import RegistryUnavailable
+from rocmenv.registry.transport import Transport
+from rocmenv.settings.registry import RegistrySettings
+from tests.support import testenv
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture
+def handshakes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The thread of every socket actually wrapped (handshake) by an SSL context."""
+    seen: list[str] = []
+    wrap = ssl.SSLContext.wrap_socket
+
+    def recording(self: ssl.SSLContext, sock: Any, *args: Any, **kw: Any) -> ssl.SSLSocket:
+        seen.append(threading.current_thread().name)
+        return wrap(self, sock, *args, **kw)
+
+    monkeypatch.setattr(ssl.SSLContext, "wrap_socket", recording)
+    return seen
+
+
+def _untrusted(tmp_path: Path) -> dict[str, str]:
+    """An environment in which the hub's test CA is not trusted (an empty certs.d)."""
+    (tmp_path / "certs.d").mkdir(exist_ok=True)
+    return {"HOME": str(tmp_path), "ROCMENV_CERTS_D": str(tmp_path / "certs.d")}
+
+
+def _get(transport: Transport, hub: testenv.HubTLS, registry_host: str | None) -> int:
+    try:
+        return transport.send(
+            "GET", f"https://{hub.registry}/v2/", {}, "error", registry_host=registry_host
+        ).status
+    finally:
+        transport.close()
+
+
+def test_the_hub_s_certificate_is_refused_where_nothing_says_insecure(
+    hub: testenv.HubTLS, tmp_path: Path
+) -> None:
+    """The premise of the two below: without the test CA, the hub's certificate fails."""
+    transport = Transport(RegistrySettings(retries=0), _untrusted(tmp_path))
+    with pytest.raises(RegistryUnavailable, match="TLS certificate is not trusted"):
+        _get(transport, hub, "reg.example")
+
+
+def test_a_request_for_an_insecure_registry_is_not_verified_on_another_host(
+    hub: testenv.HubTLS, tmp_path: Path
+) -> None:
+    """The registry ``reg.example`` is insecure; its realm (here: the hub's host) is asked
+    without verification, as Docker does for the registry's own requests."""
+    transport = Transport(
+        RegistrySettings(retries=0, insecure=("reg.example",)), _untrusted(tmp_path)
+    )
+    assert _get(transport, hub, "reg.example") == 401
+
+
+def test_an_insecure_host_is_not_verified_for_another_registry_s_request(
+    hub: testenv.HubTLS, tmp_path: Path
+) -> None:
+    """The hub's host itself is listed insecure: a request for the (secure) registry
+    ``reg.example`` that goes there — a blob's redirect — is not verified either."""
+    transport = Transport(
+        RegistrySettings(retries=0, insecure=(hub.registry,)), _untrusted(tmp_path)
+    )
+    assert _get(transport, hub, "reg.example") == 401
+
+
+def test_a_host_in_no_proxy_is_dialled_ahead_though_a_proxy_is_set(
+    hub: testenv.HubTLS, handshakes: list[str], tmp_path: Path
+) -> None:
+    """``[registry] no-proxy`` applies to the connection made ahead as to the request: the
+    hub is reached directly, its handshake made on the dialling thread (the proxy named is
+    dead: a request through it would fail)."""
+    host = hub.registry.rsplit(":", 1)[0]
+    settings = RegistrySettings(retries=0, proxy="http://127.0.0.1:9", no_proxy=(host,))
+    transport = Transport(settings, {"HOME": str(tmp_path)})
+    assert _get(transport, hub, None) == 401
+    assert handshakes == ["rocmenv-predial"]
