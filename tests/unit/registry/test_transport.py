@@ -558,6 +558,7 @@ def test_proxy_credentials_go_in_a_header_unquoted_and_are_redacted() -> None:
     expected = base64.b64encode(f"us@er:p:{word}".encode()).decode()
     assert req.headers["proxy-authorization"] == f"Basic {expected}"
     assert word not in redact(f"the proxy said: p%3A{word}")  # as the URL spells it
+    assert word not in redact(f"the proxy said: p:{word}")  # and as it was sent
 
 
 def test_a_proxy_url_keeps_its_host_and_port_and_drops_its_credentials() -> None:
