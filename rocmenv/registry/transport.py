@@ -150,7 +150,9 @@ class Transport:
         from rocmenv.registry.connect import predial
 
         self._dialled = True
-        within = min(self.settings.timeout, max(0.0, self.deadline_left()))
+        # pragma: the floor only matters with under a second of the command left, and the
+        # first request is made at its start
+        within = min(self.settings.timeout, max(0.0, self.deadline_left()))  # pragma: no mutate
         host = parts.netloc
 
         def tls() -> ssl.SSLContext:  # on the dialling thread: the handshake's context
@@ -267,7 +269,7 @@ class Transport:
 
         proxy = proxy_for(url, self.env, self.settings.proxy, self.settings.no_proxy)
         if self._first:  # HTTPS straight to the host: connect while urllib3 is imported
-            self._first = False
+            self._first = False  # pragma: no mutate (None: as false)
             self.dial_ahead(url, registry_host)
         import urllib3
 

@@ -880,3 +880,155 @@ def test_each_read_waits_only_for_what_is_left_of_the_deadline() -> None:
         stop.set()
         server.close()
     assert time.monotonic() - start < 3  # ~0.5 s; the whole read timeout would be 5 s more
+
+
+# -- issue 21: the transport's mutants that survived its whole-module run ----------------------
+
+
+def _clocked(times: list[float], **settings: object) -> Transport:
+    """A transport whose clock reads ``times`` (seconds from now) one call after another,
+    the last one staying: its construction, the request's start, then one read of the body
+    per call. From now: the connection holds the request to its deadline on the real clock."""
+    import time
+
+    base = time.monotonic()
+    left = list(times)
+
+    def clock() -> float:
+        return base + (left.pop(0) if len(left) > 1 else left[0])
+
+    return Transport(
+        RegistrySettings(**settings),  # type: ignore[arg-type]
+        {"ROCMENV_REGISTRY_BACKOFF": "0"},
+        lambda s: None,
+        clock=clock,
+    )
+
+
+def test_a_deadline_that_passes_between_two_reads_is_named_with_what_arrived() -> None:
+    """The check before each read, not a read's timeout: the first read gets the body, the
+    clock then reads past the deadline."""
+    with scripted((200, {}, b"abc")) as srv, pytest.raises(RegistryUnavailable) as err:
+        _clocked([0.0, 0.0, 0.0, 1000.0], request_deadline=30, retries=0).send(
+            "GET", f"http://{srv.host}/v2/x/tags/list", {}, "tags"
+        )
+    assert err.value.what == (
+        f"{srv.host}: the answer to http://{srv.host}/v2/x/tags/list was still arriving after "
+        "30 s (3 bytes so far); gave up"
+    )
+
+
+def test_a_read_is_not_begun_at_the_deadline_itself_but_is_just_before_it() -> None:
+    with scripted((200, {}, b"abc")) as srv:
+        url = f"http://{srv.host}/v2/x/tags/list"
+        with pytest.raises(RegistryUnavailable, match=r"\(0 bytes so far\); gave up"):
+            _clocked([0.0, 0.0, 30.0], request_deadline=30, retries=0).send("GET", url, {}, "tags")
+        resp = _clocked([0.0, 0.0, 29.5], request_deadline=30, retries=0).send(
+            "GET", url, {}, "tags"
+        )
+    assert resp.body == b"abc"
+
+
+def test_a_stall_well_before_the_deadline_is_retried_after_what_is_left_not_a_1_s_floor() -> None:
+    """0.2 s before the deadline, a body that stalls is given up on after those 0.2 s (the
+    read timeout's floor is 10 ms, for the last instants), and as a stall to retry: the
+    deadline is not reached yet."""
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def head_then_stall() -> None:
+        conn, _ = server.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
+        stop.wait(30)
+        conn.close()
+
+    threading.Thread(target=head_then_stall, daemon=True).start()
+    port = server.getsockname()[1]
+    t = _clocked([0.0, 0.0, 29.8], timeout=5, request_deadline=30, retries=0)
+    start = time.monotonic()
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            t.send_with_retries("GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags")
+    finally:
+        stop.set()
+        server.close()
+    took = time.monotonic() - start
+    assert err.value.what == (
+        f"GET http://127.0.0.1:{port}/v2/x/tags/list failed after 1 attempts: "
+        f"127.0.0.1:{port}: the answer stalled (0 bytes received)"
+    )
+    assert took < 0.9, took  # 0.2 s and the connection; a 1 s floor would be over 1 s
+
+
+def test_an_answer_without_a_length_that_runs_over_its_cap_is_named_by_what_it_sent() -> None:
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        b"c\r\n0123456789ab\r\n0\r\n\r\n"
+    )
+    with serve([chunked]) as port, pytest.raises(RegistryProtocolError) as err:
+        transport(limits=(("tags", 10),), retries=0).send(
+            "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
+        )
+    assert err.value.what == (
+        f"127.0.0.1:{port}: the tags response to http://127.0.0.1:{port}/v2/x/tags/list sent "
+        "more than its limit of 10 bytes"
+    )
+
+
+def test_a_truncated_answer_without_a_length_says_more_was_announced() -> None:
+    cut = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n100\r\nabc"
+    with serve([cut]) as port, pytest.raises(RegistryUnavailable) as err:
+        transport(retries=0).send_with_retries(
+            "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
+        )
+    assert err.value.what.endswith(
+        f"127.0.0.1:{port}: the answer was truncated (3 bytes received, more announced)"
+    )
+
+
+def test_an_answer_that_breaks_off_says_how() -> None:
+    """Not a truncation: a gzip body that does not decode."""
+    bad = response(b"not gzip at all", extra="Content-Encoding: gzip\r\n")
+    with serve([bad]) as port, pytest.raises(RegistryUnavailable) as err:
+        transport(retries=0).send_with_retries(
+            "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
+        )
+    prefix = (
+        f"GET http://127.0.0.1:{port}/v2/x/tags/list failed after 1 attempts: "
+        f"127.0.0.1:{port}: the answer broke off: "
+    )
+    assert err.value.what.startswith(prefix)
+    assert "content-encoding: gzip, but failed to decode it" in err.value.what[len(prefix) :]
+
+
+def test_a_head_that_never_comes_is_waited_for_until_the_request_deadline_not_the_timeout() -> None:
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def silent() -> None:
+        conn, _ = server.accept()
+        stop.wait(30)
+        conn.close()
+
+    threading.Thread(target=silent, daemon=True).start()
+    port = server.getsockname()[1]
+    start = time.monotonic()
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            transport(timeout=5, request_deadline=0.3, retries=0).send_with_retries(
+                "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
+            )
+    finally:
+        stop.set()
+        server.close()
+    assert "was still arriving after 0.3 s (0 bytes so far)" in err.value.what
+    assert time.monotonic() - start < 3  # 0.3 s; the read timeout would be 5
