@@ -56,20 +56,30 @@ def test_the_hub_s_certificate_is_refused_where_nothing_says_insecure(
     hub: testenv.HubTLS, tmp_path: Path
 ) -> None:
     """The premise of the two below: without the test CA, the hub's certificate fails."""
-    transport = Transport(RegistrySettings(retries=0), _untrusted(tmp_path))
-    with pytest.raises(RegistryUnavailable, match="TLS certificate is not trusted"):
+    transport = Transport(RegistrySettings(retries=3), _untrusted(tmp_path))
+    with pytest.raises(RegistryUnavailable) as err:
         _get(transport, hub, "reg.example")
+    prefix = f"{hub.registry}: the TLS certificate is not trusted ("
+    assert err.value.what.startswith(prefix)  # at once: a retry would not change the answer
+    assert "certificate verify failed" in err.value.what[len(prefix) :]
+    assert err.value.hint == (
+        f"add the registry's CA to /etc/docker/certs.d/{hub.registry}/ca.crt, or point "
+        "SSL_CERT_FILE/REQUESTS_CA_BUNDLE at it; list it under [registry] insecure only if "
+        "unverified HTTPS is acceptable"
+    )
 
 
 def test_a_request_for_an_insecure_registry_is_not_verified_on_another_host(
-    hub: testenv.HubTLS, tmp_path: Path
+    hub: testenv.HubTLS, handshakes: list[str], tmp_path: Path
 ) -> None:
     """The registry ``reg.example`` is insecure; its realm (here: the hub's host) is asked
-    without verification, as Docker does for the registry's own requests."""
+    without verification, as Docker does for the registry's own requests, and not dialled
+    ahead (a verified handshake made ahead would fail)."""
     transport = Transport(
         RegistrySettings(retries=0, insecure=("reg.example",)), _untrusted(tmp_path)
     )
     assert _get(transport, hub, "reg.example") == 401
+    assert handshakes == ["MainThread"]
 
 
 def test_an_insecure_host_is_not_verified_for_another_registry_s_request(

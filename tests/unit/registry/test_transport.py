@@ -476,9 +476,9 @@ def test_a_refused_connection_is_named_as_such() -> None:
             )
     finally:
         refused.close()
-    assert err.value.what.startswith(
+    assert err.value.what == (
         f"GET http://127.0.0.1:{port}/v2/ failed after 1 attempts: 127.0.0.1:{port}: cannot "
-        "connect: [Errno 111] Connection refused"
+        f"connect: [Errno 111] Connection refused (127.0.0.1 port {port})"
     )
 
 
@@ -1032,3 +1032,186 @@ def test_a_head_that_never_comes_is_waited_for_until_the_request_deadline_not_th
         server.close()
     assert "was still arriving after 0.3 s (0 bytes so far)" in err.value.what
     assert time.monotonic() - start < 3  # 0.3 s; the read timeout would be 5
+
+
+@contextlib.contextmanager
+def full_backlog() -> Iterator[int]:
+    """A loopback port whose listen queue is full: a connection is never accepted, its SYN
+    goes unanswered (a firewall that drops, a host gone away)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    port = server.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    try:
+        yield port
+    finally:
+        for filler in fillers:
+            filler.close()
+        server.close()
+
+
+def test_a_connection_that_is_never_answered_is_named_by_the_connect_timeout() -> None:
+    """Not urllib3's text (its connection object's repr and the address)."""
+    with full_backlog() as port, pytest.raises(RegistryUnavailable) as err:
+        transport(timeout=0.3, retries=0).send_with_retries(
+            "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+        )
+    assert err.value.what == (
+        f"GET http://127.0.0.1:{port}/v2/ failed after 1 attempts: 127.0.0.1:{port}: cannot "
+        "connect: no connection within 0.3 s"
+    )
+
+
+def test_tls_spoken_to_a_plain_http_server_is_a_tls_error_not_a_certificate_nor_plain_http() -> (
+    None
+):
+    """Only an insecure registry falls back to plain HTTP; for the others the handshake's
+    failure is named as it is (retried: a proxy or a load balancer may be at fault)."""
+    with scripted((200, {}, b"plain")) as srv, pytest.raises(RegistryUnavailable) as err:
+        transport(retries=0).send_with_retries("GET", f"https://{srv.host}/v2/", {}, "ping")
+    assert err.value.what.startswith(
+        f"GET https://{srv.host}/v2/ failed after 1 attempts: {srv.host}: TLS error: "
+        "[SSL: WRONG_VERSION_NUMBER] wrong version number"
+    )
+    assert srv.requests == []  # nothing was sent over plain HTTP
+
+
+def test_a_proxy_whose_name_does_not_resolve_is_named_without_its_password() -> None:
+    env = {"ROCMENV_REGISTRY_BACKOFF": "0", "HTTPS_PROXY": "http://u:pr0xy-pw@nosuch.invalid:3128"}
+    slept: list[float] = []
+    with pytest.raises(RegistryUnavailable) as err:
+        Transport(RegistrySettings(retries=3), env, slept.append).send_with_retries(
+            "GET", "https://reg.example/v2/", {}, "ping"
+        )
+    assert err.value.what.startswith(
+        "proxy http://***@nosuch.invalid:3128: the name does not resolve ("
+    )
+    assert err.value.what != "proxy http://***@nosuch.invalid:3128: the name does not resolve ()"
+    assert "None" not in err.value.what and "pr0xy-pw" not in str(err.value)
+    assert slept == []  # not retried, as a registry's own name
+
+
+def test_a_dead_proxy_says_why_it_is_dead() -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    env = {"ROCMENV_REGISTRY_BACKOFF": "0", "HTTPS_PROXY": f"http://127.0.0.1:{port}"}
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            Transport(RegistrySettings(retries=0), env, lambda s: None).send_with_retries(
+                "GET", "https://reg.example/v2/", {}, "ping"
+            )
+    finally:
+        closed.close()
+    reason = err.value.what.split(f"reg.example: through proxy http://127.0.0.1:{port}: ", 1)[1]
+    assert "Connection refused" in reason
+
+
+def _closing_server(answer: bytes | None) -> tuple[socket.socket, int]:
+    """A loopback server that reads one request, then sends ``answer`` (None: nothing) and
+    hangs up."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def run() -> None:
+        conn, _ = server.accept()
+        conn.recv(4096)
+        if answer is not None:
+            conn.sendall(answer)
+        conn.close()
+
+    threading.Thread(target=run, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def test_a_server_that_hangs_up_without_answering_is_retried_and_named() -> None:
+    server, port = _closing_server(None)
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            _clocked([0.0], request_deadline=30, retries=0).send_with_retries(
+                "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+            )
+    finally:
+        server.close()
+    assert err.value.what == (
+        f"GET http://127.0.0.1:{port}/v2/ failed after 1 attempts: 127.0.0.1:{port}: "
+        "('Connection aborted.', RemoteDisconnected('Remote end closed connection without "
+        "response'))"
+    )
+
+
+def test_a_hang_up_at_the_deadline_is_the_stall_it_ends() -> None:
+    """The request's deadline has come when the server hangs up: named as a stall, at once."""
+    server, port = _closing_server(None)
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            _clocked([0.0, 0.0, 1000.0], request_deadline=30, retries=3).send_with_retries(
+                "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+            )
+    finally:
+        server.close()
+    assert err.value.what == (
+        f"127.0.0.1:{port}: the answer to http://127.0.0.1:{port}/v2/ was still arriving after "
+        "30 s (0 bytes so far); gave up"
+    )
+
+
+def _silent_server() -> tuple[socket.socket, threading.Event, int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def run() -> None:
+        conn, _ = server.accept()
+        stop.wait(30)
+        conn.close()
+
+    threading.Thread(target=run, daemon=True).start()
+    return server, stop, server.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("later", "stalled"),
+    [(0.0, False), (29.5, False), (1000.0, True)],
+    ids=["long-before", "half-a-second-before", "after"],
+)
+def test_a_head_not_come_within_the_read_timeout_is_retried_unless_the_deadline_is_here(
+    later: float, stalled: bool
+) -> None:
+    """The clock reads ``later`` when the read times out (0.2 s): before the request's
+    deadline the server is slow (retried, named by the timeout), at it the answer stalled."""
+    server, stop, port = _silent_server()
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            _clocked(
+                [0.0, 0.0, later], timeout=0.2, request_deadline=30, retries=0
+            ).send_with_retries("GET", f"http://127.0.0.1:{port}/v2/", {}, "ping")
+    finally:
+        stop.set()
+        server.close()
+    if stalled:
+        assert err.value.what == (
+            f"127.0.0.1:{port}: the answer to http://127.0.0.1:{port}/v2/ was still arriving "
+            "after 30 s (0 bytes so far); gave up"
+        )
+    else:
+        assert err.value.what == (
+            f"GET http://127.0.0.1:{port}/v2/ failed after 1 attempts: 127.0.0.1:{port}: no "
+            "answer within 0.2 s"
+        )
+
+
+def test_a_redirect_is_returned_to_the_caller_not_followed() -> None:
+    """The client decides where a redirect may go, and with which credentials."""
+    with scripted((302, {"Location": "/elsewhere"}, b""), (200, {}, b"followed")) as srv:
+        resp = transport(retries=0).send("GET", f"http://{srv.host}/v2/", {}, "ping")
+    assert resp.status == 302 and [r.path for r in srv.requests] == ["/v2/"]
