@@ -318,11 +318,11 @@ class Transport:
                     target or "/",
                     body=body,
                     headers=full,
-                    redirect=False,
+                    redirect=False,  # pragma: no mutate (retries=False follows none)
                     retries=False,
                     preload_content=False,
                     timeout=timeout,
-                    assert_same_host=False,
+                    assert_same_host=False,  # pragma: no mutate (the pool is the URL's)
                 )
             else:
                 raw = manager.urlopen(
@@ -330,7 +330,7 @@ class Transport:
                     url,
                     body=body,
                     headers=full,
-                    redirect=False,
+                    redirect=False,  # pragma: no mutate (retries=False follows none)
                     retries=False,
                     preload_content=False,
                     timeout=timeout,

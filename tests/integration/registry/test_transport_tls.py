@@ -104,3 +104,67 @@ def test_a_host_in_no_proxy_is_dialled_ahead_though_a_proxy_is_set(
     transport = Transport(settings, {"HOME": str(tmp_path)})
     assert _get(transport, hub, None) == 401
     assert handshakes == ["rocmenv-predial"]
+
+
+def _paths_since(hub: testenv.HubTLS, seq: int) -> list[str]:
+    import json
+
+    return [e["path"] for e in json.loads(hub._get(f"/_hub/log?since={seq}")[1])]
+
+
+def _seq(hub: testenv.HubTLS) -> int:
+    import json
+
+    return int(json.loads(hub._get("/_hub/seq")[1])["seq"])
+
+
+def test_over_https_the_path_and_query_are_sent_as_written(
+    hub: testenv.HubTLS, tmp_path: Path
+) -> None:
+    """No path asks for ``/``; no query adds no ``?``."""
+    import uuid
+
+    probe = f"/v2/rocmenv-probe-{uuid.uuid4().hex}/tags/list"
+    seq = _seq(hub)
+    transport = Transport(RegistrySettings(retries=0), {"HOME": str(tmp_path)})
+    try:
+        assert transport.send("GET", f"https://{hub.registry}", {}, "error").status == 404
+        assert transport.send("GET", f"https://{hub.registry}{probe}", {}, "error").status == 401
+        transport.send("GET", f"https://{hub.registry}{probe}?n=1", {}, "error")
+    finally:
+        transport.close()
+    paths = _paths_since(hub, seq)
+    assert "/" in paths
+    assert [p for p in paths if probe in p] == [probe, f"{probe}?n=1"]
+
+
+def test_over_https_a_redirect_is_returned_to_the_caller_not_followed(
+    hub: testenv.HubTLS, tmp_path: Path
+) -> None:
+    """The hub answers a blob with a 307 to its CDN: the client, not urllib3, decides
+    whether to go there and with which headers."""
+    import json
+
+    port = hub.registry.rpartition(":")[2]
+    transport = Transport(RegistrySettings(retries=0), {"HOME": str(tmp_path)})
+    try:
+        token = json.loads(
+            transport.send(
+                "GET",
+                f"https://auth.rocmenv.test:{port}/token",
+                {},
+                "token",
+                registry_host=hub.registry,  # trusted through the registry's certs.d
+            ).body
+        )["token"]
+        digest = "sha256:" + "0" * 64
+        resp = transport.send(
+            "GET",
+            f"https://{hub.registry}/v2/library/x/blobs/{digest}",
+            {"Authorization": f"Bearer {token}"},
+            "blob",
+        )
+    finally:
+        transport.close()
+    assert resp.status == 307
+    assert resp.headers["location"].startswith(f"https://cdn.rocmenv.test:{port}/blobs/{digest}?")
