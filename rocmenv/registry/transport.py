@@ -93,7 +93,7 @@ class Transport:
         try:
             self._backoff = float(backoff) if backoff else 0.5
         except ValueError:
-            self._backoff = -1.0
+            self._backoff = -1.0  # pragma: no mutate (any value out of range)
         if not 0 <= self._backoff <= 60:
             from rocmenv.errors import ConfigError
 
@@ -107,7 +107,7 @@ class Transport:
         self._plain: set[str] = set()  # insecure hosts that answered only plain HTTP
         self._tls_ok: set[str] = set()  # insecure hosts that answered over HTTPS
         self._first = True  # the first request dials ahead (rocmenv.registry.connect.predial)
-        self._dialled = False
+        self._dialled = False  # pragma: no mutate (None: as false)
 
     def close(self) -> None:
         with self._lock:
