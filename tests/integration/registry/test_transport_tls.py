@@ -139,7 +139,7 @@ def test_over_https_the_path_and_query_are_sent_as_written(
 
 
 def test_over_https_a_redirect_is_returned_to_the_caller_not_followed(
-    hub: testenv.HubTLS, tmp_path: Path
+    hub: testenv.HubTLS, handshakes: list[str], tmp_path: Path
 ) -> None:
     """The hub answers a blob with a 307 to its CDN: the client, not urllib3, decides
     whether to go there and with which headers."""
@@ -167,4 +167,7 @@ def test_over_https_a_redirect_is_returned_to_the_caller_not_followed(
     finally:
         transport.close()
     assert resp.status == 307
+    # the realm, trusted through its registry's certs.d, was dialled ahead with that trust
+    # (and its handshake used); the registry's own connection came after
+    assert handshakes == ["rocmenv-predial", "MainThread"]
     assert resp.headers["location"].startswith(f"https://cdn.rocmenv.test:{port}/blobs/{digest}?")

@@ -1215,3 +1215,103 @@ def test_a_redirect_is_returned_to_the_caller_not_followed() -> None:
     with scripted((302, {"Location": "/elsewhere"}, b""), (200, {}, b"followed")) as srv:
         resp = transport(retries=0).send("GET", f"http://{srv.host}/v2/", {}, "ping")
     assert resp.status == 302 and [r.path for r in srv.requests] == ["/v2/"]
+
+
+@pytest.mark.parametrize("insecure", [True, False], ids=["insecure", "secure"])
+def test_only_an_insecure_registry_that_refuses_https_is_tried_over_plain_http(
+    insecure: bool,
+) -> None:
+    refused = socket.socket()
+    refused.bind(("127.0.0.1", 0))  # bound, not listening
+    host = f"127.0.0.1:{refused.getsockname()[1]}"
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            transport(retries=0, insecure=(host,) if insecure else ()).send_with_retries(
+                "GET", f"https://{host}/v2/", {}, "ping"
+            )
+    finally:
+        refused.close()
+    scheme = "http" if insecure else "https"  # Docker's order for an insecure registry
+    assert err.value.what.startswith(f"GET {scheme}://{host}/v2/ failed after 1 attempts: ")
+    assert "cannot connect: [Errno 111] Connection refused" in err.value.what
+
+
+def test_an_insecure_registry_over_plain_http_that_refuses_is_not_tried_again() -> None:
+    refused = socket.socket()
+    refused.bind(("127.0.0.1", 0))
+    host = f"127.0.0.1:{refused.getsockname()[1]}"
+    try:
+        with pytest.raises(RegistryUnavailable, match="cannot connect"):
+            transport(retries=0, insecure=(host,)).send_with_retries(
+                "GET", f"http://{host}/v2/", {}, "ping"
+            )
+    finally:
+        refused.close()
+
+
+def test_a_registry_name_that_does_not_resolve_is_named_with_the_resolver_s_reason() -> None:
+    with pytest.raises(RegistryUnavailable) as err:
+        transport(retries=3).send_with_retries("GET", "https://nosuch.invalid/v2/", {}, "ping")
+    assert err.value.what.startswith("nosuch.invalid: the name does not resolve (")
+    assert "None" not in err.value.what and not err.value.what.endswith("()")
+
+
+def test_a_url_without_a_host_is_refused_by_name() -> None:
+    with pytest.raises(RegistryUnavailable) as err:
+        transport(retries=0).send_with_retries("GET", "http:///v2/", {}, "ping")
+    assert err.value.what == "GET http:///v2/ failed after 1 attempts: : No host specified."
+
+
+def test_a_hang_up_half_a_second_before_the_deadline_is_retried() -> None:
+    server, port = _closing_server(None)
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            _clocked([0.0, 0.0, 29.5], request_deadline=30, retries=0).send_with_retries(
+                "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+            )
+    finally:
+        server.close()
+    assert "RemoteDisconnected" in err.value.what and "failed after 1 attempts" in err.value.what
+
+
+def test_a_read_timeout_at_the_deadline_is_the_stall() -> None:
+    server, stop, port = _silent_server()
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            _clocked([0.0, 0.0, 30.0], timeout=0.2, request_deadline=30, retries=0).send(
+                "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+            )
+    finally:
+        stop.set()
+        server.close()
+    assert "was still arriving after 30 s (0 bytes so far)" in err.value.what
+
+
+def test_a_body_that_stalls_into_the_deadline_is_the_stall_not_a_retry() -> None:
+    """The last read (0.1 s left) times out; the clock then reads the deadline."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def head_then_stall() -> None:
+        conn, _ = server.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
+        stop.wait(30)
+        conn.close()
+
+    threading.Thread(target=head_then_stall, daemon=True).start()
+    port = server.getsockname()[1]
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            _clocked([0.0, 0.0, 29.9, 30.0], request_deadline=30, retries=3).send_with_retries(
+                "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+            )
+    finally:
+        stop.set()
+        server.close()
+    assert err.value.what == (
+        f"127.0.0.1:{port}: the answer to http://127.0.0.1:{port}/v2/ was still arriving after "
+        "30 s (0 bytes so far); gave up"
+    )
