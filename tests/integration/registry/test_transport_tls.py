@@ -8,10 +8,7 @@ and a host listed there is not verified whichever registry the request is for.""
 
 from __future__ import annotations
 
-import ssl
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,20 +18,6 @@ from rocmenv.settings.registry import RegistrySettings
 from tests.support import testenv
 
 pytestmark = [pytest.mark.integration]
-
-
-@pytest.fixture
-def handshakes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The thread of every socket actually wrapped (handshake) by an SSL context."""
-    seen: list[str] = []
-    wrap = ssl.SSLContext.wrap_socket
-
-    def recording(self: ssl.SSLContext, sock: Any, *args: Any, **kw: Any) -> ssl.SSLSocket:
-        seen.append(threading.current_thread().name)
-        return wrap(self, sock, *args, **kw)
-
-    monkeypatch.setattr(ssl.SSLContext, "wrap_socket", recording)
-    return seen
 
 
 def _untrusted(tmp_path: Path) -> dict[str, str]:

@@ -509,8 +509,9 @@ def test_a_dead_proxy_is_named_without_its_password() -> None:
             )
     finally:
         closed.close()
-    assert f"reg.example: through proxy http://***@127.0.0.1:{port}: " in err.value.what
-    assert "pr0xy-pw" not in str(err.value)
+    prefix = f"reg.example: through proxy http://***@127.0.0.1:{port}: "
+    assert prefix in err.value.what and "pr0xy-pw" not in str(err.value)
+    assert "Connection refused" in err.value.what.split(prefix, 1)[1]  # and why it is dead
 
 
 # -- where and how ------------------------------------------------------------------------------
@@ -882,6 +883,33 @@ def test_each_read_waits_only_for_what_is_left_of_the_deadline() -> None:
     assert time.monotonic() - start < 3  # ~0.5 s; the whole read timeout would be 5 s more
 
 
+@contextlib.contextmanager
+def stalling(head: bytes = b"") -> Iterator[int]:
+    """A loopback port whose first connection gets ``head`` once its request is read (none:
+    not even that), then nothing more until the test is over."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def run() -> None:
+        conn, _ = server.accept()
+        if head:
+            conn.recv(4096)
+            conn.sendall(head)
+        stop.wait(30)
+        conn.close()
+
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        server.close()
+
+
+HEAD_OF_10 = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"
+
 # -- issue 21: the transport's mutants that survived its whole-module run ----------------------
 
 
@@ -935,28 +963,10 @@ def test_a_stall_well_before_the_deadline_is_retried_after_what_is_left_not_a_1_
     deadline is not reached yet."""
     import time
 
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    stop = threading.Event()
-
-    def head_then_stall() -> None:
-        conn, _ = server.accept()
-        conn.recv(4096)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
-        stop.wait(30)
-        conn.close()
-
-    threading.Thread(target=head_then_stall, daemon=True).start()
-    port = server.getsockname()[1]
     t = _clocked([0.0, 0.0, 29.8], timeout=5, request_deadline=30, retries=0)
     start = time.monotonic()
-    try:
-        with pytest.raises(RegistryUnavailable) as err:
-            t.send_with_retries("GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags")
-    finally:
-        stop.set()
-        server.close()
+    with stalling(HEAD_OF_10) as port, pytest.raises(RegistryUnavailable) as err:
+        t.send_with_retries("GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags")
     took = time.monotonic() - start
     assert err.value.what == (
         f"GET http://127.0.0.1:{port}/v2/x/tags/list failed after 1 attempts: "
@@ -1009,27 +1019,11 @@ def test_an_answer_that_breaks_off_says_how() -> None:
 def test_a_head_that_never_comes_is_waited_for_until_the_request_deadline_not_the_timeout() -> None:
     import time
 
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    stop = threading.Event()
-
-    def silent() -> None:
-        conn, _ = server.accept()
-        stop.wait(30)
-        conn.close()
-
-    threading.Thread(target=silent, daemon=True).start()
-    port = server.getsockname()[1]
     start = time.monotonic()
-    try:
-        with pytest.raises(RegistryUnavailable) as err:
-            transport(timeout=5, request_deadline=0.3, retries=0).send_with_retries(
-                "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
-            )
-    finally:
-        stop.set()
-        server.close()
+    with stalling() as port, pytest.raises(RegistryUnavailable) as err:
+        transport(timeout=5, request_deadline=0.3, retries=0).send_with_retries(
+            "GET", f"http://127.0.0.1:{port}/v2/x/tags/list", {}, "tags"
+        )
     assert "was still arriving after 0.3 s (0 bytes so far)" in err.value.what
     assert time.monotonic() - start < 3  # 0.3 s; the read timeout would be 5
 
@@ -1098,22 +1092,6 @@ def test_a_proxy_whose_name_does_not_resolve_is_named_without_its_password() -> 
     assert slept == []  # not retried, as a registry's own name
 
 
-def test_a_dead_proxy_says_why_it_is_dead() -> None:
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    port = closed.getsockname()[1]
-    env = {"ROCMENV_REGISTRY_BACKOFF": "0", "HTTPS_PROXY": f"http://127.0.0.1:{port}"}
-    try:
-        with pytest.raises(RegistryUnavailable) as err:
-            Transport(RegistrySettings(retries=0), env, lambda s: None).send_with_retries(
-                "GET", "https://reg.example/v2/", {}, "ping"
-            )
-    finally:
-        closed.close()
-    reason = err.value.what.split(f"reg.example: through proxy http://127.0.0.1:{port}: ", 1)[1]
-    assert "Connection refused" in reason
-
-
 def _closing_server(answer: bytes | None) -> tuple[socket.socket, int]:
     """A loopback server that reads one request, then sends ``answer`` (None: nothing) and
     hangs up."""
@@ -1164,21 +1142,6 @@ def test_a_hang_up_at_the_deadline_is_the_stall_it_ends() -> None:
     )
 
 
-def _silent_server() -> tuple[socket.socket, threading.Event, int]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    stop = threading.Event()
-
-    def run() -> None:
-        conn, _ = server.accept()
-        stop.wait(30)
-        conn.close()
-
-    threading.Thread(target=run, daemon=True).start()
-    return server, stop, server.getsockname()[1]
-
-
 @pytest.mark.parametrize(
     ("later", "stalled"),
     [(0.0, False), (29.5, False), (1000.0, True)],
@@ -1189,15 +1152,10 @@ def test_a_head_not_come_within_the_read_timeout_is_retried_unless_the_deadline_
 ) -> None:
     """The clock reads ``later`` when the read times out (0.2 s): before the request's
     deadline the server is slow (retried, named by the timeout), at it the answer stalled."""
-    server, stop, port = _silent_server()
-    try:
-        with pytest.raises(RegistryUnavailable) as err:
-            _clocked(
-                [0.0, 0.0, later], timeout=0.2, request_deadline=30, retries=0
-            ).send_with_retries("GET", f"http://127.0.0.1:{port}/v2/", {}, "ping")
-    finally:
-        stop.set()
-        server.close()
+    with stalling() as port, pytest.raises(RegistryUnavailable) as err:
+        _clocked([0.0, 0.0, later], timeout=0.2, request_deadline=30, retries=0).send_with_retries(
+            "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+        )
     if stalled:
         assert err.value.what == (
             f"127.0.0.1:{port}: the answer to http://127.0.0.1:{port}/v2/ was still arriving "
@@ -1275,42 +1233,19 @@ def test_a_hang_up_half_a_second_before_the_deadline_is_retried() -> None:
 
 
 def test_a_read_timeout_at_the_deadline_is_the_stall() -> None:
-    server, stop, port = _silent_server()
-    try:
-        with pytest.raises(RegistryUnavailable) as err:
-            _clocked([0.0, 0.0, 30.0], timeout=0.2, request_deadline=30, retries=0).send(
-                "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
-            )
-    finally:
-        stop.set()
-        server.close()
+    with stalling() as port, pytest.raises(RegistryUnavailable) as err:
+        _clocked([0.0, 0.0, 30.0], timeout=0.2, request_deadline=30, retries=0).send(
+            "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+        )
     assert "was still arriving after 30 s (0 bytes so far)" in err.value.what
 
 
 def test_a_body_that_stalls_into_the_deadline_is_the_stall_not_a_retry() -> None:
     """The last read (0.1 s left) times out; the clock then reads the deadline."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    stop = threading.Event()
-
-    def head_then_stall() -> None:
-        conn, _ = server.accept()
-        conn.recv(4096)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
-        stop.wait(30)
-        conn.close()
-
-    threading.Thread(target=head_then_stall, daemon=True).start()
-    port = server.getsockname()[1]
-    try:
-        with pytest.raises(RegistryUnavailable) as err:
-            _clocked([0.0, 0.0, 29.9, 30.0], request_deadline=30, retries=3).send_with_retries(
-                "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
-            )
-    finally:
-        stop.set()
-        server.close()
+    with stalling(HEAD_OF_10) as port, pytest.raises(RegistryUnavailable) as err:
+        _clocked([0.0, 0.0, 29.9, 30.0], request_deadline=30, retries=3).send_with_retries(
+            "GET", f"http://127.0.0.1:{port}/v2/", {}, "ping"
+        )
     assert err.value.what == (
         f"127.0.0.1:{port}: the answer to http://127.0.0.1:{port}/v2/ was still arriving after "
         "30 s (0 bytes so far); gave up"
