@@ -130,6 +130,7 @@ def serve(
     own."""
     import importlib
 
+    sweep_stale(directory.parent)
     try:
         directory.mkdir(mode=0o700)
     except OSError as err:
@@ -173,6 +174,58 @@ def serve(
         with contextlib.suppress(OSError):
             directory.rmdir()
     return 0
+
+
+STALE_AFTER = 60.0  # seconds: a runner's directory older than this with no listener is left over
+
+
+def sweep_stale(parent: Path, now: float | None = None) -> list[Path]:
+    """Remove the directories of runners that were killed outright (SIGKILL, a node's OOM
+    killer: no ``finally`` ran) from ``parent``: this user's own ``rocmenv-*-warm``
+    directories, not links, older than :data:`STALE_AFTER`, whose socket nobody listens on.
+    Best effort; returns what it removed."""
+    import errno
+    import stat
+    import time
+
+    now = time.time() if now is None else now
+    removed: list[Path] = []
+    try:
+        candidates = list(parent.glob("rocmenv-*-warm"))
+    except OSError:
+        return removed
+    for path in candidates:
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        if now - st.st_mtime < STALE_AFTER:
+            continue  # a runner that is still starting
+        try:
+            if {entry.name for entry in path.iterdir()} - {"sock"}:
+                continue  # not only a runner's: left as it is
+        except OSError:
+            continue
+        sock = path / "sock"
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.settimeout(1.0)
+            probe.connect(str(sock))
+        except OSError as err:
+            if err.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+                continue  # a runner that is there but busy, or a socket we may not use
+        else:
+            continue  # a live runner
+        finally:
+            probe.close()
+        with contextlib.suppress(OSError):
+            sock.unlink()
+        with contextlib.suppress(OSError):
+            path.rmdir()  # only if nothing else is in it
+            removed.append(path)
+    return removed
 
 
 def _reap(children: set[int]) -> None:

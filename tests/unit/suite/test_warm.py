@@ -367,3 +367,67 @@ def test_the_runner_hangs_up_on_another_users_step() -> None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_a_runner_killed_outright_leaves_a_directory_the_next_runner_removes(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL runs no ``finally``: its socket directory stays in /tmp. The next runner
+    removes such directories — this user's, old, with nobody listening — and no other."""
+    from rocmenv.suite.warm import STALE_AFTER, sweep_stale
+
+    old = time.time() - STALE_AFTER - 5
+
+    def made(name: str, *, listening: bool | None, age: float = old) -> Path:
+        path = tmp_path / name
+        path.mkdir(mode=0o700)
+        if listening is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(str(path / "sock"))
+            if listening:
+                sock.listen(1)
+                keep.append(sock)
+            else:
+                sock.close()  # the file stays, as after a SIGKILL: connecting is refused
+        os.utime(path, (age, age))
+        return path
+
+    keep: list[socket.socket] = []
+    try:
+        killed = made("rocmenv-aaa-warm", listening=False)
+        empty = made("rocmenv-bbb-warm", listening=None)
+        live = made("rocmenv-ccc-warm", listening=True)
+        starting = made("rocmenv-ddd-warm", listening=False, age=time.time())
+        other = made("rocmenv-eee-warm", listening=False)
+        (other / "notes").write_text("not a runner's")
+        os.utime(other, (old, old))
+        unrelated = made("rocmenv-fff", listening=False)
+        (tmp_path / "target").mkdir()
+        (tmp_path / "rocmenv-ggg-warm").symlink_to(tmp_path / "target")
+        removed = sweep_stale(tmp_path)
+    finally:
+        for sock in keep:
+            sock.close()
+    assert sorted(removed) == [killed, empty]
+    assert not killed.exists() and not empty.exists()
+    for kept in (live, starting, other, unrelated):
+        assert kept.is_dir()
+    assert (other / "sock").exists() and (live / "sock").exists()
+    assert (tmp_path / "rocmenv-ggg-warm").is_symlink() and (tmp_path / "target").is_dir()
+
+
+def test_the_runner_sweeps_its_directory_s_parent_before_it_listens(tmp_path: Path) -> None:
+    stale = tmp_path / "rocmenv-old-warm"
+    stale.mkdir(mode=0o700)
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(tmp_path / "rocmenv-new-warm")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == READY
+        assert not stale.exists() and (tmp_path / "rocmenv-new-warm" / "sock").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
