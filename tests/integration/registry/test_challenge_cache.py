@@ -52,7 +52,7 @@ def poisoned_realm() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     seen: list[dict[str, Any]] = []
     handler = type("Recorder", (_Recorder,), {"seen": seen})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/token", seen
@@ -222,7 +222,7 @@ def test_a_token_server_that_is_down_is_asked_once_not_twice(tmp_path: Path) -> 
     round of retries, not followed by a second round."""
     seen: list[str] = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), type("Down", (_Unavailable,), {"seen": seen}))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     host = f"127.0.0.1:{server.server_address[1]}"
     cache = tmp_path / "cache"
     remember(cache, host, f"http://{host}/token", "down")
