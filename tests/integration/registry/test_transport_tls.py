@@ -8,6 +8,8 @@ and a host listed there is not verified whichever registry the request is for.""
 
 from __future__ import annotations
 
+import ssl
+import threading
 from pathlib import Path
 
 import pytest
@@ -154,3 +156,99 @@ def test_over_https_a_redirect_is_returned_to_the_caller_not_followed(
     # (and its handshake used); the registry's own connection came after
     assert handshakes == ["rocmenv-predial", "MainThread"]
     assert resp.headers["location"].startswith(f"https://cdn.rocmenv.test:{port}/blobs/{digest}?")
+
+
+class _TlsScript:
+    """A TLS server on loopback with the test bed's certificate (untrusted here) that treats
+    each connection by the next of ``acts``: ``answer`` (a 200 over TLS), ``hang-up`` (the
+    handshake, the request read, then closed without an answer). Whatever is left over
+    (plain HTTP sent to it) fails its handshake."""
+
+    def __init__(self, acts: list[str]) -> None:
+        import socket
+
+        tls = testenv.state_dir() / "tls"
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(str(tls / "server.crt"), str(tls / "server.key"))
+        self.acts = list(acts)
+        self.seen: list[str] = []
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(8)
+        self.host = f"127.0.0.1:{self.server.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                raw, _ = self.server.accept()
+            except OSError:
+                return
+            act = self.acts.pop(0) if self.acts else "refuse"
+            try:
+                conn = self.context.wrap_socket(raw, server_side=True)
+            except (OSError, ssl.SSLError):
+                self.seen.append("not tls")
+                raw.close()
+                continue
+            with conn:
+                conn.recv(65536)
+                self.seen.append(act)
+                if act == "answer":
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\ntls"
+                    )
+
+    def seen_after(self, count: int) -> list[str]:
+        """What the server saw, once it has seen ``count`` connections (or 10 s passed): the
+        client can have its error before the server thread has noted the last one."""
+        import time
+
+        deadline = time.monotonic() + 10
+        while len(self.seen) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return list(self.seen)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_an_insecure_registry_whose_tls_breaks_off_is_tried_over_plain_http(
+    tmp_path: Path,
+) -> None:
+    """Docker's order for an insecure registry: HTTPS, and plain HTTP when HTTPS fails — here
+    the handshake succeeds but the answer never comes."""
+    server = _TlsScript(["hang-up"])
+    transport = Transport(
+        RegistrySettings(retries=0, insecure=(server.host,)), _untrusted(tmp_path)
+    )
+    try:
+        with pytest.raises(RegistryUnavailable) as err:
+            transport.send_with_retries("GET", f"https://{server.host}/v2/", {}, "ping")
+    finally:
+        transport.close()
+        server.close()
+    assert server.seen_after(2) == ["hang-up", "not tls"]  # then the plain-HTTP request
+    assert err.value.what.startswith(f"GET http://{server.host}/v2/ failed after 1 attempts: ")
+
+
+def test_an_insecure_registry_that_answered_over_tls_is_not_downgraded_to_plain_http(
+    tmp_path: Path,
+) -> None:
+    """Once the registry has answered over TLS, a later broken answer is a failure to
+    retry over TLS, never a reason to send the request in clear (a man in the middle that
+    cuts a connection would get it otherwise)."""
+    server = _TlsScript(["answer", "hang-up"])
+    transport = Transport(
+        RegistrySettings(retries=0, insecure=(server.host,)), _untrusted(tmp_path)
+    )
+    try:
+        first = transport.send_with_retries("GET", f"https://{server.host}/v2/", {}, "ping")
+        with pytest.raises(RegistryUnavailable) as err:
+            transport.send_with_retries("GET", f"https://{server.host}/v2/", {}, "ping")
+    finally:
+        transport.close()
+        server.close()
+    assert first.body == b"tls"
+    assert server.seen == ["answer", "hang-up"]  # noted before each close: no plain HTTP
+    assert err.value.what.startswith(f"GET https://{server.host}/v2/ failed after 1 attempts: ")
