@@ -172,6 +172,7 @@ class _TlsScript:
         self.context.load_cert_chain(str(tls / "server.crt"), str(tls / "server.key"))
         self.acts = list(acts)
         self.seen: list[str] = []
+        self.received: list[bytes] = []  # each request, head and body
         self.server = socket.socket()
         self.server.bind(("127.0.0.1", 0))
         self.server.listen(8)
@@ -192,12 +193,34 @@ class _TlsScript:
                 raw.close()
                 continue
             with conn:
-                conn.recv(65536)
+                self.received.append(self._request(conn))
                 self.seen.append(act)
                 if act == "answer":
                     conn.sendall(
                         b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\ntls"
                     )
+
+    @staticmethod
+    def _request(conn: ssl.SSLSocket) -> bytes:
+        """The request's head and as much of its body as its ``Content-Length`` gives."""
+        data = b""
+        while b"\r\n\r\n" not in data:
+            piece = conn.recv(65536)
+            if not piece:
+                return data
+            data += piece
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(body) < length:
+            piece = conn.recv(65536)
+            if not piece:
+                break
+            body += piece
+        return head + b"\r\n\r\n" + body
 
     def seen_after(self, count: int) -> list[str]:
         """What the server saw, once it has seen ``count`` connections (or 10 s passed): the
@@ -252,3 +275,29 @@ def test_an_insecure_registry_that_answered_over_tls_is_not_downgraded_to_plain_
     assert first.body == b"tls"
     assert server.seen == ["answer", "hang-up"]  # noted before each close: no plain HTTP
     assert err.value.what.startswith(f"GET https://{server.host}/v2/ failed after 1 attempts: ")
+
+
+def test_a_post_over_https_sends_its_body(tmp_path: Path) -> None:
+    """An OAuth2 token request is a form POST, usually over HTTPS: its body must go out on
+    the TLS path as on the plain one (no in-process TLS test sent a body before)."""
+    server = _TlsScript(["answer"])
+    transport = Transport(
+        RegistrySettings(retries=0, insecure=(server.host,)), _untrusted(tmp_path)
+    )
+    form = b"grant_type=refresh_token&service=registry&refresh_token=abc"
+    try:
+        answer = transport.send(
+            "POST",
+            f"https://{server.host}/token",
+            {"Content-Type": "application/x-www-form-urlencoded"},
+            "token",
+            body=form,
+        )
+    finally:
+        transport.close()
+        server.close()
+    assert answer.body == b"tls"
+    assert server.seen == ["answer"]
+    head, _, sent = server.received[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /token HTTP/1.1\r\n")
+    assert sent == form
