@@ -203,24 +203,14 @@ class _TlsScript:
     @staticmethod
     def _request(conn: ssl.SSLSocket) -> bytes:
         """The request's head and as much of its body as its ``Content-Length`` gives."""
-        data = b""
-        while b"\r\n\r\n" not in data:
-            piece = conn.recv(65536)
-            if not piece:
-                return data
-            data += piece
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        while len(body) < length:
-            piece = conn.recv(65536)
-            if not piece:
-                break
-            body += piece
-        return head + b"\r\n\r\n" + body
+        with conn.makefile("rb") as reader:  # closed, or the socket outlives ``with conn``
+            head, length = b"", 0
+            while (line := reader.readline(65536)) not in (b"\r\n", b""):
+                head += line
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            return head + b"\r\n" + reader.read(length)
 
     def seen_after(self, count: int) -> list[str]:
         """What the server saw, once it has seen ``count`` connections (or 10 s passed): the
