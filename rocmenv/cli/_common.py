@@ -38,6 +38,18 @@ def warn(ctx: Context, message: str) -> None:
         ctx.stderr.write(f"rocmenv: warning: {message}\n")
 
 
+def notice(ctx: Context, message: str) -> None:
+    """Something the user should know that is neither a warning nor an error (inside GitHub
+    Actions a ``::notice::`` annotation)."""
+    from rocmenv.redact import redact
+
+    message = redact(message)
+    if ctx.in_github_actions:
+        ctx.stderr.write(f"::notice::{_annotation(message)}\n")
+    else:
+        ctx.stderr.write(f"rocmenv: note: {message}\n")
+
+
 @contextmanager
 def secrets_masked(env: Mapping[str, str], stderr: TextIO, values: Sequence[str]) -> Iterator[None]:
     """Mask ``values`` (secret environment values) in every redacted message until the command

@@ -5,13 +5,17 @@
 "command", "registration"}], "deselected": [{"name", "why"}]}]}`` (``disabled``: the reason,
 or null). ``plan`` JSON: ``{"suite", "partitions": [{"index", "estimated_seconds", "tests":
 [{"name", "gpus", "estimate", "declared", "source", "runs"}]}], "disabled": [{"name",
-"reason"}], "reference_worst_seconds"}``; ``--format gha-matrix``: ``{"include": [...]}``,
-also written as the ``matrix`` output to ``$GITHUB_OUTPUT`` inside GitHub Actions. ``run``
-JSON: see :func:`rocmenv.suite.report.to_json`.
+"reason"}], "reference_worst_seconds", "notices"}``; ``--format gha-matrix``: ``{"include":
+[...]}`` (at most one entry per test; one entry of 0 tests when nothing is selected), also
+written as the ``matrix`` output, with ``has-tests`` (``true``/``false``), to
+``$GITHUB_OUTPUT`` inside GitHub Actions. ``run`` JSON: see
+:func:`rocmenv.suite.report.to_json`. What the selection could not use (a PR label not the
+policy's, a label no test carries) and why nothing was selected are notices, never errors.
 
-Exit codes: 0 every test passed, 1 a test failed (or errored, or was cancelled), 2 bad
-suite/config/flags (including a test needing more GPUs than the pool, before anything
-starts), 4 engine unavailable, 130 interrupted (every test's container stopped and removed).
+Exit codes: 0 every test passed (also: nothing selected, or an empty partition), 1 a test
+failed (or errored, or was cancelled), 2 bad suite/config/flags (including a test needing
+more GPUs than the pool, before anything starts), 4 engine unavailable, 130 interrupted
+(every test's container stopped and removed).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ PROFILE_HELP = "run every test with this profile instead of the suite's (e.g. a 
 
 def add_selection_args(p: Any) -> None:
     """--cadence, --labels, --all-labels, --profile: the same on list, plan and run."""
-    from rocmenv.suite.select import CADENCES
+    from rocmenv.suite.labels import CADENCES
 
     p.add_argument(
         "--cadence", choices=CADENCES, default="regular",
@@ -44,8 +48,9 @@ def add_selection_args(p: Any) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument(
         "--labels", metavar="A,B",
-        help="keep unlabelled tests and tests with one of these labels (default: the suite's "
-        "include-labels, else every test)",
+        help="the pull request's label names (run-ci-amd,run-ci-all): unlabelled tests run, "
+        "and those with a label these include, as the project's [labels] policy reads them "
+        "(without one: the suite's include-labels, else every test)",
     )  # fmt: skip
     group.add_argument("--all-labels", action="store_true", help="keep every labelled test")
     p.add_argument("--profile", metavar="NAME", help=PROFILE_HELP)
@@ -130,7 +135,15 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.set_defaults(func=run_slurm_warm)
 
 
+def _notices(suite: Any, chosen: Any, partition: tuple[int, int] | None = None) -> list[str]:
+    """The selection's notices, and why nothing was selected when nothing was."""
+    from rocmenv.suite.select import nothing_selected
+
+    return [*chosen.notices, *([] if chosen.run else [nothing_selected(suite, chosen, partition)])]
+
+
 def run_list(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.cli._common import notice
     from rocmenv.settings.resolve import Flags
     from rocmenv.suite.runner import list_names, load, planned
     from rocmenv.suite.select import select
@@ -168,6 +181,7 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
                     for t in (*chosen.run, *chosen.disabled)
                 ],
                 "deselected": [{"name": t.name, "why": why} for t, why in chosen.deselected],
+                "notices": _notices(loaded.suite, chosen),
             }
         )
     if args.json:
@@ -175,6 +189,8 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
         return EXIT_OK
     if not suites:
         ctx.stderr.write("rocmenv suite list: no [suites.NAME] in the configuration\n")
+    for text in (n for s in suites for n in s["notices"]):
+        notice(ctx, text)
     for s in suites:
         left_out = f", {len(s['deselected'])} left out" if s["deselected"] else ""
         emit(ctx, f"{s['name']} (profile {s['profile']}, {len(s['tests'])} tests{left_out})")
@@ -205,7 +221,7 @@ def _jsonable(values: Any) -> dict[str, Any]:
 
 
 def run_plan(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.cli._common import gha_output
+    from rocmenv.cli._common import gha_output, notice
     from rocmenv.errors import UsageError
     from rocmenv.settings.resolve import Flags
     from rocmenv.suite.plan import (
@@ -227,16 +243,23 @@ def run_plan(args: argparse.Namespace, ctx: Context) -> int:
     count = args.partitions or 1
     if args.max_partition_time is not None:
         count = partitions_for_time(tests, args.max_partition_time)
-    parts = partitions(tests, count)
-    reference = max(p.seconds for p in reference_partitions(tests, count))
-    disabled = select(loaded.suite, chosen_selection).disabled
+    chosen = select(loaded.suite, chosen_selection)
+    notices = _notices(loaded.suite, chosen)
+    for text in notices:
+        notice(ctx, text)
+    disabled = chosen.disabled
     if fmt == "gha-matrix":
         import json
 
-        matrix = gha_matrix(parts)
+        # one job per test at most, and one (which runs nothing, green) when none is selected:
+        # GitHub refuses an empty matrix, and a run refuses none of these entries
+        matrix = gha_matrix(partitions(tests, max(1, min(count, len(tests)))))
         emit(ctx, json.dumps(matrix, sort_keys=True))
-        gha_output(ctx, {"matrix": json.dumps(matrix, sort_keys=True)})
+        gha_output(ctx, {"matrix": json.dumps(matrix, sort_keys=True),
+                         "has-tests": "true" if tests else "false"})  # fmt: skip
         return EXIT_OK
+    parts = partitions(tests, count)
+    reference = max(p.seconds for p in reference_partitions(tests, count))
     if fmt == "json":
         emit_json(
             ctx,
@@ -245,6 +268,7 @@ def run_plan(args: argparse.Namespace, ctx: Context) -> int:
                 "partitions": plan_json(parts),
                 "disabled": [{"name": t.name, "reason": t.disabled} for t in disabled],
                 "reference_worst_seconds": round(reference, 3),
+                "notices": notices,
             },
         )
         return EXIT_OK
@@ -297,10 +321,12 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
             report = run_suite(ctx, request, stop, printer)
     finally:
         printer.close()
-    from rocmenv.cli._common import warn
+    from rocmenv.cli._common import notice, warn
 
     for text in report.warnings:
         warn(ctx, text)
+    for text in report.notices:
+        notice(ctx, text)
     if report.log_dir:
         ctx.stderr.write(f"rocmenv suite: per-test logs in {report.log_dir}\n")
     failed_write = _write_reports(args, ctx, report)

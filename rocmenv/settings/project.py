@@ -59,6 +59,7 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     engine = "docker-api"             # per-profile engine choice
     labels = { team = "ml-infra" }
 
+    [labels]                          # PR labels and cadences -> labels: rocmenv.suite.labels
     [suites.NAME]                     # test suites: rocmenv.suite.model
     [slurm]                           # rocmenv.settings.slurm (also [suites.NAME.slurm])
 """
@@ -89,6 +90,7 @@ else:
 
 TOP_KEYS = (
     "default-profile", "lockfile", "engine", "registry", "host", "profiles", "suites", "slurm",
+    "labels",
 )  # fmt: skip
 
 
@@ -108,6 +110,7 @@ class Project:
     host: Any = None  # [host] as written; validated when it counts (resolve)
     slurm: Any = None  # [slurm] as written; parsed when it counts (resolve)
     suites: Mapping[str, Any] = field(default_factory=dict)  # [suites.*] as written
+    labels: Any = None  # [labels] as written; parsed with the suites (rocmenv.suite.labels)
     # the built-ins, the user's and the site's profiles, then the file's (profile_set)
     profiles: tuple[tuple[str, Profile], ...] = tuple(BUILTIN_PROFILES.items())
     sites: tuple[SiteFile, ...] = ()  # the site and user files read (trusted), site first
@@ -170,6 +173,7 @@ def load_project(ctx: Context) -> Project:
         host=table.get("host"),
         slurm=table.get("slurm"),
         suites=suites,
+        labels=table.get("labels"),
         profiles=tuple(_profiles(sites, table.get("profiles", {}), where, path).items()),
         sites=sites,
     )

@@ -129,9 +129,11 @@ def profile_tables() -> Schema:
     return tables_of(section("profile", PROFILE_KEYS), PROFILE_NAME_RE.pattern)
 
 
-def project_schema(suite: Schema) -> Schema:
-    """``rocmenv.toml`` (and the ``[tool.rocmenv]`` table): ``suite`` is one ``[suites.NAME]``."""
+def project_schema(suite: Schema, labels: Schema) -> Schema:
+    """``rocmenv.toml`` (and the ``[tool.rocmenv]`` table): ``suite`` is one ``[suites.NAME]``,
+    ``labels`` the ``[labels]`` table (both from the suite layer)."""
     tables = {
+        "labels": labels,
         "registry": section("registry", REGISTRY_KEYS),
         "host": section("host", HOST_KEYS),
         "slurm": section("slurm", SLURM_KEYS),

@@ -39,6 +39,7 @@ class SuiteReport:
     interrupted: bool = False
     warnings: tuple[str, ...] = ()
     log_dir: str | None = None  # where the per-test logs are
+    notices: tuple[str, ...] = ()  # what the selection could not use; why nothing ran
 
     @property
     def passed(self) -> bool:
@@ -130,6 +131,8 @@ def markdown(report: SuiteReport) -> str:
         "| test | GPUs | on | wall | estimate | exit | result |",
         "|---|---|---|---|---|---|---|",
     ]
+    if report.notices:
+        out[3:3] = [f"> {_cell(text)}" for text in report.notices] + [""]
     for r in report.ordered():
         wall = f"{r.wall:.1f} s" if r.started is not None else "–"
         code = str(r.exit_code) if r.exit_code is not None else "–"
@@ -167,6 +170,7 @@ def to_json(report: SuiteReport) -> dict[str, Any]:
         "interrupted": report.interrupted,
         "makespan": round(report.makespan, 3),
         "pool": list(report.pool),
+        "notices": list(report.notices),
         "tests": [
             {
                 "name": r.name,
