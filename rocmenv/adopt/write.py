@@ -52,7 +52,7 @@ def toml_key(key: str) -> str:
 
 def _line(key: str, value: Any, comment: str = "") -> str:
     text = f"{toml_key(key)} = {toml_value(value)}"
-    return f"{text:<40}# {comment}" if comment else text
+    return f"{text:<39} # {comment}" if comment else text
 
 
 def project_text(

@@ -78,6 +78,8 @@ def result_mark(r: TestResult, *, reason_limit: int | None = None) -> str:
 
 
 def table(report: SuiteReport) -> list[str]:
+    if not report.results:
+        return [summary_line(report)]
     rows = [("TEST", "GPUS", "ON", "WALL", "ESTIMATE", "EXIT", "RESULT")]
     for r in report.ordered():
         rows.append(
