@@ -135,18 +135,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.set_defaults(func=run_slurm_warm)
 
 
-def _notices(suite: Any, chosen: Any, partition: tuple[int, int] | None = None) -> list[str]:
-    """The selection's notices, and why nothing was selected when nothing was."""
-    from rocmenv.suite.select import nothing_selected
-
-    return [*chosen.notices, *([] if chosen.run else [nothing_selected(suite, chosen, partition)])]
-
-
 def run_list(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import notice
     from rocmenv.settings.resolve import Flags
     from rocmenv.suite.runner import list_names, load, planned
-    from rocmenv.suite.select import select
+    from rocmenv.suite.select import notices_of, select
 
     chosen_selection = selection(args)
     names = [args.name] if args.name else list_names(ctx)
@@ -181,7 +174,7 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
                     for t in (*chosen.run, *chosen.disabled)
                 ],
                 "deselected": [{"name": t.name, "why": why} for t, why in chosen.deselected],
-                "notices": _notices(loaded.suite, chosen),
+                "notices": notices_of(loaded.suite, chosen),
             }
         )
     if args.json:
@@ -232,7 +225,7 @@ def run_plan(args: argparse.Namespace, ctx: Context) -> int:
         reference_partitions,
     )
     from rocmenv.suite.runner import load, planned
-    from rocmenv.suite.select import select
+    from rocmenv.suite.select import notices_of, select
 
     fmt = args.format or ("json" if args.json else "text")
     if args.partitions is not None and args.max_partition_time is not None:
@@ -244,7 +237,7 @@ def run_plan(args: argparse.Namespace, ctx: Context) -> int:
     if args.max_partition_time is not None:
         count = partitions_for_time(tests, args.max_partition_time)
     chosen = select(loaded.suite, chosen_selection)
-    notices = _notices(loaded.suite, chosen)
+    notices = notices_of(loaded.suite, chosen)
     for text in notices:
         notice(ctx, text)
     disabled = chosen.disabled

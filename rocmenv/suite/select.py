@@ -131,5 +131,12 @@ def nothing_selected(
     return f"no tests selected: suite {suite.name!r} ({where}): {reason}"
 
 
+def notices_of(
+    suite: Suite, chosen: Selected, partition: tuple[int, int] | None = None
+) -> list[str]:
+    """The selection's notices, and why nothing was selected when nothing was."""
+    return [*chosen.notices, *([] if chosen.run else [nothing_selected(suite, chosen, partition)])]
+
+
 def names(tests: Sequence[SuiteTest]) -> list[str]:
     return [t.name for t in tests]

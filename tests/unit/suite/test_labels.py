@@ -4,7 +4,7 @@ exactly the tests miles' runner selects (conventions rule 17)."""
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from dataclasses import replace
 
 import pytest
@@ -16,6 +16,11 @@ from rocmenv.errors import ConfigError
 from rocmenv.suite.labels import EVERY, LabelSet, asked, parse_label_policy
 from rocmenv.suite.model import Suite, SuiteTest
 from rocmenv.suite.select import Selection, empty_reason, nothing_selected, select
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 MILES = parse_label_policy(tomllib.loads(MILES_LABELS)["labels"], "rocmenv.toml")
 

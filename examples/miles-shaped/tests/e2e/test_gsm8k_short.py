@@ -11,5 +11,7 @@ print("gsm8k (short):", len(visible_gpus()), "GPUs visible:", render_nodes())
 assert len(visible_gpus()) == 4, visible_gpus()
 # the job's env: reaches the test (a literal, and an expression the step passes)
 assert os.environ.get("MILES_HARDWARE_PLATFORM") == "rocm", "MILES_HARDWARE_PLATFORM"
-print("job env: MILES_HARDWARE_PLATFORM=rocm, GITHUB_COMMIT_NAME=" + os.environ["GITHUB_COMMIT_NAME"])
+print(
+    "job env: MILES_HARDWARE_PLATFORM=rocm, GITHUB_COMMIT_NAME=" + os.environ["GITHUB_COMMIT_NAME"]
+)
 print("accuracy 0.81 >= 0.80: ok")

@@ -7,28 +7,26 @@ the suite is then ``f"{stage}-test-{runner_config}"``."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 
 def register_cuda_ci(
     est_time: float,
-    suite: Optional[str] = None,
+    suite: str | None = None,
     nightly: bool = False,
-    disabled: Optional[str] = None,
+    disabled: str | None = None,
     *,
-    stage: Optional[str] = None,
-    runner_config: Optional[str] = None,
+    stage: str | None = None,
+    runner_config: str | None = None,
 ):
     return None
 
 
 def register_amd_ci(
     est_time: float,
-    suite: Optional[str] = None,
+    suite: str | None = None,
     nightly: bool = False,
-    disabled: Optional[str] = None,
+    disabled: str | None = None,
     *,
-    stage: Optional[str] = None,
-    runner_config: Optional[str] = None,
+    stage: str | None = None,
+    runner_config: str | None = None,
 ):
     return None
