@@ -51,6 +51,14 @@ class FoundSuite:
         match = GPUS_IN_NAME.search(self.name)
         return int(match.group(1)) if match else None
 
+    def add(self, rel: str, values: dict[str, object]) -> None:
+        """One registration of this suite, in file ``rel``."""
+        if rel not in self.files:
+            self.files.append(rel)
+        self.labelled |= bool(values.get("labels"))
+        self.nightly += values.get("nightly") is True
+        self.disabled += bool(values.get("disabled"))
+
 
 @dataclass(frozen=True, kw_only=True)
 class Scanned:
@@ -160,6 +168,13 @@ def scan(root: Path) -> Scanned:
             t for t in (known.suite_name if known else ())
             if all(f in signature.names for _, f, _, _ in Formatter().parse(t) if f is not None)
         ) or DEFAULT_SUITE_NAME  # fmt: skip
+        own = client is not None and client.call == call
+        skipped: list[str] = []
+        if own:
+            assert client is not None
+            collected = {p.relative_to(root).as_posix() for p in root.glob(client.glob)}
+            skipped = [rel for rel in files if rel not in collected]
+            files = [rel for rel in files if rel in collected]
         found: list[tuple[str, dict[str, object], str]] = []
         for rel in files:
             for reg in registrations(sources[rel], (call,), signature=signature, filename=rel):
@@ -167,55 +182,36 @@ def scan(root: Path) -> Scanned:
         if not found:
             continue
         notes.append(note)
-        registering = sorted({rel for rel, _, _ in found})
-        if client is not None and client.call == call:
-            glob = client.glob
-            collected = {p.relative_to(root).as_posix() for p in root.glob(glob)}
-            skipped = [rel for rel in registering if rel not in collected]
-            if skipped:
-                notes.append(
-                    f"{client.name}'s collector reads {glob} only: left out "
-                    + ", ".join(skipped[:5]) + (" …" if len(skipped) > 5 else "")
-                )  # fmt: skip
-            found = [f for f in found if f[0] in collected]
-        else:
-            glob = root_glob(registering)
+        glob = client.glob if own and client is not None else root_glob([r for r, _, _ in found])
+        skipped = [r for r in skipped if re.search(rf"(?<!def ){call}\(", sources[r])]  # not a def
+        if skipped:
+            notes.append(
+                f"{client.name if client else call}: its collector reads {glob} only, so not "
+                + ", ".join(skipped[:5]) + (" …" if len(skipped) > 5 else "")
+            )  # fmt: skip
         for rel, values, where in found:
-            _add(suites, rel, call, values, where, FoundSuite(
-                name="", call=call, signature=text, glob=glob, suite_name=templates))  # fmt: skip
+            name = _suite_of(values, templates, call, where)
+            suite = suites.setdefault(name, FoundSuite(
+                name=name, call=call, signature=text, glob=glob, suite_name=templates))  # fmt: skip
+            if suite.call != call:
+                raise UsageError(
+                    f"{where}: suite {name!r} is registered by both {suite.call} and {call}"
+                )
+            suite.add(rel, values)
     return Scanned(suites=tuple(suites[n] for n in sorted(suites)), client=client,
                    notes=tuple(notes))  # fmt: skip
 
 
-def _add(
-    suites: dict[str, FoundSuite], rel: str, call: str, values: dict[str, object], where: str,
-    shape: FoundSuite,
-) -> None:  # fmt: skip
-    name = suite_name_of(values, shape.suite_name)
+def _suite_of(values: dict[str, object], templates: tuple[str, ...], call: str, where: str) -> str:
+    name = suite_name_of(values, templates)
     if not isinstance(name, str) or not name:
         raise UsageError(
-            f"{where}: {call}() names no suite (" + " or ".join(shape.suite_name) + ")",
+            f"{where}: {call}() names no suite (" + " or ".join(templates) + ")",
             hint="pass suite=… (or stage=… and runner_config=…) as literal strings",
         )
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise UsageError(f"{where}: suite name {name!r} is not a plain name rocmenv can use")
-    found = suites.setdefault(
-        name,
-        FoundSuite(
-            name=name,
-            call=call,
-            signature=shape.signature,
-            glob=shape.glob,
-            suite_name=shape.suite_name,
-        ),
-    )
-    if found.call != call:
-        raise UsageError(f"{where}: suite {name!r} is registered by both {found.call} and {call}")
-    if rel not in found.files:
-        found.files.append(rel)
-    found.labelled |= bool(values.get("labels"))
-    found.nightly += values.get("nightly") is True
-    found.disabled += bool(values.get("disabled"))
+    return name
 
 
 def root_glob(files: list[str]) -> str:

@@ -245,7 +245,11 @@ def test_discovery_globs_at_the_test_root_find_a_test_added_in_a_new_directory(
         _list(repo)["stage-b-test-1-gpu-small-amd-mi35x"]
     )
     miles = _copy(tmp_path)
-    _init_json(miles, "--from-workflow", ".github/workflows/pr-test-amd.yml")
+    (miles / "tests" / "e2e" / "helper.py").write_text(
+        'register_rocm_ci(1, "stage-c-4-gpu-mi350")\n'
+    )
+    done = _init_json(miles, "--from-workflow", ".github/workflows/pr-test-amd.yml")
+    assert any("so not tests/e2e/helper.py" in n for n in done["notes"])  # type: ignore[attr-defined]
     (miles / "tests" / "fast-gpu").mkdir()
     (miles / "tests" / "fast-gpu" / "test_new.py").write_text(
         'register_rocm_ci(1, "stage-c-4-gpu-mi350", labels=["amd"])\n'
