@@ -49,6 +49,8 @@ from hypothesis import settings as hypothesis_settings
 from tests.support import tagset as _tagset
 from tests.support import testenv
 
+pytest_plugins = ["tests.support.forked"]  # @pytest.mark.forked: tests that signal themselves
+
 INTEGRATION_DIR = Path(__file__).resolve().parent / "integration"
 
 _problem_cache: list[str | None] = []
@@ -137,12 +139,31 @@ def pytest_make_collect_report(
     _skip_as_failure(outcome.get_result())
 
 
+#: Each test's deadline by tier (pytest-timeout, ``signal`` method): a test over it fails
+#: with its name and the stack it hung in, and the run goes on — a hang is never a catch
+#: that ends the job at CI's limit. Generous: the slowest of each tier on two busy cores
+#: takes a fraction of it (unit ~10 s, integration ~90 s, serial: a Slurm suite ~3 min).
+#: A test that needs more says so with its own ``@pytest.mark.timeout(N)``.
+TIMEOUTS = {"unit": 60.0, "integration": 300.0, "serial": 600.0}
+
+
+def tier(item: pytest.Item) -> str:
+    if item.get_closest_marker("serial") is not None:
+        return "serial"
+    return "integration" if item.get_closest_marker("integration") is not None else "unit"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if INTEGRATION_DIR in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.integration)
         if _uses_slurm(item):
             item.add_marker(pytest.mark.serial)  # one cluster of 8 GPUs for every test
+        if item.get_closest_marker("timeout") is None:
+            # a forked test (pytest-forked) keeps its deadline in the child that runs it: one
+            # that fired in the parent would abandon the child and break the worker
+            forked = item.get_closest_marker("forked") is not None
+            item.add_marker(pytest.mark.timeout(TIMEOUTS[tier(item)], func_only=forked))
 
 
 def _uses_slurm(item: pytest.Item) -> bool:
