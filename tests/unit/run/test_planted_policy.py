@@ -1,0 +1,212 @@
+"""The sweep after an untrusted run (rocmenv.run.planted), on the paths the first tests left
+open (issue 34): a policy that lets the container keep SETFCAP, a capability set on a file
+that is not (yet) executable, and a run that ends in an engine error after the command ran
+(the sweep is the run's cleanup, whatever ended it). Real files with a real
+``security.capability`` attribute (setting one needs CAP_SETFCAP: root-only, see
+``root_only`` below); the run against the in-memory engine of tests/support/fake_engine.py."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import stat
+import struct
+from pathlib import Path
+
+import pytest
+
+from rocmenv.context import Context
+from rocmenv.engine.protocol import ImageInfo
+from rocmenv.errors import EngineError
+from rocmenv.run.execute import RunRequest, execute
+from rocmenv.run.planted import CAPABILITY_XATTR, sweep_after
+from rocmenv.settings.resolve import Flags
+from rocmenv.spec.runspec import BindMount, Overrides, RunSpec
+from tests.support.fake_engine import FakeAttachment, FakeEngine
+
+# struct vfs_cap_data, revision 2, effective: permitted = CAP_SETUID (bit 7): cap_setuid+ep
+CAP_SETUID_EP = struct.pack("<5I", 0x02000001, 1 << 7, 0, 0, 0)
+IMAGE = "rocm/sgl-dev:v0.5.8-rocm700-mi30x-20260215"
+
+# Only root (CAP_SETFCAP) can set security.capability: as an ordinary user these are not run
+# (scripts/test.sh's unprivileged pass deselects root_only).
+root_only = pytest.mark.root_only
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+        self.notes: list[str] = []
+
+    def warning(self, text: str) -> None:
+        self.warnings.append(text)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def capped(path: Path, mode: int = 0o755) -> Path:
+    shutil.copy("/bin/true", path)
+    os.chmod(path, mode)
+    os.setxattr(path, CAPABILITY_XATTR, CAP_SETUID_EP)
+    return path
+
+
+def has_capability(path: Path) -> bool:
+    try:
+        os.getxattr(path, CAPABILITY_XATTR)
+    except OSError:
+        return False
+    return True
+
+
+def untrusted(root: Path, cap_drop: tuple[str, ...]) -> RunSpec:
+    mounts = (BindMount(source=str(root), target=str(root), origin="checkout"),)
+    return RunSpec(image="i", mounts=mounts, untrusted=True, cap_drop=cap_drop)
+
+
+@root_only
+@pytest.mark.parametrize(
+    "cap_drop",
+    [(), ("MKNOD", "FSETID"), ("SETPCAP",), ("SETFCAPX",)],
+    ids=["nothing-dropped", "others-dropped", "a-prefix-of-it", "a-longer-name"],
+)
+def test_a_policy_that_allows_setfcap_gets_its_file_capabilities_removed(
+    tmp_path: Path, cap_drop: tuple[str, ...]
+) -> None:
+    """``cap-add = ["SETFCAP"]`` in a policy keeps SETFCAP out of the drop list: the container
+    could ``setcap cap_setuid+ep`` a copied interpreter, which would be root for every host
+    user. The sweep after the run must look for capabilities and remove them."""
+    root = tmp_path / "checkout"
+    (root / "sub").mkdir(parents=True)
+    binary = capped(root / "sub" / "python")
+    reporter = Collect()
+    swept = sweep_after(untrusted(root, cap_drop), reporter)
+    assert swept is not None and swept.uncapped == [str(binary)]
+    assert not has_capability(binary)
+    assert reporter.warnings  # the run says what it neutralised
+
+
+@root_only
+@pytest.mark.parametrize("spelling", ["SETFCAP", "CAP_SETFCAP", "setfcap", "cap_setfcap"])
+def test_with_setfcap_dropped_no_capability_is_looked_for(tmp_path: Path, spelling: str) -> None:
+    """Without SETFCAP nothing in the container could set one (the default policy): the sweep
+    spares the ``getxattr`` per file, in any spelling of the dropped capability."""
+    root = tmp_path / "checkout"
+    root.mkdir()
+    binary = capped(root / "python")
+    swept = sweep_after(untrusted(root, ("MKNOD", spelling)), Collect())
+    assert swept is not None and swept.uncapped == []
+    assert has_capability(binary)  # not the container's: nothing here could have set it
+
+
+@root_only
+@pytest.mark.parametrize("mode", [0o644, 0o600, 0o4644])
+def test_a_capability_on_a_file_that_is_not_executable_is_removed_too(
+    tmp_path: Path, mode: int
+) -> None:
+    """``chmod`` keeps ``security.capability``: a capped file the container left as 0644 and
+    gave to a host user becomes ``cap_setuid+ep`` the moment that user makes it executable."""
+    root = tmp_path / "checkout"
+    root.mkdir()
+    binary = capped(root / "later", mode)
+    os.chown(binary, 65534, 65534)
+    os.setxattr(binary, CAPABILITY_XATTR, CAP_SETUID_EP)  # chown cleared it: set again
+    swept = sweep_after(untrusted(root, ()), Collect())
+    assert swept is not None and swept.uncapped == [str(binary)]
+    assert not has_capability(binary)
+    os.chmod(binary, 0o755)  # what the host user may do next
+    assert not has_capability(binary)
+
+
+# -- the sweep is the run's cleanup, however the run ended ---------------------------------------
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "rocmenv.toml").write_text(
+        'default-profile = "ci"\n[profiles.ci]\nextends = "cpu"\nimage = "rocm/sgl-dev"\n'
+        'tag = "v0.5.8-rocm700-mi30x-20260215"\n'
+    )
+    return tmp_path
+
+
+@pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
+    fake = FakeEngine(images={IMAGE: ImageInfo(id="sha256:" + "1" * 64)})
+    monkeypatch.setattr("rocmenv.run.execute.make_engine", lambda *_a, **_k: fake)
+    return fake
+
+
+def planted_shell(project: Path) -> Path:
+    """What the container left in the checkout: a setuid-root shell (no root needed to make
+    one for the test: the sweep judges the mode bits, whoever owns the file)."""
+    shell = project / "s"
+    shell.write_text("#!/bin/sh\n")
+    os.chmod(shell, 0o4755)
+    return shell
+
+
+def run_untrusted(project: Path) -> int:
+    ctx = Context(
+        env={"HOME": str(project), "XDG_CACHE_HOME": str(project / ".cache")},
+        cwd=project, stdin=io.StringIO(), stdout=io.StringIO(), stderr=io.StringIO(),
+    )  # fmt: skip
+    request = RunRequest(flags=Flags(untrusted=True, shims=False),
+                         overrides=Overrides(command=("true",)))  # fmt: skip
+    return execute(ctx, request, Collect())
+
+
+def test_an_untrusted_run_that_ends_normally_is_swept(project: Path, engine: FakeEngine) -> None:
+    shell = planted_shell(project)
+    assert run_untrusted(project) == 0
+    (spec,) = engine.created.values()
+    assert any(m.source == str(project) and not m.readonly for m in spec.mounts)  # writable
+    assert stat.S_IMODE(shell.stat().st_mode) == 0o755
+
+
+@pytest.mark.parametrize("where", ["wait", "attach"])
+def test_an_untrusted_run_that_ends_in_an_engine_error_after_the_command_ran_is_still_swept(
+    project: Path, engine: FakeEngine, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The command ran (and could have planted anything); then the engine failed — the wait
+    for its exit, or the attach stream. The error is the run's result, and the checkout is
+    swept all the same, the container removed."""
+    shell = planted_shell(project)
+    ran: list[str] = []
+
+    def broken(self: FakeAttachment, *_args: object) -> None:
+        ran.append(self.box.state)
+        raise EngineError(f"the engine's {where} connection was reset")
+
+    if where == "wait":
+        monkeypatch.setattr(FakeAttachment, "exit_code", lambda self: None)
+        monkeypatch.setattr(FakeEngine, "wait", lambda self, cid, timeout=None: broken(
+            FakeAttachment(self, self.containers[cid], 1, 2)))  # fmt: skip
+    else:
+        monkeypatch.setattr(FakeAttachment, "join", broken)
+    with pytest.raises(EngineError):
+        run_untrusted(project)
+    assert ran and ran[0] in ("running", "exited")  # the command had started
+    assert stat.S_IMODE(shell.stat().st_mode) == 0o755  # swept
+    assert engine.alive == set()  # and removed
+
+
+def test_a_trusted_run_that_ends_in_an_engine_error_sweeps_nothing(
+    project: Path, engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shell = planted_shell(project)
+
+    def broken(self: FakeAttachment, *_args: object) -> None:
+        raise EngineError("the engine's attach connection was reset")
+
+    monkeypatch.setattr(FakeAttachment, "join", broken)
+    ctx = Context(
+        env={"HOME": str(project), "XDG_CACHE_HOME": str(project / ".cache")},
+        cwd=project, stdin=io.StringIO(), stdout=io.StringIO(), stderr=io.StringIO(),
+    )  # fmt: skip
+    with pytest.raises(EngineError):
+        execute(ctx, RunRequest(flags=Flags(shims=False)), Collect())
+    assert stat.S_IMODE(shell.stat().st_mode) == 0o4755  # a trusted checkout is the user's
