@@ -147,6 +147,36 @@ def pytest_make_collect_report(
 TIMEOUTS = {"unit": 60.0, "integration": 300.0, "serial": 600.0}
 
 
+#: The permission-sensitive tests (processes, files, the engine): scripts/test.sh runs them a
+#: second time as an ordinary user (``-m as_user``), so the paths root never takes — EPERM
+#: from another user's process, a file it may not open, the engine's socket through the
+#: docker group — are exercised. A test whose set-up only root can make (a device node, a
+#: file capability, another user's file) is marked ``root_only`` beside its reason.
+AS_USER = (
+    "unit/engine", "unit/run", "unit/test_hostfs.py", "unit/image/test_lock.py",
+    "unit/contents/test_store.py", "unit/settings", "unit/spec/test_hostpaths.py",
+    "unit/bootstrap", "unit/suite/test_warm.py", "unit/suite/test_allocation.py",
+    "unit/cli/test_hostile_inputs.py", "unit/registry/test_auth.py",
+    "integration/engine/test_gc.py", "integration/engine/test_engine_api.py",
+    "integration/run/test_signals.py", "integration/run/test_planted.py",
+    "integration/suite/test_host_writes.py", "integration/cli/test_doctor.py",
+)  # fmt: skip
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+def _as_user(item: pytest.Item) -> bool:
+    rel = Path(str(item.path)).resolve().relative_to(TESTS_DIR).as_posix()
+    return any(rel == p or rel.startswith(p + "/") for p in AS_USER)
+
+
+def _rootful_podman(item: pytest.Item) -> bool:
+    """The test bed's podman is rootful (its store and socket are root's): a test of it is
+    root's alone."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return any(isinstance(v, str) and v.startswith("podman") for v in params)
+
+
 def tier(item: pytest.Item) -> str:
     if item.get_closest_marker("serial") is not None:
         return "serial"
@@ -159,6 +189,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
         if _uses_slurm(item):
             item.add_marker(pytest.mark.serial)  # one cluster of 8 GPUs for every test
+        if _as_user(item):
+            item.add_marker(pytest.mark.as_user)
+            if _rootful_podman(item):
+                item.add_marker(pytest.mark.root_only)
         if item.get_closest_marker("timeout") is None:
             # a forked test (pytest-forked) keeps its deadline in the child that runs it: one
             # that fired in the parent would abandon the child and break the worker

@@ -27,6 +27,11 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
     wait_for,
 )
 
+# root's alone: the fork's fake host has real device nodes (mknod), the proof is taken as
+# another user (setpriv); and an ordinary user's rocmenv cannot change what a root container
+# left in the checkout anyway (the sweep reports it; the copy-on-write checkout is the fix)
+pytestmark = pytest.mark.root_only
+
 NOBODY = 65534
 PLANT = r"""
 cp /bin/sh s && chmod 4755 s && echo "suid=$(stat -c %a s)"
