@@ -104,6 +104,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/unit/suite/test_registered.py",
             "tests/unit/suite/test_registered_disabled.py",
+            "tests/unit/suite/test_registered_reading.py",
             "tests/unit/suite/test_discovery.py",
         ],
     ),
@@ -114,7 +115,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         ["rocmenv/registry/tag_list.py"],
         ["tests/unit/registry/test_tag_pages.py", "tests/unit/registry/test_client.py"],
     ),
-    "policy": (["rocmenv/settings/policy.py"], ["tests/unit/settings"]),
+    "policy": (["rocmenv/settings/policy.py"], ["tests/unit/settings"]),  # test_policy.py
     # In-process tests only: a mutant copies mutmut's trampoline into the bundle, which the
     # interpreters test_launcher.py starts cannot import (and mutmut cannot see them anyway).
     "launcher": (
