@@ -179,7 +179,7 @@ def test_the_verdict_is_checked_again_just_before_the_removal(
     monkeypatch.setattr(gc, "find_leftovers", lambda _engine: judged)
     procs.alive(610, "foreign")  # the owner is seen again (its pid answered EPERM)
     (item,) = collect_garbage(engine, dry_run=False)
-    assert item.verdict == "keep" and item.reason != judged[0].reason
+    assert item.verdict == "keep" and item.reason and item.reason != judged[0].reason
     assert engine.removed == [] and engine.alive == {box}
 
 
@@ -229,3 +229,47 @@ def test_every_leftover_says_what_it_is(engine: FakeEngine, procs: Processes) ->
         "owner_host": HERE, "verdict": "remove", "reason": item.reason,
     }  # fmt: skip
     assert item.reason  # a reason is always given
+
+
+def test_labels_a_container_lacks_are_reported_empty(engine: FakeEngine, procs: Processes) -> None:
+    box = container(engine, **{LABEL_OWNER_PID: "915"})  # no host, no profile, no start
+    (item,) = find_leftovers(engine)
+    assert (item.verdict, item.owner_host, item.profile) == ("keep", "", "")
+    assert engine.alive == {box} and procs.probed == []
+
+
+def test_each_kind_of_verdict_has_its_own_reason(
+    engine: FakeEngine, procs: Processes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a user reads in ``gc``'s report: the reason differs by cause (no wording is
+    asserted), and a kept container keeps the reason found on the recheck."""
+    procs.alive(1002, "mine")
+    procs.alive(1003, "mine", start="b00tb00t:1")
+    owned(engine, "x"), owned(engine, 1001, host=""), owned(engine, 1001, host="h2")
+    owned(engine, 1001), owned(engine, 1002), owned(engine, 1003)
+    reasons = [i.reason for i in find_leftovers(engine)]
+    assert len(set(reasons)) == len(reasons)  # six causes, six reasons
+    assert all(reasons)
+
+
+def test_a_recheck_without_an_owner_pid_label_keeps_the_container(
+    engine: FakeEngine, procs: Processes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = owned(engine, 1101)
+    judged = find_leftovers(engine)
+    monkeypatch.setattr(gc, "find_leftovers", lambda _engine: judged)
+    monkeypatch.setattr(engine, "inspect_container", lambda cid: {"Config": {"Labels": {}}})
+    (item,) = collect_garbage(engine, dry_run=False)
+    assert item.verdict == "keep" and item.reason and item.reason != judged[0].reason
+    assert engine.alive == {box}
+
+
+def test_the_removal_is_forced(
+    engine: FakeEngine, procs: Processes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leftover may still be running (its owner was killed): only a forced removal ends it."""
+    owned(engine, 1201)
+    asked: list[object] = []
+    monkeypatch.setattr(engine, "remove", lambda cid, **kw: asked.append(kw.get("force")))
+    collect_garbage(engine, dry_run=False)
+    assert asked == [True]
