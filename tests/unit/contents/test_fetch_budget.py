@@ -19,7 +19,7 @@ import pytest
 from rocmenv.contents.fetch import LayerRef, index_layers
 from rocmenv.contents.layer import LayerIndexJson, index_layer, index_size
 from rocmenv.contents.store import LayerStore
-from rocmenv.errors import RegistryProtocolError
+from rocmenv.errors import RegistryProtocolError, RocmenvError
 from rocmenv.grammar.reference import parse
 from rocmenv.settings.registry import RegistrySettings
 
@@ -110,3 +110,136 @@ def test_a_cached_layer_alone_over_a_limit_is_refused_too(cached: Any) -> None:
     with pytest.raises(RegistryProtocolError):
         run(store, [big], image=size - 1)
     assert run(store, [big], image=size)[0][1] is False
+
+
+# -- layers read now, from a scripted registry --------------------------------------------------
+
+
+class BlobServer:
+    """Serves the layers' blobs by digest (a scripted loopback registry); ``fail``: a digest
+    answered 500 (or ``bomb``: its layer is larger than its descriptor says)."""
+
+    def __init__(self, blobs: dict[str, bytes], fail: str | None = None) -> None:
+        from tests.support.scripted_http import Answer, ScriptedServer
+
+        def answer(req: Any) -> Answer:
+            digest = req.path.rsplit("/", 1)[-1]
+            if digest == fail:
+                return Answer(500, {}, b"")
+            data = blobs.get(digest)
+            return Answer(200, {}, data) if data is not None else Answer(404, {}, b"{}")
+
+        self.server = ScriptedServer(answer)
+
+    def __enter__(self) -> BlobServer:
+        self.server.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.__exit__(None, None, None)
+
+    def blob_gets(self) -> list[str]:
+        return [r.path.rsplit("/", 1)[-1] for r in self.server.requests if r.method == "GET"]
+
+
+def real_client(tmp_path: Path, **limits: int) -> Any:
+    from rocmenv.context import Context
+    from rocmenv.registry.client import RegistryClient
+
+    ctx = Context(env={"HOME": str(tmp_path), "ROCMENV_REGISTRY_BACKOFF": "0",
+                       "ROCMENV_REGISTRY_RETRIES": "0"})  # fmt: skip
+    return RegistryClient(ctx, RegistrySettings(limits=tuple(limits.items())))
+
+
+def fresh_layers(n: int) -> tuple[dict[str, bytes], list[LayerRef]]:
+    blobs, refs = {}, []
+    for i in range(n):
+        data, digest = layer(10 + i, 20_000 * (i + 1))
+        blobs[digest] = data
+        refs.append(LayerRef(digest=digest, media_type=TAR, size=len(data)))
+    return blobs, refs
+
+
+def test_layers_read_now_are_indexed_stored_and_then_read_from_the_cache(tmp_path: Path) -> None:
+    blobs, refs = fresh_layers(4)
+    store = LayerStore(tmp_path / "layers")
+    with BlobServer(blobs) as srv:
+        ref = parse(f"{srv.server.host}/x/y:latest")
+        done = index_layers(real_client(tmp_path), store, ref, srv.server.host, refs, TARGETS)
+        assert [made for _, made in done] == [True] * 4
+        assert [i["digest"] for i, _ in done] == [r.digest for r in refs]  # in order
+        assert [i["size"] for i, _ in done] == [
+            index_layer(r.digest, TAR, iter([blobs[r.digest]]), TARGETS)["size"] for r in refs
+        ]
+        assert sorted(srv.blob_gets()) == sorted(blobs)
+        again = index_layers(real_client(tmp_path), store, ref, srv.server.host, refs, TARGETS)
+        assert [made for _, made in again] == [False] * 4
+        assert sorted(srv.blob_gets()) == sorted(blobs)  # nothing fetched the second time
+
+
+def test_one_failing_layer_is_the_error_raised_and_nothing_of_it_is_kept(tmp_path: Path) -> None:
+    blobs, refs = fresh_layers(3)
+    store = LayerStore(tmp_path / "layers")
+    with BlobServer(blobs, fail=refs[1].digest) as srv:
+        ref = parse(f"{srv.server.host}/x/y:latest")
+        with pytest.raises(RocmenvError) as caught:  # the layer's own error, never Stopped
+            index_layers(real_client(tmp_path), store, ref, srv.server.host, refs, TARGETS)
+    assert caught.value.exit_code == 3
+    assert store.get(refs[1].digest, TARGETS) is None
+
+
+def test_a_layer_over_the_image_limit_when_read_is_refused_like_a_cached_one(
+    tmp_path: Path,
+) -> None:
+    blobs, refs = fresh_layers(2)
+    sizes = [index_layer(r.digest, TAR, iter([blobs[r.digest]]), TARGETS)["size"] for r in refs]
+    store = LayerStore(tmp_path / "layers")
+    with BlobServer(blobs) as srv:
+        ref = parse(f"{srv.server.host}/x/y:latest")
+        with pytest.raises(RegistryProtocolError):
+            index_layers(real_client(tmp_path, image=sum(sizes) - 1), store, ref,
+                         srv.server.host, refs, TARGETS)  # fmt: skip
+        done = index_layers(real_client(tmp_path, image=sum(sizes)), LayerStore(tmp_path / "l2"),
+                            ref, srv.server.host, refs, TARGETS)  # fmt: skip
+    assert len(done) == 2
+
+
+def test_a_stored_index_larger_than_the_default_file_cap_is_read_when_the_index_limit_allows(
+    tmp_path: Path, cached: Any
+) -> None:
+    """The cache's file cap follows ``limits.layer-index`` (twice it): a large index made
+    under a raised limit is not read again from the registry."""
+    from rocmenv.contents import fetch as fetch_module
+
+    store, refs, indexes = cached
+    kept = sum(index_size(i) for i in indexes)
+    original = fetch_module.MAX_INDEX_FILE
+    try:
+        fetch_module.MAX_INDEX_FILE = 10  # every stored file is "too large" by the default cap
+        done = run(store, refs, **{"layer-index": 1 << 20})  # 2 MiB cap: they fit
+        assert [made for _, made in done] == [False, False, False]
+        assert kept <= 1 << 20
+    finally:
+        fetch_module.MAX_INDEX_FILE = original
+
+
+def test_the_empty_image_has_no_layers_to_read(tmp_path: Path) -> None:
+    assert index_layers(client(), LayerStore(tmp_path), REF, "h", [], TARGETS) == []
+
+
+def test_a_descriptor_without_a_media_type_is_read_as_an_empty_one() -> None:
+    from rocmenv.contents.fetch import layer_refs
+
+    digest = "sha256:" + "c" * 64
+    assert layer_refs({"layers": [{"digest": digest, "size": 3}]}, REF) == [
+        LayerRef(digest=digest, media_type="", size=3)
+    ]
+
+
+def test_a_bad_digest_error_names_the_layer() -> None:
+    from rocmenv.contents.fetch import layer_refs
+
+    good = {"digest": "sha256:" + "c" * 64, "size": 3, "mediaType": TAR}
+    with pytest.raises(RegistryProtocolError) as caught:
+        layer_refs({"layers": [good, {**good, "digest": "sha256:/etc/passwd"}]}, REF)
+    assert "layer 1" in caught.value.what
