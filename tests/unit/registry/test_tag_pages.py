@@ -32,18 +32,25 @@ class Pages:
         self.count, self.link = count, link
         self.settings = RegistrySettings(max_pages=max_pages)
         self.paths: list[str] = []
+        self.kinds: list[str] = []
+        self.status: dict[int, int] = {}  # page -> HTTP status
+        self.bodies: dict[int, bytes] = {}  # page -> body
+        self.missing: list[tuple[Reference, str, int, str]] = []
 
     def on_hosts(self, ref: Reference, call: Callable[[str], Any]) -> Any:
         return call(HOST)
 
     def request(self, ref: Reference, host: str, method: str, path: str, *, kind: str) -> Response:
         self.paths.append(path)
+        self.kinds.append(kind)
         page = int(path.split("p=")[1]) if "p=" in path else 0
         headers = {"link": self.link(page + 1)} if page + 1 < self.count else {}
-        body = json.dumps({"tags": [f"t{page}"]}).encode()
-        return Response(status=200, headers=headers, body=body, url=f"https://{host}{path}")
+        body = self.bodies.get(page, json.dumps({"tags": [f"t{page}"]}).encode())
+        return Response(status=self.status.get(page, 200), headers=headers, body=body,
+                        url=f"https://{host}{path}")  # fmt: skip
 
     def not_found(self, ref: Reference, host: str, resp: Response, what: str) -> RegistryNotFound:
+        self.missing.append((ref, host, resp.status, what))
         return RegistryNotFound(f"{what} not found")
 
 
@@ -125,3 +132,98 @@ def test_the_page_size_is_asked_for(size: int) -> None:
     source = Pages(1)
     list(tag_pages(source, REF, page_size=size))
     assert source.paths == [f"/v2/rocm/sgl-dev/tags/list?n={size}"]
+
+
+def test_every_page_is_asked_for_as_a_tags_request_at_its_full_path() -> None:
+    source = Pages(3, link=lambda i: f"<?p={i}>; rel=next")  # relative to the page's URL
+    list(tag_pages(source, REF))
+    assert source.kinds == ["tags"] * 3  # what the request statistics count
+    assert source.paths[1:] == ["/v2/rocm/sgl-dev/tags/list?p=1", "/v2/rocm/sgl-dev/tags/list?p=2"]
+
+
+@pytest.mark.parametrize("page", [0, 2])
+def test_a_missing_repository_is_not_found_naming_it(page: int) -> None:
+    source = Pages(3)
+    source.status[page] = 404
+    with pytest.raises(RegistryNotFound):
+        list(tag_pages(source, REF))
+    ((ref, host, status, what),) = source.missing
+    assert (ref, host, status, what) == (REF, HOST, 404, "repository")
+
+
+@pytest.mark.parametrize("status", [401, 405, 500, 503])
+def test_any_other_status_is_a_protocol_error_naming_it(status: int) -> None:
+    source = Pages(2)
+    source.status[1] = status
+    with pytest.raises(RegistryProtocolError) as caught:
+        list(tag_pages(source, REF))
+    assert str(status) in caught.value.what and HOST in caught.value.what
+    assert source.missing == []
+
+
+@pytest.mark.parametrize(
+    ("body", "shown"),
+    [(b"<html>captive portal</html>", "'<html>captive portal</html>'"),
+     (b"x" * 61, "'" + "x" * 60 + "'…"), (b"a\nb", "'a b'")],
+)  # fmt: skip
+def test_a_page_that_is_not_json_is_an_error_showing_its_start(body: bytes, shown: str) -> None:
+    source = Pages(1)
+    source.bodies[0] = body
+    with pytest.raises(RegistryProtocolError) as caught:
+        list(tag_pages(source, REF))
+    what = caught.value.what
+    assert shown in what and HOST in what and REF.name in what
+    assert caught.value.hint
+
+
+@pytest.mark.parametrize("tags", ['"abc"', "[1]", '["a", null]', '{"a": 1}'])
+def test_tags_that_are_not_a_list_of_strings_are_malformed(tags: str) -> None:
+    source = Pages(1)
+    source.bodies[0] = f'{{"tags": {tags}}}'.encode()
+    with pytest.raises(RegistryProtocolError) as caught:
+        list(tag_pages(source, REF))
+    assert HOST in caught.value.what and REF.name in caught.value.what
+
+
+@pytest.mark.parametrize("body", [b"{}", b'{"tags": null}', b'{"tags": []}'])
+def test_a_page_without_tags_is_an_empty_page(body: bytes) -> None:
+    source = Pages(1)
+    source.bodies[0] = body
+    assert list(tag_pages(source, REF)) == [[]]
+
+
+def test_errors_that_have_a_remedy_give_it() -> None:
+    with pytest.raises(RegistryProtocolError) as caught:
+        list(tag_pages(Pages(5, max_pages=2), REF))
+    assert caught.value.hint and HOST in caught.value.what and REF.name in caught.value.what
+    other = Pages(3, link=lambda i: '<https://elsewhere.example/x>; rel="next"')
+    with pytest.raises(RegistryProtocolError) as caught:
+        list(tag_pages(other, REF))
+    assert caught.value.hint and "elsewhere.example" in caught.value.what
+    with pytest.raises(UsageError) as usage:
+        list(tag_pages(Pages(1), REF, page_size=0))
+    assert usage.value.hint and str(MAX_PAGE_SIZE) in usage.value.what
+
+
+@pytest.mark.parametrize(
+    ("link", "path"),
+    [
+        ('</a?p=1>; rel = "next"', "/a?p=1"),
+        ("</a?p=1>; rel = next", "/a?p=1"),
+        ('</a?p=1>; rel="next"; title="more"', "/a?p=1"),
+        ('</prev>; rel="prev", </next>; rel="next"', "/next"),
+        ('</next>; rel="next", </prev>; rel="prev"', "/next"),
+        ("<?p=2>; rel=next", "?p=2"),  # no base: as written
+        ('</a>; rel="nextpage"', None),
+    ],
+)
+def test_next_link_finds_rel_next_however_it_is_written(link: str, path: str | None) -> None:
+    assert next_link(link) == path
+
+
+def test_a_relative_next_link_is_resolved_against_the_pages_url() -> None:
+    base = f"https://{HOST}/v2/rocm/sgl-dev/tags/list?n=2"
+    assert (
+        next_link("<?n=2&last=b>; rel=next", base, HOST) == "/v2/rocm/sgl-dev/tags/list?n=2&last=b"
+    )
+    assert next_link("<list?x=1>; rel=next", base, HOST) == "/v2/rocm/sgl-dev/tags/list?x=1"
