@@ -210,3 +210,103 @@ def test_a_trusted_run_that_ends_in_an_engine_error_sweeps_nothing(
     with pytest.raises(EngineError):
         execute(ctx, RunRequest(flags=Flags(shims=False)), Collect())
     assert stat.S_IMODE(shell.stat().st_mode) == 0o4755  # a trusted checkout is the user's
+
+
+# -- what the sweep after a run says, and what it skips ------------------------------------------
+
+
+def setuid_files(root: Path, names: list[str]) -> list[str]:
+    for name in names:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n")
+        os.chmod(path, 0o4755)  # any owner may set it on its own file
+    return [str(root / n) for n in names]
+
+
+def test_the_warning_lists_five_paths_and_counts_the_rest(tmp_path: Path) -> None:
+    root = tmp_path / "checkout"
+    paths = setuid_files(root, [f"s{i}" for i in range(7)])
+    reporter = Collect()
+    swept = sweep_after(untrusted(root, ("SETFCAP",)), reporter)
+    assert swept is not None and sorted(swept.stripped) == sorted(paths)
+    (warning,) = reporter.warnings
+    assert ", ".join(swept.stripped[:5]) in warning and swept.stripped[5] not in warning
+    assert "(and 2 more)" in warning and "7" in warning
+    few = tmp_path / "few"
+    setuid_files(few, [f"s{i}" for i in range(5)])
+    reporter = Collect()
+    swept = sweep_after(untrusted(few, ("SETFCAP",)), reporter)
+    assert swept is not None and all(p in reporter.warnings[0] for p in swept.stripped)
+    assert "more)" not in reporter.warnings[0]
+
+
+@root_only
+def test_a_capability_alone_is_removed_without_touching_the_mode(tmp_path: Path) -> None:
+    root = tmp_path / "checkout"
+    root.mkdir()
+    binary = capped(root / "python", 0o755)
+    swept = sweep_after(untrusted(root, ()), Collect())
+    assert swept is not None and swept.stripped == [] and swept.uncapped == [str(binary)]
+    assert stat.S_IMODE(binary.stat().st_mode) == 0o755
+
+
+def test_what_could_not_be_swept_is_warned_about_with_its_path(tmp_path: Path) -> None:
+    missing = [tmp_path / f"gone{i}" for i in range(7)]
+    mounts = tuple(BindMount(source=str(p), target=f"/m{i}", origin="profile")
+                   for i, p in enumerate(missing))  # fmt: skip
+    reporter = Collect()
+    swept = sweep_after(RunSpec(image="i", mounts=mounts, untrusted=True), reporter)
+    assert swept is not None and len(swept.failed) == 7
+    assert all(f.startswith(f"{p}: ") for f, p in zip(swept.failed, missing, strict=True))
+    (warning,) = reporter.warnings  # nothing was changed: only the failure is told
+    assert "; ".join(swept.failed[:5]) in warning and swept.failed[5] not in warning
+    assert "(and 2 more)" in warning
+
+
+def test_read_only_sub_mounts_are_skipped_by_the_sweep_after_a_run(tmp_path: Path) -> None:
+    root = tmp_path / "checkout"
+    hooks = setuid_files(root, [".git/hooks/post-checkout"])
+    others = setuid_files(root, [f"d{i}/s" for i in range(12)])  # walked before and after it
+    spec = RunSpec(image="i", untrusted=True, cap_drop=("SETFCAP",), mounts=(
+        BindMount(source=str(root), target="/w", origin="checkout"),
+        BindMount(source=f"{root}/.git", target="/w/.git", readonly=True, origin="guard"),
+    ))  # fmt: skip
+    swept = sweep_after(spec, Collect())
+    assert swept is not None and sorted(swept.stripped) == sorted(others)
+    assert stat.S_IMODE(Path(hooks[0]).stat().st_mode) == 0o4755  # read-only to the container
+
+
+def test_a_root_given_with_a_trailing_slash_reports_clean_paths(tmp_path: Path) -> None:
+    from rocmenv.run.planted import sweep
+
+    root = tmp_path / "checkout"
+    (path,) = setuid_files(root, ["sub/s"])
+    assert sweep(f"{root}/").stripped == [path]
+
+
+def test_a_root_that_is_not_a_directory_is_a_failure_naming_it(tmp_path: Path) -> None:
+    from rocmenv.run.planted import sweep
+
+    (path,) = setuid_files(tmp_path, ["file"])
+    done = sweep(path)
+    assert [f.partition(": ")[0] for f in done.failed] == [path]
+    assert stat.S_IMODE(Path(path).stat().st_mode) == 0o4755  # a file mount is not walked
+
+
+@root_only
+def test_a_directory_too_deep_to_walk_is_made_root_s_alone_in_the_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocmenv.run import planted
+
+    monkeypatch.setattr(planted, "MAX_DEPTH", 1)
+    root = tmp_path / "checkout"
+    (root / "a" / "b" / "c").mkdir(parents=True)
+    os.chown(root / "a" / "b", 1000, 1000)
+    reporter = Collect()
+    swept = sweep_after(untrusted(root, ("SETFCAP",)), reporter)
+    assert swept is not None and swept.fenced == [f"{root}/a/b"]
+    st = (root / "a" / "b").stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o700)
+    assert f"{root}/a/b" in reporter.warnings[0]
