@@ -164,7 +164,8 @@ def test_any_other_status_is_a_protocol_error_naming_it(status: int) -> None:
 @pytest.mark.parametrize(
     ("body", "shown"),
     [(b"<html>captive portal</html>", "'<html>captive portal</html>'"),
-     (b"x" * 61, "'" + "x" * 60 + "'…"), (b"a\nb", "'a b'")],
+     (b"x" * 60, "'" + "x" * 60 + "'"), (b"x" * 61, "'" + "x" * 60 + "'…"),
+     (b"a\nb", "'a b'"), (b"\xff\xfe<html>", "'\ufffd\ufffd<html>'")],
 )  # fmt: skip
 def test_a_page_that_is_not_json_is_an_error_showing_its_start(body: bytes, shown: str) -> None:
     source = Pages(1)
@@ -172,7 +173,7 @@ def test_a_page_that_is_not_json_is_an_error_showing_its_start(body: bytes, show
     with pytest.raises(RegistryProtocolError) as caught:
         list(tag_pages(source, REF))
     what = caught.value.what
-    assert shown in what and HOST in what and REF.name in what
+    assert f"({shown})" in what and what.startswith(f"{HOST}: ") and REF.name in what
     assert caught.value.hint
 
 
@@ -182,7 +183,7 @@ def test_tags_that_are_not_a_list_of_strings_are_malformed(tags: str) -> None:
     source.bodies[0] = f'{{"tags": {tags}}}'.encode()
     with pytest.raises(RegistryProtocolError) as caught:
         list(tag_pages(source, REF))
-    assert HOST in caught.value.what and REF.name in caught.value.what
+    assert caught.value.what.startswith(f"{HOST}: ") and REF.name in caught.value.what
 
 
 @pytest.mark.parametrize("body", [b"{}", b'{"tags": null}', b'{"tags": []}'])
@@ -215,6 +216,7 @@ def test_errors_that_have_a_remedy_give_it() -> None:
         ('</next>; rel="next", </prev>; rel="prev"', "/next"),
         ("<?p=2>; rel=next", "?p=2"),  # no base: as written
         ('</a>; rel="nextpage"', None),
+        ('</tags/X>; rel="next"', "/tags/X"),
     ],
 )
 def test_next_link_finds_rel_next_however_it_is_written(link: str, path: str | None) -> None:
