@@ -13,6 +13,7 @@ import shutil
 import stat
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -310,3 +311,158 @@ def test_a_directory_too_deep_to_walk_is_made_root_s_alone_in_the_warning(
     st = (root / "a" / "b").stat()
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o700)
     assert f"{root}/a/b" in reporter.warnings[0]
+
+
+# -- the counts in what is told, and failures that only a race or a refusal produces ------------
+# (a directory swapped for a link between the listing and the open, a file the host refuses to
+# change): the refusal is injected into the one call, the walk itself is real
+
+
+def test_five_failures_are_all_shown_and_six_are_five_and_a_count(tmp_path: Path) -> None:
+    for n, more in ((5, ""), (6, " (and 1 more)")):
+        missing = [tmp_path / f"gone{n}-{i}" for i in range(n)]
+        mounts = tuple(BindMount(source=str(p), target=f"/m{i}", origin="profile")
+                       for i, p in enumerate(missing))  # fmt: skip
+        reporter = Collect()
+        swept = sweep_after(RunSpec(image="i", mounts=mounts, untrusted=True), reporter)
+        assert swept is not None
+        assert f"{'; '.join(swept.failed[:5])}{more} — " in reporter.warnings[0]
+
+
+def test_six_changes_are_five_shown_and_a_count(tmp_path: Path) -> None:
+    for n, more in ((5, ""), (6, " (and 1 more)")):
+        root = tmp_path / f"c{n}"
+        setuid_files(root, [f"s{i}" for i in range(n)])
+        reporter = Collect()
+        swept = sweep_after(untrusted(root, ("SETFCAP",)), reporter)
+        assert swept is not None
+        assert reporter.warnings[0].endswith(f"): {', '.join(swept.stripped[:5])}{more}")
+
+
+def _refusing(monkeypatch: pytest.MonkeyPatch, name: str, what: str, error: OSError) -> None:
+    from rocmenv.run import planted
+
+    real = getattr(os, what)
+
+    def refuse(target: Any, *args: Any, **kwargs: Any) -> Any:
+        shown = target if isinstance(target, str) else ""
+        if shown == name or (isinstance(target, int) and name == "*fd*"):
+            raise error
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(planted.os, what, refuse)
+
+
+@pytest.mark.parametrize(
+    ("error", "reported"),
+    [(OSError(40, "Too many levels of symbolic links"), True),
+     (FileNotFoundError(2, "No such file or directory"), False)],
+)  # fmt: skip
+def test_a_directory_that_cannot_be_opened_is_reported_and_the_walk_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, reported: bool
+) -> None:
+    from rocmenv.run.planted import sweep
+
+    root = tmp_path / "checkout"
+    setuid_files(root, ["racy/s"])
+    others = setuid_files(root, [f"d{i}/s" for i in range(12)])
+    _refusing(monkeypatch, "racy", "open", error)
+    done = sweep(str(root))
+    assert sorted(done.stripped) == sorted(others)  # every other directory still walked
+    assert done.failed == ([f"{root}/racy: {error.strerror}"] if reported else [])
+
+
+def test_a_file_the_sweep_cannot_open_is_reported_with_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocmenv.run.planted import sweep
+
+    root = tmp_path / "checkout"
+    setuid_files(root, ["locked"])
+    others = setuid_files(root, [f"s{i}" for i in range(5)])
+    _refusing(monkeypatch, "locked", "open", PermissionError(13, "Permission denied"))
+    done = sweep(str(root))
+    assert done.failed == [f"{root}/locked: Permission denied"]
+    assert sorted(done.stripped) == sorted(others)
+
+
+def test_a_file_whose_mode_cannot_be_changed_is_reported_with_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocmenv.run.planted import sweep
+
+    root = tmp_path / "checkout"
+    (path,) = setuid_files(root, ["s"])
+    _refusing(monkeypatch, "*fd*", "fchmod", PermissionError(1, "Operation not permitted"))
+    done = sweep(str(root))
+    assert done.failed == [f"{path}: Operation not permitted"] and done.stripped == []
+
+
+def test_a_subdirectory_listing_that_fails_is_reported_and_its_siblings_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocmenv.run import planted
+
+    root = tmp_path / "checkout"
+    setuid_files(root, ["bad/s"])
+    others = setuid_files(root, [f"d{i}/s" for i in range(4)])
+    real = os.scandir
+    bad_fd: list[int] = []
+    real_open = os.open
+
+    def opening(name: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        fd = real_open(name, flags, *args, **kwargs)
+        if name == "bad":
+            bad_fd.append(fd)
+        return fd
+
+    def listing(target: Any) -> Any:
+        if bad_fd and target == bad_fd[0]:
+            bad_fd.clear()  # the descriptor's number is reused once it is closed
+            raise PermissionError(13, "Permission denied")
+        return real(target)
+
+    monkeypatch.setattr(planted.os, "open", opening)
+    monkeypatch.setattr(planted.os, "scandir", listing)
+    done = planted.sweep(str(root))
+    assert done.failed == [f"{root}/bad: Permission denied"]
+    assert sorted(done.stripped) == sorted(others)
+
+
+@root_only
+def test_a_device_node_that_cannot_be_removed_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocmenv.run.planted import sweep
+
+    root = tmp_path / "checkout"
+    root.mkdir()
+    os.mknod(root / "b", 0o666 | stat.S_IFBLK, os.makedev(7, 0))
+    _refusing(monkeypatch, "b", "unlink", PermissionError(1, "Operation not permitted"))
+    done = sweep(str(root))
+    assert done.failed == [f"{root}/b (device node): Operation not permitted"]
+
+
+@root_only
+def test_a_too_deep_directory_that_cannot_be_fenced_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocmenv.run import planted
+
+    monkeypatch.setattr(planted, "MAX_DEPTH", 0)
+    root = tmp_path / "checkout"
+    (root / "a").mkdir(parents=True)
+    _refusing(monkeypatch, "*fd*", "fchown", PermissionError(1, "Operation not permitted"))
+    done = planted.sweep(str(root))
+    assert done.fenced == [] and [f.partition(" (")[0] for f in done.failed] == [f"{root}/a"]
+
+
+def test_many_skipped_directories_never_end_the_walk_early(tmp_path: Path) -> None:
+    from rocmenv.run.planted import sweep
+
+    root = tmp_path / "checkout"
+    skipped = setuid_files(root, [f"ro{i}/s" for i in range(6)])
+    walked = setuid_files(root, [f"rw{i}/s" for i in range(6)])
+    done = sweep(str(root), skip={f"{root}/ro{i}" for i in range(6)})
+    assert sorted(done.stripped) == sorted(walked)
+    assert all(stat.S_IMODE(Path(p).stat().st_mode) == 0o4755 for p in skipped)
