@@ -132,13 +132,19 @@ def test_gc_cleans_up_after_a_run_that_was_killed(project: Project, engine: str)
 
 def _unprivileged(argv: list[str]) -> list[str]:
     """``argv`` as an unprivileged user that may still reach the engine (the docker group):
-    as root, through ``setpriv`` to ``nobody``; as any other user, as that user."""
+    as root, through ``setpriv`` to the test user (or ``nobody``); as another user, as it."""
     if os.geteuid() != 0:
         return argv
     import grp
+    import pwd
 
     docker_gid = grp.getgrnam("docker").gr_gid
-    return ["setpriv", "--reuid=65534", "--regid=65534", f"--groups={docker_gid}", *argv]
+    try:  # scripts/setup.sh's test user: given the way to the venv's interpreter
+        user = pwd.getpwnam(os.environ.get("ROCMENV_TEST_USER", "rocmenv-test"))
+        uid, gid = user.pw_uid, user.pw_gid
+    except KeyError:
+        uid = gid = 65534
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", f"--groups={docker_gid}", *argv]
 
 
 def test_gc_keeps_a_container_whose_owner_it_may_not_signal(project: Project) -> None:
