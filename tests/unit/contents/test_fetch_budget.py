@@ -85,21 +85,25 @@ def test_cached_layers_count_against_the_image_limit(cached: Any) -> None:
     with pytest.raises(RegistryProtocolError) as caught:
         run(store, refs, image=total - 1)
     assert caught.value.exit_code == 3
+    assert any(r.digest in caught.value.what for r in refs)  # names the layer it stopped at
 
 
 def test_a_cached_layer_counts_against_the_layer_limit(cached: Any) -> None:
     store, refs, indexes = cached
     largest = max(i["size"] for i in indexes)
-    with pytest.raises(RegistryProtocolError):
+    with pytest.raises(RegistryProtocolError) as caught:
         run(store, refs, layer=largest - 1)
+    (big,) = [r for r, i in zip(refs, indexes, strict=True) if i["size"] == largest]
+    assert big.digest in caught.value.what
 
 
 def test_cached_layers_count_against_the_layer_index_limit(cached: Any) -> None:
     store, refs, indexes = cached
     kept = sum(index_size(i) for i in indexes)
     assert kept > 0
-    with pytest.raises(RegistryProtocolError):
+    with pytest.raises(RegistryProtocolError) as caught:
         run(store, refs, **{"layer-index": kept - 1})
+    assert any(r.digest in caught.value.what for r in refs)
 
 
 def test_a_cached_layer_alone_over_a_limit_is_refused_too(cached: Any) -> None:
