@@ -171,6 +171,7 @@ def test_a_socket_nobody_listens_on_gets_the_stopped_daemon_hint(
     assert str(dead) in found["hint"]
 
 
+@pytest.mark.root_only  # drops to a user outside the docker group (setpriv): only root can
 @pytest.mark.parametrize("engine", ["docker-api", "docker-api+docker-py", "docker-cli"])
 def test_permission_denied_on_the_socket_gets_the_docker_group_hint(
     tmp_path: Path, engine: str
