@@ -15,9 +15,12 @@ Policies (README "Profiles"):
   the kernel checks (the image may lack the name, or map it to another GID). Names the
   host lacks are passed by name for the engine to resolve in the image.
 * **Mounts** are bind mounts that never create their source: a missing source is an
-  error unless the mount is ``optional`` (then skipped with a note). The checkout (git
-  top level of the working directory, else the directory) is mounted at the same path and
-  the working directory is the current one.
+  error unless the mount is ``optional`` (then skipped with a note). Rendered for another
+  host (``options --format gha|compose``), whose paths this host cannot check, an optional
+  mount keeps ``-v`` semantics instead (``create_source``: the engine creates an absent
+  source, as the reference CI's ``-v`` does): left out, it would be missing on the runner
+  that has the data. The checkout (git top level of the working directory, else the
+  directory) is mounted at the same path and the working directory is the current one.
 * **Environment**: only what the profile declares; proxy variables are dropped unless
   ``keep-proxy-env``; ``secret-env`` is never passed in untrusted mode.
 * **Untrusted mode** is not this module's: the planner (:mod:`rocmenv.spec.plan`) hands
@@ -189,9 +192,21 @@ def _mounts(
             )
         by_target[mount.target] = mount.source
         kind: MountOrigin = "cli" if origin == "-v" else "profile"
+        create = mount.optional and not host.check_host
+        if create and ":" in mount.source + mount.target:
+            raise UsageError(
+                f"optional mount {mount.source} -> {mount.target} (from {origin}): a path "
+                "holding ':' cannot be written as -v SRC:DST, which an optional mount "
+                "rendered for another host needs (the engine creates an absent source)",
+                hint="rename the path, or make the mount required (optional = false)",
+            )
         out.append(
             BindMount(
-                source=mount.source, target=mount.target, readonly=mount.readonly, origin=kind
+                source=mount.source,
+                target=mount.target,
+                readonly=mount.readonly,
+                origin=kind,
+                create_source=create,
             )
         )
     if skipped:

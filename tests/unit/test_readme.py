@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rocmenv import errors
 from rocmenv.cli import COMMANDS
-from rocmenv.settings.profiles import PROFILE_KEYS
+from rocmenv.settings.profiles import MOUNT_KEYS, PROFILE_KEYS
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
@@ -34,3 +34,8 @@ def test_every_command_is_documented() -> None:
 def test_every_profile_key_is_listed() -> None:
     listed = README.split("Profile\nkeys:", 1)[1].split("`", 2)[1].split()
     assert sorted(listed) == sorted(PROFILE_KEYS)
+
+
+def test_every_mount_key_is_listed() -> None:
+    listed = README.split("Mount\nkeys", 1)[1].split("`", 2)[1].split()
+    assert sorted(listed) == sorted(MOUNT_KEYS)
