@@ -178,18 +178,24 @@ def _registries(state: _State) -> list[Finding]:
 
 
 def _gpus(state: _State) -> list[Finding]:
-    from rocmenv.spec.gpu import discover
+    from rocmenv.spec.pool import host_inventory
 
     cfg = state.config
     if cfg is None:
         return []
-    inv = discover(cfg.host.sysfs_root, cfg.host.dev_root)
+    inv = host_inventory(cfg.host)
     if not inv.gpus:
         detail = f"no AMD GPUs under {cfg.host.sysfs_root} (fine for the cpu profile)"
         hint = "load amdgpu, or use --gpus none / the cpu profile"
         return [Finding(check="gpus", status="warn", detail=detail, hint=hint)]
     targets = ", ".join(sorted({g.gfx for g in inv.gpus}))
-    return [Finding(check="gpus", status="ok", detail=f"{len(inv.gpus)} GPU(s): {targets}")]
+    detail = f"{len(inv.gpus)} GPU(s): {targets}"
+    if inv.pool_source is not None:
+        detail += f"; the pool: {len(inv.pool)} ({inv.pool_source})"
+    if not inv.pool:
+        hint = "see `rocmenv gpus`: no GPU of the pool has its device node here"
+        return [Finding(check="gpus", status="fail", detail=detail, hint=hint)]
+    return [Finding(check="gpus", status="ok", detail=detail)]
 
 
 def _shims(state: _State) -> list[Finding]:
