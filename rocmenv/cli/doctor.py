@@ -7,7 +7,7 @@ every check passes or only warns, 1 when one fails.
 
 Registries are judged the way pulls will happen: the host the engine pulls each image from
 (the canonical registry, or with ``[registry] pull-from-mirror`` the mirror that served the
-pin) must answer; any other host (a mirror, or the registry behind answering mirrors) that
+pin, and for an unpinned image the registry's first mirror) must answer; any other host (a mirror, or the registry behind answering mirrors) that
 does not answer is a warning while another host of the same registry answers. Engine
 failures carry their cause's hint (:mod:`rocmenv.engine.hints`).
 """
@@ -222,7 +222,7 @@ CHECKS: tuple[tuple[str, Callable[[_State], list[Finding]]], ...] = (
 def _routes(cfg: Settings, lock: Lock | None, client: RegistryClient) -> list[_Route]:
     """Every registry the lock and the profiles name, with its lookup and pull hosts."""
     from rocmenv.grammar.reference import parse
-    from rocmenv.image.pinning import engine_reference, profile_key
+    from rocmenv.image.pinning import engine_reference, profile_key, unpinned_reference
 
     pulls: dict[str, set[str]] = {}  # canonical domain -> hosts the engine pulls from
     lookups: dict[str, tuple[str, ...]] = {}
@@ -238,8 +238,9 @@ def _routes(cfg: Settings, lock: Lock | None, client: RegistryClient) -> list[_R
             continue
         ref = parse(prof.image.repository)
         lookups[ref.domain] = tuple(client.hosts_for(ref))
-        if profile_key(name) not in pinned:  # unpinned: the canonical reference is pulled
-            pulls.setdefault(ref.domain, set()).add(client.hosts_for(ref)[-1])
+        if profile_key(name) not in pinned:  # unpinned: canonical, or pull-from-mirror's mirror
+            source = unpinned_reference(ref, cfg.registry)
+            pulls.setdefault(ref.domain, set()).add(client.hosts_for(source)[-1])
     routes = []
     for domain, hosts in lookups.items():
         pulled = pulls.get(domain, set())
@@ -297,8 +298,8 @@ def _pull_hint(route: _Route, host: str, answering: list[str], cfg: Settings) ->
             "pin --update`), or give the daemon a registry-mirror"
         )
     return (
-        f"with pull-from-mirror the engine pulls from the host that served the pin, and an "
-        f"unpinned profile from {host}: pin through {mirrors[0]} (`rocmenv pin --update`)"
+        f"with pull-from-mirror the engine pulls a pinned image from the host that served the "
+        f"pin, here {host}: pin it again through {mirrors[0]} (`rocmenv pin --update`)"
     )
 
 
