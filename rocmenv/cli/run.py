@@ -20,7 +20,10 @@ def add_container_args(parser: Any) -> None:
     parser.add_argument("-p", "--profile", metavar="NAME", help="profile (default: rocm)")
     parser.add_argument("--image", metavar="REF", help="image reference (overrides the lock)")
     parser.add_argument(
-        "--gpus", metavar="SEL", help="all | none | 0,1 | 0-3 | GPU-<uuid> | PCI address"
+        "--gpus",
+        metavar="SEL",
+        help="all | none | 0,1 | 0-3 | GPU-<uuid> | PCI address | /dev/dri/renderD128,… "
+        "(within this runner's pool: rocmenv gpus)",
     )
     parser.add_argument(
         "-e", "--env", action="append", default=[], metavar="K[=V]",

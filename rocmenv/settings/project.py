@@ -18,6 +18,8 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     [host]                            # rocmenv.settings.host
     sysfs-root = "/sys"               # where class/kfd/kfd/topology lives
     dev-root = "/dev"                 # where kfd and dri/ live
+    gpus-from = "gpus.txt"            # the GPU pool: --device flags or node paths (spec/pool)
+    podinfo-devices = "/etc/podinfo/gha-render-devices"  # a pod's list, when it exists
 
     [profiles.NAME]                   # rocmenv.settings.profiles
     extends = "rocm"                  # a built-in or another profile; keys below override it

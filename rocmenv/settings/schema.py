@@ -115,7 +115,7 @@ VALUE_SCHEMAS: Final[Mapping[str, Mapping[str, Schema]]] = {
         "min-time": {"type": "number", "exclusiveMinimum": 0},
         "extra-args": STR_LIST,
     },
-    "host": {"sysfs-root": STR, "dev-root": STR},
+    "host": {"sysfs-root": STR, "dev-root": STR, "gpus-from": STR, "podinfo-devices": STR},
     "policy": {key: STR_LIST for key in POLICY_KEYS},
     "site": {"engine": enum(ENGINE_NAMES)},
 }  # fmt: skip

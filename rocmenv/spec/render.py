@@ -54,7 +54,9 @@ def render_docker(
     for m in spec.mounts:
         if m.target == spec.checkout and not with_checkout:
             continue
-        args.append(f"--mount={m.render_mount()}")
+        args.append(
+            f"--volume={m.render_volume()}" if m.create_source else f"--mount={m.render_mount()}"
+        )
     args += [f"--tmpfs={target}:{options}" for target, options in spec.tmpfs]
     for e in spec.env:
         args.append(f"--env={e.name}" if e.from_host else f"--env={e.name}={e.value}")
@@ -166,7 +168,7 @@ def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
                 "source": m.source,
                 "target": m.target,
                 **({"read_only": True} if m.readonly else {}),
-                "bind": {"create_host_path": False},
+                "bind": {"create_host_path": m.create_source},
             }
             for m in spec.mounts
         ]
@@ -272,8 +274,12 @@ def create_body(spec: RunSpec, *, tty: bool, stdin_open: bool) -> dict[str, Any]
         "Mounts": [
             {"Type": "bind", "Source": m.source, "Target": m.target, "ReadOnly": m.readonly}
             for m in spec.mounts
+            if not m.create_source
         ],
     }
+    binds = [m.render_volume() for m in spec.mounts if m.create_source]
+    if binds:  # what `docker create -v` sends: the daemon creates an absent source
+        host["Binds"] = binds
     cdi = [d.host for d in spec.devices if d.cdi]
     if cdi:  # what the docker CLI sends for --device amd.com/gpu=N (Docker 25+)
         host["DeviceRequests"] = [{"Driver": "cdi", "DeviceIDs": cdi}]

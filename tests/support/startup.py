@@ -42,6 +42,8 @@ RUN_MODULES = {
     "rocmenv.settings.resolve", "rocmenv.settings.site", "rocmenv.settings.slurm",
     "rocmenv.typecheck", "rocmenv.spec", "rocmenv.spec.builder", "rocmenv.spec.gpu", "rocmenv.spec.hostpaths",
     "rocmenv.spec.labels", "rocmenv.spec.plan", "rocmenv.spec.render", "rocmenv.spec.runspec",
+    # the GPU pool (which GPUs this runner owns: an ARC pod's device list), for a GPU run
+    "rocmenv.spec.pool",
     # with the shim launcher (its bundle reused: nothing of the vendored packaging)
     "rocmenv.launcher", "rocmenv.shims", "rocmenv.shims.bundle", "rocmenv.shims.catalogue",
 }  # fmt: skip

@@ -122,6 +122,7 @@ def _action(
         ({"COMMAND": "pin", "PROFILE": "ci", "ARGS": "--update --json"},
          ["pin", "--profile", "ci", "--update", "--json"]),
         ({"COMMAND": "resolve", "PROFILE": "ci"}, ["resolve", "--digest", "--profile", "ci"]),
+        ({"COMMAND": "resolve"}, ["resolve", "--digest"]),  # the default profile
     ],
 )  # fmt: skip
 def test_inputs_become_the_rocmenv_command_line(
