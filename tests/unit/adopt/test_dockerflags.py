@@ -114,7 +114,9 @@ def test_a_mount_a_profile_cannot_express_is_a_usage_error(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "privileged"),
     [("--privileged", True), ("--privileged=true", True), ("--privileged=false", False),
-     ("--privileged=0", False), ("--privileged=FALSE", False), ("", False)],
+     ("--privileged=0", False), ("--privileged=FALSE", False), ("", False),
+     ("--privileged=f", False), ("--privileged=F", False), ("--privileged=False", False),
+     ("--privileged=t", True), ("--privileged=1", True), ("--privileged=True", True)],
 )  # fmt: skip
 def test_privileged_in_each_spelling(text: str, privileged: bool) -> None:
     assert parse_options(f"--ipc=host {text}").privileged is privileged
@@ -167,3 +169,11 @@ def test_init_adopts_a_read_only_mount_with_an_option_list_as_read_only(
     profiles = tomllib.loads(toml.read_text())["profiles"]
     mounts = [m for p in profiles.values() for m in p.get("mounts", [])]
     assert [(m["source"], m.get("readonly", False)) for m in mounts] == [("/models", True)]
+
+
+@pytest.mark.parametrize(
+    "text", ["--privileged=no", "--privileged=off", "--privileged=fAlse", "--privileged="]
+)
+def test_a_boolean_docker_refuses_is_refused_not_guessed(text: str) -> None:
+    opts = parse_options(f"--ipc=host {text}")
+    assert text in opts.refused and not opts.privileged

@@ -24,11 +24,23 @@ SAME = ("--device /dev/kfd --device /dev/dri --group-add video --group-add rende
 
 
 def keys(text: str) -> tuple[dict[str, Any], list[str]]:
-    return profile_keys(parse_options(text), ROCM)
+    """The keys written besides ``mounts`` (the job's own mounts are always written)."""
+    written, notes = profile_keys(parse_options(text), ROCM)
+    written.pop("mounts", None)
+    return written, notes
 
 
-def test_the_base_profiles_own_options_write_no_key() -> None:
+def test_the_base_profiles_own_options_write_no_key_but_the_jobs_mounts() -> None:
     assert keys(SAME) == ({}, [])
+    written, _ = profile_keys(parse_options(SAME), ROCM)
+    assert [(m["source"], m["target"]) for m in written["mounts"]] == [
+        (m.source, m.target) for m in ROCM.mounts
+    ]
+
+
+def test_a_job_without_mounts_writes_none_so_the_base_profiles_are_not_inherited() -> None:
+    written, _ = profile_keys(parse_options("--ipc host"), ROCM)
+    assert written["mounts"] == []
 
 
 @pytest.mark.parametrize(
@@ -88,7 +100,7 @@ def test_ulimits_are_written_whole_when_one_differs() -> None:
 
 
 def test_mounts_are_written_whole_and_optional_when_one_differs() -> None:
-    written, _ = keys(SAME + " -v /models:/models:ro")
+    written, _ = profile_keys(parse_options(SAME + " -v /models:/models:ro"), ROCM)
     assert written["mounts"][-1] == {"source": "/models", "target": "/models",
                                      "readonly": True, "optional": True}  # fmt: skip
     assert all(m["optional"] is True for m in written["mounts"])
