@@ -98,7 +98,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         count = gpu_count(ctx, gpus or settings.profile.gpus)
         node_args = [*node_run_args(args, untrusted=settings.untrusted), "--", *command]
         resume_collection()
-        return run_as_job(ctx, settings.slurm, count=count, node_args=node_args)
+        return run_as_job(
+            ctx, settings.slurm, count=count, node_args=node_args, untrusted=settings.untrusted
+        )
     if gpus == "slurm":  # inside a Slurm job: exactly the GPUs it was allocated
         from rocmenv.settings.resolve import settings_for
         from rocmenv.suite.allocation import allocated_gpus, describe

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 msg += "\nhint: run `rocmenv pin --update` to accept the new images, after checking what changed (`rocmenv drift --inspect`)"
             ctx.stderr.write(msg + "\n")
             if ctx.in_github_actions:
-                ctx.stderr.write(
-                    f"::error title=rocmenv validate::{len(failed)} image(s) failed validation\n"
+                ctx.joblog.command(
+                    "error", f"{len(failed)} image(s) failed validation", title="rocmenv validate"
                 )
     return EXIT_OK if ok else EXIT_CHECK_FAILED
