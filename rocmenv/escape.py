@@ -94,24 +94,33 @@ def control_char(text: str) -> str | None:
 
 # -- markdown (GitHub's renderer: cmark-gfm) ---------------------------------------------------
 
-#: Backslash-escaped in markdown text: every ASCII punctuation character that can open or
-#: close a construct (emphasis, links and images, headings, lists, tables, code, HTML);
-#: ``<``, ``>`` and ``&`` become entities (raw HTML is what GitHub renders as HTML).
-_MARKDOWN_PUNCTUATION = frozenset("\\`*_{}[]()#+-.!|~:")
+#: Backslash-escaped anywhere in markdown text: what opens or closes emphasis, strikethrough,
+#: code, links and images, table cells (and the backslash itself); ``<``, ``>`` and ``&`` become
+#: entities (raw HTML is what GitHub renders as HTML). At the start of the text also what
+#: would open a heading, a list, a setext underline or a block quote there.
+_MARKDOWN_PUNCTUATION = frozenset("\\`*_[]|~")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_BLOCK_START = r"[#+=-]|\d{1,9}(?=[.)](?:\s|$))"
 
 
 def markdown_text(text: str) -> str:
     """``text`` in markdown (a paragraph or a table cell) showing exactly its characters:
     :func:`shown`, then every markup character escaped — no image, link, HTML, heading,
-    emphasis or table cell can come from it."""
+    list, emphasis or table cell can come from it."""
     out = []
     for char in shown(text):
         if char in _MARKDOWN_PUNCTUATION:
             out.append("\\" + char)
         else:
             out.append(_ENTITIES.get(char, char))
-    return "".join(out)
+    escaped = "".join(out)
+    start = _re(_BLOCK_START).match(escaped)
+    if start is None:
+        return escaped
+    if start.group()[0].isdigit():  # "1." or "1)": the delimiter escaped
+        end = start.end()
+        return escaped[:end] + "\\" + escaped[end:]
+    return "\\" + escaped
 
 
 def markdown_code(text: str) -> str:

@@ -126,6 +126,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.drift.inspect import EngineProber, ProbeCache, RegistryProber, inspect_all
     from rocmenv.drift.report import render_markdown, render_text, report_json
     from rocmenv.errors import UsageError
+    from rocmenv.escape import shown
     from rocmenv.image.lock import read_lock
     from rocmenv.image.pinning import entry_matches_spec, make_client
     from rocmenv.settings.resolve import Flags, settings_for
@@ -211,11 +212,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             )
         )
     else:
-        ctx.stdout.write(
-            render_text(
-                results, lockfile=str(lock_file), fail_on=fail_on, lock_arg=lock_arg, notes=notes
-            )
+        text = render_text(
+            results, lockfile=str(lock_file), fail_on=fail_on, lock_arg=lock_arg, notes=notes
         )
+        ctx.stdout.write(shown(text, lines=True))
     _annotate(ctx, results, fail_on)
     return code
 

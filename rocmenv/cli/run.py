@@ -155,9 +155,10 @@ class CliReporter:
         self.ctx = ctx
 
     def note(self, text: str) -> None:
+        from rocmenv.escape import shown
         from rocmenv.redact import redact
 
-        self.ctx.stderr.write(f"rocmenv: {redact(text)}\n")
+        self.ctx.stderr.write(f"rocmenv: {shown(redact(text), lines=True)}\n")
 
     def warning(self, text: str) -> None:
         from rocmenv.cli._common import warn
