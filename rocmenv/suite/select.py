@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from rocmenv.errors import UsageError
+from rocmenv.escape import control_char
 from rocmenv.suite.model import Suite, SuiteTest
 
 Cadence = Literal["regular", "nightly", "weekly"]
@@ -47,7 +48,7 @@ def parse_labels(text: str | None) -> frozenset[str] | None:
         return None
     labels = frozenset(part.strip() for part in text.split(",") if part.strip())
     for label in labels:
-        if len(label) > 200 or not label.isprintable():
+        if len(label) > 200 or control_char(label) is not None:
             raise UsageError(f"--labels: {label[:40]!r} is not a label")
     return labels
 
