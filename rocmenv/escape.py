@@ -95,10 +95,12 @@ def control_char(text: str) -> str | None:
 # -- markdown (GitHub's renderer: cmark-gfm) ---------------------------------------------------
 
 #: Backslash-escaped anywhere in markdown text: what opens or closes emphasis, strikethrough,
-#: code, links and images, table cells (and the backslash itself); ``<``, ``>`` and ``&`` become
-#: entities (raw HTML is what GitHub renders as HTML). At the start of the text also what
-#: would open a heading, a list, a setext underline or a block quote there.
-_MARKDOWN_PUNCTUATION = frozenset("\\`*_[]|~")
+#: code, links and images, table cells (and the backslash itself), and ``:`` (no ``http://``
+#: autolink forms; ``www.`` gets its dot escaped); ``<``, ``>`` and ``&`` become entities (raw
+#: HTML is what GitHub renders as HTML). At the start of the text also what would open a
+#: heading, a list, a setext underline or a block quote there. (An e-mail address still
+#: becomes a ``mailto:`` link: cmark-gfm finds those after every escape; it loads nothing.)
+_MARKDOWN_PUNCTUATION = frozenset("\\`*_[]|~:")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 _BLOCK_START = r"[#+=-]|\d{1,9}(?=[.)](?:\s|$))"
 
@@ -114,6 +116,8 @@ def markdown_text(text: str) -> str:
         else:
             out.append(_ENTITIES.get(char, char))
     escaped = "".join(out)
+    if "." in escaped:
+        escaped = _re(r"(?i)(www)\.").sub(r"\1\\.", escaped)
     start = _re(_BLOCK_START).match(escaped)
     if start is None:
         return escaped
@@ -129,7 +133,8 @@ def markdown_code(text: str) -> str:
     the longest run of backticks it holds (CommonMark)."""
     content = shown(text).replace("|", "\\|")
     fence = "`" * (_longest_backtick_run(content) + 1)
-    pad = " " if content.startswith(("`", " ")) or content.endswith(("`", " ")) else ""
+    edges = content.startswith(("`", " ")) or content.endswith(("`", " "))
+    pad = " " if edges and content.strip(" ") else ""  # (CommonMark strips one of each)
     return f"{fence}{pad}{content}{pad}{fence}"
 
 

@@ -45,7 +45,7 @@ def warn(ctx: Context, message: str) -> None:
 
     message = shown(redact(message), lines=True)
     if ctx.in_github_actions:
-        ctx.joblog.command("warning", message)
+        ctx.joblog.command("warning", message, title="rocmenv")
     else:
         ctx.stderr.write(f"rocmenv: warning: {message}\n")
 
