@@ -50,19 +50,14 @@ def test_the_suite_summary_table_and_junit_show_hostile_names_and_reasons(
 ) -> None:
     log = tmp_path / "t.log"
     log.write_bytes(b"::set-output name=x::PWNED\n\x1b]0;title\x07\x1b[31mFAIL\x1b[0m\n")
-    results = tuple(
+    failed = [
         TestResult(
-            name=name,
-            gpus=0,
-            status="failed",
-            exit_code=1,
-            started=1.0,
-            wall=2.0,
-            log=str(log),
+            name=name, gpus=0, status="failed", exit_code=1, started=1.0, wall=2.0, log=str(log),
             attempts=(Attempt(number=1, status="failed", exit_code=1, log=str(log)),),
-        )  # fmt: skip
+        )
         for name in NAMES
-    ) + (TestResult(name="off.py", gpus=0, status="skipped", disabled=REASON),)
+    ]  # fmt: skip
+    results = (*failed, TestResult(name="off.py", gpus=0, status="skipped", disabled=REASON))
     report = SuiteReport(suite="s", backend="local", results=results, makespan=3.0, pool=())
     rendered = render(markdown(report))
     assert_inert(rendered, headings=1)  # rocmenv's own "### ❌ suite s"

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocmenv.suite.drive import Attempt, TestResult
 from rocmenv.escape import shown
+from rocmenv.suite.drive import Attempt, TestResult
 from rocmenv.suite.junit import LOG_TAIL, junit_xml
 from rocmenv.suite.report import SuiteReport
 from tests.support.junit_check import check_junit
