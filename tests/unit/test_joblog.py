@@ -156,3 +156,35 @@ def test_a_mask_is_the_value_itself() -> None:
     runner = Runner()
     runner.process(stream.getvalue().rstrip("\n"))
     assert runner.masks() == ["::sec%ret\x1b"]
+
+
+def test_only_the_job_log_writes_workflow_commands() -> None:
+    """A second line behind the construction: no module but :mod:`rocmenv.joblog` holds a
+    string that begins a workflow command (a new one would write around the fence)."""
+    import ast
+
+    from tests.support.gha_runner import REGISTERED
+
+    package = Path(__file__).resolve().parents[2] / "rocmenv"
+    starts = tuple(f"::{name}" for name in REGISTERED)
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "joblog.py" or "_vendor" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if id(node) in docstrings:
+                    continue
+                text = node.value.lstrip()
+                if text.startswith(starts) or text.startswith("::{"):
+                    found.append(f"{path.relative_to(package)}:{node.lineno}: {node.value[:40]!r}")
+    assert found == []
