@@ -105,3 +105,30 @@ def test_an_untrusted_suites_names_reasons_and_output_issue_no_workflow_command(
     failure = next(iter(root.iter("failure")))
     assert failure.text is not None and "PWNED-image" in failure.text  # the log, shown
     assert "\\u003a:set-output name=image::PWNED-image" in failure.text
+
+
+def test_an_untrusted_run_as_a_slurm_job_is_fenced_too(project: Project, slurm: Path) -> None:
+    """``run --backend slurm``: ``srun`` carries the node-side rocmenv's output and its
+    container's; the submitting rocmenv fences all of it."""
+    config = project.root / "rocmenv.toml"
+    config.write_text(
+        config.read_text()
+        + f'\n[profiles.fork-run]\nextends = "plain"\nimage = "{project.image}"\n'
+    )
+    env = project.env({
+        "GITHUB_ACTIONS": "true", "ROCMENV_UNTRUSTED": "1",
+        "ROCMENV_SYSFS_ROOT": str(slurm / "sys"), "ROCMENV_DEV_ROOT": str(slurm / "dev"),
+        "ROCMENV_MIRRORS": f"docker.io={testenv.OPEN_REGISTRY}",
+    })  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "rocmenv", "run", "--backend", "slurm", "--profile", "fork-run",
+         "--gpus", "0", "--", "sh", "-c", ATTACK],
+        cwd=project.cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=180,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    runner, worst = read_job_log(done.stdout, done.stderr)
+    assert worst == [] and not [c for c in runner.commands if "PWNED" in repr(c)]
+    assert runner.stop_token is None and runner.outputs() == {} and runner.masks() == []
+    assert "PWNED indented" in "\n".join(runner.lines)  # it ran, and its output is shown
+    assert project.containers() == []
