@@ -65,7 +65,9 @@ class Context:
         """The file descriptors a child (a container, ``srun``) writes its output to: this
         context's own, except for an untrusted child inside GitHub Actions, whose output is
         fenced in the job log (:meth:`rocmenv.joblog.JobLog.child_output`)."""
-        return self.joblog.child_output(self.stdout, fence=untrusted and self.in_github_actions)
+        from rocmenv.joblog import child_output
+
+        return child_output(self.stdout, self.stderr, fence=untrusted and self.in_github_actions)
 
     def flag(self, name: str) -> bool:
         """An environment switch: ``1``/``true``/``yes``/``on`` (any case) is true."""

@@ -34,30 +34,46 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from rocmenv.escape import shown
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
+    import weakref
     from typing import TextIO
 
 PUMP_GRACE = 5.0  # seconds the output may still arrive after the container's end
 CHUNK = 65536
 
-_logs: weakref.WeakKeyDictionary[object, JobLog] = weakref.WeakKeyDictionary()
+# (``weakref`` is imported on first use: a run that writes no command needs none, ~0.5 ms)
+_logs: weakref.WeakKeyDictionary[object, JobLog] | None = None
 _logs_lock = threading.Lock()
 
 
 def joblog(stream: TextIO) -> JobLog:
     """The :class:`JobLog` of ``stream``: one per stream, for the life of the stream."""
+    global _logs
     with _logs_lock:
+        if _logs is None:
+            import weakref
+
+            _logs = weakref.WeakKeyDictionary()
         log = _logs.get(stream)
         if log is None:
             log = _logs[stream] = JobLog(stream)
         return log
+
+
+def child_output(
+    stdout: TextIO, stderr: TextIO, *, fence: bool
+) -> AbstractContextManager[ChildOutput]:
+    """:meth:`JobLog.child_output` of ``stderr``'s job log; without ``fence`` simply the two
+    streams' descriptors (the run's usual path: no job log is made)."""
+    if not fence:
+        return nullcontext(ChildOutput(_fileno(stdout, 1), _fileno(stderr, 2)))
+    return joblog(stderr).child_output(stdout, fence=True)
 
 
 def command_line(name: str, message: str = "", properties: Mapping[str, str] | None = None) -> str:
@@ -90,6 +106,8 @@ class JobLog:
     """The writer of one stream's workflow commands and untrusted output (module docstring)."""
 
     def __init__(self, stream: TextIO) -> None:
+        import weakref
+
         self._stream = weakref.ref(stream)  # the registry's key: no strong reference back
         self._lock = threading.RLock()
         self._token: str | None = None  # the open fence's resume token
