@@ -68,7 +68,9 @@ def shown(text: str, *, lines: bool = False) -> str:
     """``text`` as rocmenv shows it anywhere (see the module docstring); ``lines``: a
     multi-line text whose newlines and tabs are kept."""
     if not text.isprintable():  # (every character escaped below is not printable)
-        if lines:
+        if lines and text.replace("\t", " ").replace("\n", " ").isprintable():
+            pass  # a table row, a multi-line text: nothing to escape (the common case)
+        elif lines:
             if "\x1b" in text:
                 text = _re(_ANSI).sub("", text)
             text = text.replace("\r\n", "\n").replace("\r", "\n")
