@@ -77,7 +77,7 @@ from rocmenv.record import field, record
 from rocmenv.settings.choices import ENGINE_NAMES
 from rocmenv.settings.files import file_trusted, find_project_file
 from rocmenv.settings.keys import as_choice, as_str, check_keys, did_you_mean
-from rocmenv.settings.profile_set import build_profiles
+from rocmenv.settings.profile_set import PROFILE_NAME_RE, build_profiles
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Profile
 from rocmenv.settings.registry import registry_settings
 from rocmenv.settings.site import SiteFile, load_site_files
@@ -160,6 +160,13 @@ def load_project(ctx: Context) -> Project:
     suites = table.get("suites", {})
     if not isinstance(suites, dict):
         raise ConfigError(f"suites in {where} must be a table of tables")
+    for name in suites:
+        if not PROFILE_NAME_RE.fullmatch(name):  # it names the directory of the suite's logs
+            raise ConfigError(
+                f"suite name {name!r} in {where} is not a name",
+                hint="suite names match [A-Za-z0-9][A-Za-z0-9._-]* (letters, digits, . _ -), "
+                "as profile names do",
+            )
     return Project(
         path=path,
         root=path.parent if path else ctx.cwd,

@@ -138,7 +138,7 @@ def project_schema(suite: Schema, labels: Schema) -> Schema:
         "host": section("host", HOST_KEYS),
         "slurm": section("slurm", SLURM_KEYS),
         "profiles": profile_tables(),
-        "suites": tables_of(suite),
+        "suites": tables_of(suite, PROFILE_NAME_RE.pattern),  # the same grammar
     }
     return _document(
         "rocmenv project file (rocmenv.toml, or [tool.rocmenv] in pyproject.toml)",

@@ -19,6 +19,7 @@ import json
 import re
 
 from rocmenv.errors import EngineError, UsageError
+from rocmenv.escape import control_char
 from rocmenv.lazy import Pattern
 from rocmenv.spec.labels import LABEL_PREFIX
 from rocmenv.spec.runspec import RunSpec
@@ -101,15 +102,6 @@ def plain_words(args: list[str], fmt: str) -> str:
                 + (" (--json gives the arguments as a list)" if fmt == "docker" else ""),
             )
     return " ".join(args)
-
-
-def control_char(text: str) -> str | None:
-    """The first control character of ``text`` (C0, DEL, C1, line/paragraph separators), if
-    any: what no line of a script may hold (a newline starts a line of its own)."""
-    return next(
-        (c for c in text if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029"),
-        None,
-    )
 
 
 def refuse_control(values: list[str], where: str) -> None:

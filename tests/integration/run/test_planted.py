@@ -59,7 +59,8 @@ def fork_fixture(family: testenv.Family) -> Iterator[Project]:
         })  # fmt: skip
         os.chmod(root, 0o755)
         host = build_fake_host(base / "host", char_devices=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ROCMENV_")}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("ROCMENV_") and k != "GITHUB_ACTIONS"}  # fmt: skip
         env.update(host.env())
         env.update({"ROCMENV_UNTRUSTED": "1", "ROCMENV_SHIMS_QUIET": "1",
                     "ROCMENV_MIRRORS": f"docker.io={testenv.OPEN_REGISTRY}"})  # fmt: skip
