@@ -160,6 +160,7 @@ AS_USER = (
     "integration/engine/test_gc.py", "integration/engine/test_engine_api.py",
     "integration/run/test_signals.py", "integration/run/test_planted.py",
     "integration/suite/test_host_writes.py", "integration/cli/test_doctor.py",
+    "integration/test_quickstart.py",
 )  # fmt: skip
 TESTS_DIR = Path(__file__).resolve().parent
 

@@ -1,4 +1,5 @@
-"""The README's main command works: scripts/demo.sh (setup already done by the session)."""
+"""The contributor's first command (README "Contributing", CONTRIBUTING.md) works:
+scripts/demo.sh (setup already done by the session)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Shared by the CLI fuzz tests (tests/unit/cli/test_fuzz_cli.py, tests/integration/
-test_fuzz_constraints.py): the property "exit code from the README table, no traceback, no
+test_fuzz_constraints.py): the property "exit code from the docs/commands.md table, no traceback, no
 internal error", an in-process runner, and odd inputs."""
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from rocmenv.cli import main
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_INTERNAL
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+COMMANDS_DOC = (Path(__file__).resolve().parents[2] / "docs" / "commands.md").read_text()
 EXAMPLES = int(os.environ.get("ROCMENV_FUZZ_EXAMPLES", "60"))
 
 
-def _readme_exit_codes() -> frozenset[int]:
-    section = README.split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+def _documented_exit_codes() -> frozenset[int]:
+    section = COMMANDS_DOC.split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
     return frozenset(int(row.strip("|").split("|")[0]) for row in rows)
 
 
-EXIT_CODES = _readme_exit_codes()
+EXIT_CODES = _documented_exit_codes()
 
 
 def _closed_port() -> int:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-#: What a plain ``rocmenv run`` must not import (README "Benchmarks": its start-up budget):
+#: What a plain ``rocmenv run`` must not import (docs/benchmarks.md: its start-up budget):
 #: ``dataclasses`` (with ``inspect``, ``ast``, ``dis``: rocmenv.record), OpenSSL through
 #: ``hashlib`` (the launcher bundle's stat-only stamp), ``shutil`` (``bz2``, ``lzma``), ``difflib``,
 #: ``socket``, ``selectors``, ``signal``, ``struct``, ``zlib``

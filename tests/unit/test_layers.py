@@ -1,4 +1,4 @@
-"""The layer diagram in the README is what the code does: every import of every module
+"""The layer diagram in docs/architecture.md is what the code does: every import of every module
 (including imports inside functions and under ``TYPE_CHECKING``) points down the diagram or
 sideways to a sibling the diagram allows, and there is no import cycle at all."""
 
@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "rocmenv"
-README = ROOT / "README.md"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
 def modules() -> dict[str, Path]:
@@ -57,12 +57,12 @@ def graph() -> dict[str, dict[str, int]]:
     return {name: dict(imports_of(name, path, known)) for name, path in known.items()}
 
 
-def readme_layers() -> list[list[list[str]]]:
-    """The diagram in README "How it is built": top layer first; in a layer, ``|`` separates
+def diagram_layers() -> list[list[list[str]]]:
+    """The diagram in docs/architecture.md "How it is built": top layer first; in a layer, ``|`` separates
     siblings that may not import each other, ``,`` modules that may."""
-    text = README.read_text(encoding="utf-8")
+    text = ARCHITECTURE.read_text(encoding="utf-8")
     match = re.search(r"<!-- layers -->\n```\n(.*?)```", text, re.S)
-    assert match, "README has no layer diagram (a ```-block after <!-- layers -->)"
+    assert match, "docs/architecture.md has no layer diagram (a ```-block after <!-- layers -->)"
     layers = []
     for line in match.group(1).splitlines():
         spec = line.split("  ", 1)[0].strip()
@@ -82,18 +82,18 @@ def placement(name: str, layers: list[list[list[str]]]) -> tuple[int, int]:
                 inside = name == dotted or (entry != "__init__" and name.startswith(dotted + "."))
                 if inside and (best is None or len(dotted) > best[2]):
                     best = (i, j, len(dotted))
-    assert best is not None, f"{name} is in no layer of the README diagram"
+    assert best is not None, f"{name} is in no layer of the architecture diagram"
     return best[0], best[1]
 
 
-def test_the_readme_diagram_names_every_package_and_top_level_module() -> None:
-    layers = readme_layers()
+def test_the_diagram_names_every_package_and_top_level_module() -> None:
+    layers = diagram_layers()
     for name in modules():
         placement(name, layers)
 
 
 def test_every_import_points_down_the_diagram() -> None:
-    layers = readme_layers()
+    layers = diagram_layers()
     wrong = []
     for name, targets in graph().items():
         here = placement(name, layers)

@@ -63,7 +63,7 @@ def test_a_bytes_pattern_matches_bytes() -> None:
     assert status.fullmatch(b"HTTP/2 204") is None
 
 
-#: Modules the run and registry paths must not import (README "Benchmarks": start-up budget).
+#: Modules the run and registry paths must not import (docs/benchmarks.md: start-up budget).
 _BUDGET_PROBE = textwrap.dedent(
     """
     import sys, re._compiler as rc

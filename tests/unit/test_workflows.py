@@ -255,7 +255,7 @@ def test_pr_workflow_gates_forks_and_withholds_secrets() -> None:
 
 def test_pr_workflow_follows_the_trust_model() -> None:
     """Config from the base branch, rocmenv from wheels pinned by hash, and nothing of the
-    PR checkout (its pip, its config) runs before bootstrap (README "Running untrusted
+    PR checkout (its pip, its config) runs before bootstrap (docs/security.md "Running untrusted
     code")."""
     text = (WORKFLOWS / "pr-rocm.yml").read_text()
     job = text.split("rocm-tests:")[1]

@@ -1,5 +1,6 @@
 """End to end: a profile edited after it was pinned is refused by every command that picks its
-image (README "Lockfile"), with the fix in the hint — never silently run on the old digest."""
+image (docs/pinning.md "The lockfile"), with the fix in the hint — never silently run on the
+old digest."""
 
 from __future__ import annotations
 

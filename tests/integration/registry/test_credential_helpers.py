@@ -1,6 +1,6 @@
 """Docker credential helpers: a ``docker-credential-<name>`` program on ``PATH``, named by
 ``credsStore`` or ``credHelpers`` in ``$DOCKER_CONFIG/config.json``, gives rocmenv the
-credentials for the token-auth registry (README "Registries": credentials come from the
+credentials for the token-auth registry (docs/registry.md: credentials come from the
 Docker config and its helpers). The helper is a real program speaking the helper protocol
 (``get`` with the server URL on stdin, JSON on stdout); it logs every call.
 """

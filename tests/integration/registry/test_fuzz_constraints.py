@@ -2,7 +2,7 @@
 list` of the test family's 2849 tags with hostile `--sglang/--rocm/--gpu/--before/--project`
 values and the same keys in a profile. The unit fuzz test stops at a closed port, so values
 that only break when tags are compared (a 5000-digit version overflowed ``int()``) need the
-registry to answer. The property: an exit code from the README table, no traceback, no
+registry to answer. The property: an exit code from the docs/commands.md table, no traceback, no
 internal error."""
 
 from __future__ import annotations

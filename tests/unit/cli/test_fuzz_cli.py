@@ -1,5 +1,5 @@
 """Property-based fuzzing of the engine-free commands: whatever the config file, lockfile,
-environment and arguments, rocmenv exits with a code from the README's "Exit codes" table and
+environment and arguments, rocmenv exits with a code from docs/commands.md's "Exit codes" table and
 never prints a traceback.
 
 The CLI runs in-process (``main(argv, ctx=...)``) with its own environment, working directory

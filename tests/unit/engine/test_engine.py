@@ -228,7 +228,8 @@ def test_tcp_docker_host_selects_docker_api_without_probing(tmp_path: Path) -> N
 
 
 def test_engine_precedence_is_flag_environment_profile_file_auto(tmp_path: Path) -> None:
-    """README "Precedence": flag > ROCMENV_* environment > profile > project file > default."""
+    """docs/configuration.md "Precedence": flag > ROCMENV_* environment > profile > project
+    file > default."""
     from rocmenv.settings.choices import EngineName
     from rocmenv.settings.resolve import Flags, settings_for
 

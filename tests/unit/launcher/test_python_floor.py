@@ -1,6 +1,6 @@
 """The launcher's Python floor is the oldest Python the test family runs it on in a container.
 
-The README and the launcher claim a floor; the integration tests run the launcher in the
+docs/architecture.md and the launcher claim a floor; the integration tests run the launcher in the
 family's images (tests/integration/shims/test_shims_containers.py, oldest and newest Python). This
 checks that the claim and the family agree, so neither can move alone.
 """
@@ -24,8 +24,10 @@ def _version(text: str) -> tuple[int, int]:
 def test_the_claimed_floor_is_the_oldest_python_in_the_family() -> None:
     claim = re.search(r"on Python (\d+\.\d+)\+", launcher.__doc__ or "")
     assert claim is not None
-    readme = re.search(r"launcher/ .*Python (\d+\.\d+)\+", (REPO / "README.md").read_text())
-    assert readme is not None and readme.group(1) == claim.group(1)
+    documented = re.search(
+        r"launcher/ .*Python (\d+\.\d+)\+", (REPO / "docs" / "architecture.md").read_text()
+    )
+    assert documented is not None and documented.group(1) == claim.group(1)
     family = testenv.load_family()
     oldest = min(_version(b.python) for b in family.bases.values())
     assert _version(claim.group(1)) == oldest

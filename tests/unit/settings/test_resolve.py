@@ -1,5 +1,5 @@
-"""Every setting by every source (README "Precedence"): the cascade flag > ROCMENV_* > profile
-> site > project file > default, proved level by level; untrusted mode on from any source,
+"""Every setting by every source (docs/configuration.md "Precedence"): the cascade flag >
+ROCMENV_* > profile > site > project file > default, proved level by level; untrusted mode on from any source,
 with the checkout's [registry], [host], [slurm], [suites.*.slurm] and lockfile rules applied
 identically whichever source switched it on."""
 

@@ -27,7 +27,7 @@ REFERENCE = (
     "--ulimit memlock=-1 --ulimit stack=67108864 --ulimit nofile=65535:65535 "
     "-v /data/miles_ci:/data/miles_ci"
 )
-# What rocmenv adds on purpose (README "Built-in profiles"): no-op memory limits, the data
+# What rocmenv adds on purpose (docs/profiles.md "Built-in profiles"): no-op memory limits, the data
 # mounts the reference CI's jobs use, and HIP_VISIBLE_DEVICES passed through.
 DOCUMENTED_EXTRAS = {
     ("--memory", "0"),
@@ -101,9 +101,9 @@ def test_the_trusted_workflow_options_are_the_reference_plus_documented_extras()
     reference = normalise(REFERENCE)
     assert reference - ours == set(), "reference options the workflow lacks"
     assert ours - reference == DOCUMENTED_EXTRAS, "options the workflow adds"
-    # the untrusted variant: the default policy (README "Running untrusted code") drops the
-    # reference's debugger/profiler options and host IPC, drops the default capabilities a
-    # planted file would use, and makes data mounts read-only
+    # the untrusted variant: the default policy (docs/security.md "Running untrusted code")
+    # drops the reference's debugger/profiler options and host IPC, drops the default
+    # capabilities a planted file would use, and makes data mounts read-only
     policy_drops = {("--cap-add", "SYS_PTRACE"), ("--security-opt", "seccomp=unconfined"),
                     ("--ipc", "host")}  # fmt: skip
     cap_drops = {("--cap-drop", c) for c in UNTRUSTED_CAP_DROP}
