@@ -20,6 +20,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from rocmenv.context import Context
 from rocmenv.engine.container import Container
@@ -62,6 +63,7 @@ class RunRequest:
     interactive: bool = False  # attach stdin
     tty: bool | None = None  # None: when stdin and stdout are terminals
     shell: bool = False
+    output: Path | None = None  # --output: where the container's output directory goes
 
 
 @record
@@ -149,9 +151,14 @@ def _run(
     settings = settings_for(ctx, request.flags)
     choice = choose_engine(ctx, settings.engine)
     command = SHELL_COMMAND if request.shell else request.overrides.command
-    planned = plan(
-        ctx, settings, PlanRequest(overrides=replace(request.overrides, command=tuple(command)))
+    overrides = replace(
+        request.overrides, command=tuple(command), output=request.output is not None
     )
+    if request.output is not None:
+        from rocmenv.run.output import check_destination
+
+        check_destination(request.output, ctx.checkout)
+    planned = plan(ctx, settings, PlanRequest(overrides=overrides))
     try:
         engine = make_engine(choice.kind, ctx, api_offered=choice.api_offered)
     except EngineError as err:
@@ -173,7 +180,45 @@ def _run(
             f"kept container {cid[:12]} (--keep); remove it with `docker rm -f {cid[:12]}`"
         ),
     )  # fmt: skip
-    return _container_life(ctx, reporter, stages, box, terminal, (on_created, on_exit), hint)
+    collect = _collector(ctx, request, settings, reporter, stages)
+    return _container_life(
+        ctx, reporter, stages, box, terminal, (on_created, on_exit, collect), hint
+    )
+
+
+def _collector(
+    ctx: Context, request: RunRequest, settings: Settings, reporter: Reporter, stages: Stages
+) -> Callable[[Container], None] | None:
+    """``--output``: the container's output directory copied out once the command has
+    exited (:mod:`rocmenv.run.output`), not after an interrupt; what went wrong is warned."""
+    dest = request.output
+    if dest is None:
+        return None
+
+    def collect(box: Container) -> None:
+        from rocmenv.run.output import copy_out, summary
+        from rocmenv.settings.policy import policy_bytes
+        from rocmenv.spec.runspec import OUTPUT_ENV
+
+        if stages.watch.first() is not None:
+            return
+        source = box.spec.env_values[OUTPUT_ENV]
+        policy = settings.policy if box.spec.untrusted else None
+        limit = policy_bytes(policy.output_size, None) if policy is not None else None
+        try:
+            copied = copy_out(
+                box.engine, box.id, source, dest, checkout=ctx.checkout, limit=limit,
+                stopped=lambda: stages.watch.first() is not None,
+            )  # fmt: skip
+        except (RocmenvError, OSError) as err:
+            reporter.warning(f"output: could not copy {source} out to {dest}: {err}")
+            return
+        note, warnings = summary(copied, dest)
+        reporter.note(note)
+        for text in warnings:
+            reporter.warning(text)
+
+    return collect
 
 
 def _image_and_launcher(
@@ -246,18 +291,25 @@ def _container_life(
     stages: Stages,
     box: Container,
     terminal: Terminal,
-    hooks: tuple[Callable[[str], None] | None, Callable[[int], None] | None],
+    hooks: tuple[
+        Callable[[str], None] | None,
+        Callable[[int], None] | None,
+        Callable[[Container], None] | None,
+    ],
     hint: Job[str | None] | None,
 ) -> int:
     """Create → … → removing → cleanup: the container is :class:`Container`'s, removed (or
     kept) when the ``with`` ends, whatever ended it. ``hooks``: told the container's id once
-    created, and its status once it has exited (a trusted run: before the removal)."""
-    on_created, on_exit = hooks
+    created, its status once it has exited (a trusted run: before the removal), and the
+    exited container (``--output``: before the status is told)."""
+    on_created, on_exit, collect = hooks
     stages.enter(Stage.CREATE)
     try:
         with box:
             try:
                 status = _attached_run(ctx, reporter, stages, box, terminal, on_created, hint)
+                if collect is not None:
+                    collect(box)
                 if on_exit is not None and not box.spec.untrusted:
                     on_exit(status)
                 return status
