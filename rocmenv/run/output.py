@@ -75,7 +75,7 @@ def copy_out(
     dest: Path,
     *,
     checkout: Path | None,
-    limit: int | None,
+    limit: int | None = None,
     stopped: Callable[[], bool] = lambda: False,
 ) -> Copied:
     """Copy the regular files under ``source`` in the container into ``dest`` (module
@@ -89,8 +89,9 @@ def copy_out(
     within = checkout if inside and checkout is not None else dest
     out = Copied()
     chunks = engine.export(container_id, source.rstrip("/") + "/.")
+    reader = _ChunkReader(chunks)
     try:
-        with tarfile.open(fileobj=_ChunkReader(chunks), mode="r|") as archive:
+        with tarfile.open(fileobj=reader, mode="r|") as archive:
             for count, member in enumerate(archive, 1):
                 if stopped():
                     out.stopped = "an interrupt"
@@ -102,6 +103,9 @@ def copy_out(
                     out.stopped = f"the size cap ({limit} bytes in all)"
                     break
                 _entry(archive, member, dest, within, out)
+    except tarfile.TarError as err:
+        if reader.read_so_far:  # nothing at all: nothing at the path
+            out.stopped = f"an archive from the engine that does not read ({err})"
     finally:
         close = getattr(chunks, "close", None)
         if close is not None:  # ends the transfer (the engine's stream, the CLI)
@@ -178,11 +182,27 @@ def _write(
                 while data := source.read(_COPY_CHUNK):
                     fh.write(data)
                     written += len(data)
-    except OSError as err:
+    except BaseException as err:  # no half file stays: the disk, the stream, an interrupt
+        _remove(target, within)
+        if not isinstance(err, OSError):
+            raise
         out.skipped.append(f"{'/'.join(parts)} ({err.strerror or err})")
         return
     out.files += 1
     out.size += written
+
+
+def _remove(target: Path, within: Path) -> None:
+    try:
+        dir_fd = open_dir(target.parent, within=within)
+    except OSError:
+        return
+    try:
+        os.unlink(target.name, dir_fd=dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
 
 
 class _ChunkReader(io.RawIOBase):
@@ -191,6 +211,7 @@ class _ChunkReader(io.RawIOBase):
     def __init__(self, chunks: Iterator[bytes]) -> None:
         self._chunks = chunks
         self._left = b""
+        self.read_so_far = 0
 
     def readable(self) -> bool:
         return True
@@ -202,6 +223,7 @@ class _ChunkReader(io.RawIOBase):
             except StopIteration:
                 return 0
         size = min(len(buffer), len(self._left))
+        self.read_so_far += size
         buffer[:size] = self._left[:size]
         self._left = self._left[size:]
         return size

@@ -94,11 +94,11 @@ def _memory(
         refused.append(("memory", str(draft.memory), f"at most {_size(limit)} (the policy's "
                         "memory)"))  # fmt: skip
     swap = draft.memory_swap
-    if swap is None or _bytes(swap) == 0:
+    if swap is not None and swap.strip() == "-1":
+        refused.append(("memory-swap", swap, "no unlimited swap"))
+    elif swap is None or _bytes(swap) == 0:
         out["memory_swap"] = out.get("memory", draft.memory)
         changes.append(f"memory {out['memory_swap']} (no swap)")
-    elif swap.strip() == "-1":
-        refused.append(("memory-swap", swap, "no unlimited swap"))
     elif _bytes(swap) > limit:
         refused.append(("memory-swap", swap, f"at most {_size(limit)} (the policy's memory)"))
     return out

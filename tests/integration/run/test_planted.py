@@ -1,8 +1,11 @@
-"""Issue 22, item 3: nothing an untrusted container plants in the checkout is honoured by the
-host. Real containers on every engine plant a setuid-root shell, a setgid one and
-world-writable device nodes in the checkout; the proof is taken on the host, through the
-checkout's own path, as an unprivileged user: the shell does not elevate, the node cannot be
-opened. Also when rocmenv is interrupted while the container runs."""
+"""Issue 22, item 3, and issue 31: nothing an untrusted container plants in the checkout is
+honoured by the host. Real containers on every engine plant a setuid-root shell, a setgid
+one and world-writable device nodes in the checkout; since issue 31 they land in the
+container's copy-on-write view and never reach the host at all. The proof is taken on the
+host, through the checkout's own path, as an unprivileged user: nothing there elevates or
+opens. Also when rocmenv is interrupted while the container runs. The sweep of
+``rocmenv/run/planted.py`` stays as the second line: it still neutralises, after an
+untrusted run, what the host's checkout holds."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,22 +81,19 @@ def as_nobody(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def assert_nothing_honoured(root: Path) -> None:
-    """From the host, through the checkout's own path, as an unprivileged user."""
+    """From the host, through the checkout's own path, as an unprivileged user: nothing the
+    container planted is there to run or open."""
+    for name in ("s", "g", "b", "c"):
+        assert not os.path.lexists(root / name), name
     for name in ("s", "g"):
-        mode = (root / name).stat().st_mode
-        assert not mode & 0o6000, f"{name}: {oct(mode)}"
-    shell = as_nobody(str(root / "s"), "-p", "-c", "id -u; id -g", cwd=root)
-    assert shell.returncode == 0, shell.stderr
-    assert shell.stdout.split() == [str(NOBODY), str(NOBODY)]  # not 0: no root shell
-    group = as_nobody(str(root / "g"), "-p", "-c", "id -g", cwd=root)
-    assert group.stdout.split() == [str(NOBODY)]
+        shell = as_nobody(str(root / name), "-p", "-c", "id -u", cwd=root)
+        assert shell.returncode != 0 and str(0) not in shell.stdout.split()
     for node in ("b", "c"):
-        assert not os.path.lexists(root / node)
         opened = as_nobody("sh", "-c", f"exec 3<>{root / node}", cwd=root)
         assert opened.returncode != 0
 
 
-def test_a_planted_setuid_shell_or_device_node_is_not_honoured_by_the_host(
+def test_a_planted_setuid_shell_or_device_node_never_reaches_the_host(
     fork: Project, engine: str
 ) -> None:
     done = fork.run("run", "--engine", engine, "--image", fork.image, "--gpus", "none", "--",
@@ -104,13 +105,13 @@ def test_a_planted_setuid_shell_or_device_node_is_not_honoured_by_the_host(
     capeff = int(facts["capeff"], 16)
     assert not [name for name, bit in DROPPED.items() if capeff & (1 << bit)]
     assert_nothing_honoured(fork.root)
-    assert "cleared setuid/setgid on 2 file(s)" in done.stderr, done.stderr
+    assert "cleared setuid" not in done.stderr  # nothing reached the host to sweep
 
 
-def test_nodes_a_policy_lets_the_container_make_are_removed_after_the_run(
+def test_nodes_a_policy_lets_the_container_make_stay_in_its_view(
     fork: Project, engine: str
 ) -> None:
-    """A site may allow MKNOD (a policy file): the nodes made still do not survive the run."""
+    """A site may allow MKNOD (a policy file): the nodes made do not reach the host."""
     policy = fork.data / "policy.toml"
     policy.write_text('cap-add = ["MKNOD"]\n')
     write_checkout(fork.root, {"extends": "cpu", "cap-add": ["MKNOD"],
@@ -120,14 +121,17 @@ def test_nodes_a_policy_lets_the_container_make_are_removed_after_the_run(
     assert done.returncode == 0, done.stderr
     assert "mknod=made" in done.stdout
     assert_nothing_honoured(fork.root)
-    assert "removed 2 device node(s)" in done.stderr
 
 
 def test_an_interrupted_run_still_leaves_nothing_the_host_honours(fork: Project) -> None:
     proc = fork.popen("run", "--engine", "docker-cli", "--image", fork.image, "--gpus", "none",
-                      "--", "sh", "-c", PLANT + "touch planted-done; sleep 300")  # fmt: skip
+                      "--", "sh", "-c", PLANT + "echo planted-done; sleep 300")  # fmt: skip
     try:
-        assert wait_for(lambda: (fork.root / "planted-done").exists(), 60), "never planted"
+        assert proc.stdout is not None
+        line, deadline = "", time.monotonic() + 60
+        while "planted-done" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+        assert "planted-done" in line, "never planted"
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
     finally:
@@ -135,3 +139,15 @@ def test_an_interrupted_run_still_leaves_nothing_the_host_honours(fork: Project)
     assert proc.returncode == 130, err
     assert_nothing_honoured(fork.root)
     assert fork.containers() == []
+
+
+def test_the_sweep_is_still_the_second_line_over_the_checkout(fork: Project) -> None:
+    """What the host's checkout holds (put there by an earlier trusted run, say) is still
+    neutralised after an untrusted run: setuid bits cleared, said in one warning."""
+    shutil.copy("/bin/sh", fork.root / "s")
+    os.chmod(fork.root / "s", 0o4755)
+    done = fork.run("run", "--engine", "docker-api", "--image", fork.image, "--gpus", "none",
+                    "--", "true")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert not (fork.root / "s").stat().st_mode & 0o6000
+    assert "cleared setuid/setgid on 1 file(s)" in done.stderr
