@@ -26,18 +26,21 @@ Only the docker adapters import the Docker part; :func:`podman_volume` is podman
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
-from rocmenv.errors import EngineError
 from rocmenv.record import record
 from rocmenv.spec.labels import LABEL_PREFIX, LABEL_PURPOSE, LABEL_SESSION
 from rocmenv.spec.runspec import BindMount, RunSpec, csv_field
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeVar
 
     from rocmenv.engine.protocol import Engine
+
+    T = TypeVar("T")
 
 #: ``rocmenv.purpose`` of the scratch volumes (``rocmenv gc`` lists volumes by owner).
 PURPOSE = "overlay"
@@ -134,40 +137,57 @@ class Prepared:
 
 
 def prepare(engine: Engine, spec: RunSpec) -> Prepared:
-    """The scratch volumes of each overlay of ``spec`` (none: nothing to do); what was made
-    is removed again when making the rest fails."""
+    """The scratch volumes of each overlay of ``spec`` (none: nothing to do), made at once
+    (one engine round trip, not one per volume); what was made is removed again when
+    making the rest fails."""
     views = overlays(spec)
     if not views:
         return Prepared()
     labels = scratch_labels(spec)
-    made: list[str] = []
-    options = []
-    try:
-        for index, mount in enumerate(views):
-            scratch = scratch_for(spec, index)
-            dirs = []
-            for name in scratch.names:
-                dirs.append(engine.create_volume(name, labels))
-                made.append(name)
-            options.append((mount.target, tuple(driver_options(mount.source, *dirs).items())))
-    except BaseException:
-        release(engine, made)
-        raise
-    return Prepared(volumes=tuple(made), options=tuple(options),
+    names = [name for index in range(len(views)) for name in scratch_for(spec, index).names]
+    done = _together([partial(engine.create_volume, name, labels) for name in names])
+    failed = next((err for _dir, err in done if err is not None), None)
+    if failed is not None:
+        release(engine, [n for n, (_d, err) in zip(names, done, strict=True) if err is None])
+        raise failed
+    dirs = [str(d) for d, _err in done]
+    options = tuple(
+        (m.target, tuple(driver_options(m.source, dirs[2 * i], dirs[2 * i + 1]).items()))
+        for i, m in enumerate(views)
+    )
+    return Prepared(volumes=tuple(names), options=options,
                     labels=tuple(sorted(labels.items())))  # fmt: skip
 
 
 def release(engine: Engine, names: Sequence[str]) -> None:
-    """Remove the scratch volumes ``names`` (after their container): every one is tried;
-    the first failure is raised after (``rocmenv gc`` removes what is left)."""
-    failed: EngineError | None = None
-    for name in names:
-        try:
-            engine.remove_volume(name)
-        except EngineError as err:
-            failed = failed or err
+    """Remove the scratch volumes ``names`` (after their container), all at once: every one
+    is tried; the first failure is raised after (``rocmenv gc`` removes what is left)."""
+    if not names:
+        return
+    done = _together([partial(engine.remove_volume, name) for name in names])
+    failed = next((err for _r, err in done if err is not None), None)
     if failed is not None:
         raise failed
+
+
+def _together(calls: Sequence[Callable[[], T]]) -> list[tuple[T | None, BaseException | None]]:
+    """Each call's result or exception, the calls made side by side (the first on this
+    thread): two volumes cost one engine round trip — one CLI process's time for docker-cli."""
+    out: list[tuple[T | None, BaseException | None]] = [(None, None)] * len(calls)
+
+    def one(index: int) -> None:
+        try:
+            out[index] = (calls[index](), None)
+        except BaseException as err:  # handed to the caller, on its thread
+            out[index] = (None, err)
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(1, len(calls))]
+    for thread in threads:
+        thread.start()
+    one(0)
+    for thread in threads:
+        thread.join()
+    return out
 
 
 def podman_volume(mount: BindMount) -> str:

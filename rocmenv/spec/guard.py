@@ -17,10 +17,14 @@ that lists every change), or refuses — in one pass, here and nowhere else:
   ``0..k-1`` (``gpu-env`` ignored), ``ipc = "host"`` → a private ``/dev/shm`` of the
   profile's ``shm-size``, the reference CI's ``SYS_PTRACE`` and ``seccomp=unconfined``
   dropped unless the policy allows them, Docker's default capabilities a planted file would
-  use dropped (:data:`UNTRUSTED_CAP_DROP`: ``MKNOD``, ``SETFCAP``, ``FSETID``, …; what the
-  container still leaves is swept after the run by :mod:`rocmenv.run.planted`), no
+  use dropped (:data:`UNTRUSTED_CAP_DROP`: ``MKNOD``, ``SETFCAP``, ``FSETID``, …), no
   ``pass-env``/proxy variables from an untrusted profile, no ``secret-env`` at all, data
-  mounts and ``.git`` read-only;
+  mounts read-only, and **the checkout a copy-on-write view** (``kind = "overlay"``, made
+  by the engine: :mod:`rocmenv.engine.overlay`) whose writes go with the container — the
+  host's checkout, ``.git`` included, is never writable from it, so nothing it plants is
+  there for the host to honour (:mod:`rocmenv.run.planted` sweeps as a second line; results
+  leave through ``--output``: :mod:`rocmenv.run.output`); and the resource **caps** of
+  :mod:`rocmenv.spec.caps` (pids, memory, shm, ulimits: the policy's);
 * it **refuses** (exit 2, :class:`PolicyViolation` naming key, value and rule) what has
   none: a privileged container; device nodes other than ``/dev/kfd`` and the selected GPUs'
   ``renderD*``/``card*``; any other added capability or security option that is not in the
@@ -28,8 +32,9 @@ that lists every change), or refuses — in one pass, here and nowhere else:
   their GIDs on this host); a profile's data mount outside the sources the trusted side
   declared (the allowlist: the policy's ``mount-sources``, else the trusted config's and the
   built-in profiles' mounts; ``-v`` is trusted input) and any mount
-  :mod:`rocmenv.spec.hostpaths` refuses (the denylist, a second line); a ``.git`` that is a
-  link; images from repositories the policy does not allow.
+  :mod:`rocmenv.spec.hostpaths` refuses (the denylist, a second line); a checkout path the
+  overlay's mount options cannot carry (``,``, ``:``, ``\\``); a profile asking more than
+  a cap; images from repositories the policy does not allow.
 
 **What the default policy allows and why.** ROCm needs ``/dev/kfd``, the GPUs' render (and
 card) nodes and membership of the groups that own them (video/render); nothing else. The
