@@ -178,6 +178,8 @@ def _run(
         stdin_open=terminal.interactive, keep=request.keep, console_size=terminal.size,
         on_kept=lambda cid: reporter.note(
             f"kept container {cid[:12]} (--keep); remove it with `docker rm -f {cid[:12]}`"
+            + (", then `rocmenv gc` (its checkout view's scratch volumes)"
+               if any(m.kind == "overlay" for m in spec.mounts) else "")  # fmt: skip
         ),
     )  # fmt: skip
     collect = _collector(ctx, request, settings, reporter, stages)

@@ -268,3 +268,25 @@ def test_export_streams_a_stopped_containers_files_and_nothing_for_a_missing_pat
         assert b"".join(real_engine.export(cid, "/no/such/dir/.")) == b""
     finally:
         real_engine.remove(cid)
+
+
+def test_a_failed_create_leaves_no_scratch_volume_of_the_overlay(
+    real_engine: Engine, family: testenv.Family, tmp_path: str
+) -> None:
+    """Issue 31: the engine refuses the create (the name is taken) after the overlay's
+    scratch volumes were made: they are removed before the error is raised."""
+    from rocmenv.spec.labels import Identity
+
+    identity = Identity.current()
+    labels = tuple(sorted({**identity.labels(), "rocmenv.profile": "engine-test"}.items()))
+    checkout = str(tmp_path)
+    view = BindMount(source=checkout, target=checkout, kind="overlay", origin="checkout")
+    spec = RunSpec(image=family["demo"].ref, command=("true",), mounts=(view,), labels=labels)
+    first = real_engine.create(RunSpec(image=family["demo"].ref, command=("true",),
+                                       labels=labels), name=identity.container_name)  # fmt: skip
+    try:
+        with pytest.raises(EngineError):
+            real_engine.create(spec, name=identity.container_name)
+        assert real_engine.list_volumes(labels={"rocmenv.session": identity.session}) == []
+    finally:
+        real_engine.remove(first)
