@@ -2,8 +2,9 @@
 
 A run goes through the stages of :mod:`rocmenv.run.stages` — start-up (settings, plan,
 engine) → image (check; pull when needed) → create (labelled) → attach → start → running →
-stopping (after a signal) → removing → cleanup (for an untrusted run, the sweep of what the
-container left in its writable mounts: :mod:`rocmenv.run.planted`) — and every transition and every wait reads
+stopping (after a signal) → removing → cleanup (for an untrusted run, the second line's
+sweep of the checkout: :mod:`rocmenv.run.planted`; before the removal, ``--output``'s copy:
+:mod:`rocmenv.run.output`) — and every transition and every wait reads
 the one signal state of :mod:`rocmenv.run.interrupt`. A SIGINT/SIGTERM/SIGHUP before the
 container runs ends the run at the next transition (at once while the image is checked or
 pulled), the container, if created, removed. While it runs the signal is forwarded to it;
@@ -173,13 +174,14 @@ def _run(
         else None
     )
     terminal = _terminal(ctx, request)
+    also = (", then `rocmenv gc` (its checkout view's scratch volumes)"
+            if any(m.kind == "overlay" for m in spec.mounts) else "")  # fmt: skip
     box = Container(
         engine, spec, name=identity.container_name, tty=terminal.tty,
         stdin_open=terminal.interactive, keep=request.keep, console_size=terminal.size,
         on_kept=lambda cid: reporter.note(
             f"kept container {cid[:12]} (--keep); remove it with `docker rm -f {cid[:12]}`"
-            + (", then `rocmenv gc` (its checkout view's scratch volumes)"
-               if any(m.kind == "overlay" for m in spec.mounts) else "")  # fmt: skip
+            + also
         ),
     )  # fmt: skip
     collect = _collector(ctx, request, settings, reporter, stages)
