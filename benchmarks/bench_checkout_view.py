@@ -94,6 +94,34 @@ def mechanism_cases(co: Path, image: str, command: str) -> dict[str, list[str]]:
     return cases
 
 
+def scratch_cost(co: Path, rounds: int) -> list[list[str]]:
+    """What rocmenv adds per run on Docker, alone: making and removing the two scratch
+    volumes (``overlay.prepare`` + ``release``), per adapter."""
+    import statistics
+    import time
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from rocmenv.context import Context
+    from rocmenv.engine.overlay import prepare, release
+    from rocmenv.engine.select import make_engine
+    from rocmenv.spec.labels import Identity, run_labels
+    from rocmenv.spec.runspec import BindMount, RunSpec
+
+    rows = []
+    for kind in ("docker-api", "docker-cli"):
+        engine = make_engine(kind, Context())  # type: ignore[arg-type]
+        took = []
+        for _ in range(rounds * 3):
+            labels = run_labels(profile="bench", identity=Identity.current(), image_digest=None)
+            view = BindMount(source=str(co), target=str(co), kind="overlay")
+            spec = RunSpec(image="x", mounts=(view,), labels=tuple(sorted(labels.items())))
+            start = time.perf_counter()
+            release(engine, prepare(engine, spec).volumes)
+            took.append(time.perf_counter() - start)
+        rows.append([kind, f"{statistics.median(took) * 1000:.0f}"])
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -135,6 +163,8 @@ def main() -> int:
         print(f"checkout: {args.files} files, {du[0]} in all, .git {du[1]}; "
               f"{args.rounds} interleaved rounds")  # fmt: skip
         print(table(rows, ["command", "measured", "engine", "bind ms", "view ms", "view/bind"]))
+        print("\nthe scratch volumes alone (create both, remove both), median:")
+        print(table(scratch_cost(co, args.rounds), ["adapter", "ms"]))
         print(machine_note())
     return 0
 
