@@ -257,6 +257,12 @@ def explain_start_failure(text: str, spec: RunSpec | None = None) -> StartFailur
             "the engine's host",
             option=f"--mount source={match.group(1)}",
         )
+    if "failed to mount local volume" in low and "overlay" in low:
+        return StartFailure(
+            message="the engine could not mount the checkout's copy-on-write view (an "
+            "overlay volume; untrusted mode): " + _tail(text),
+            option="--untrusted (the checkout's view)",
+        )
     match = re.search(r"unable to find group ([^:\s]+)", low)
     if match:
         return StartFailure(
