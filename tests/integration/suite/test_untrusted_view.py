@@ -32,6 +32,8 @@ WRITE = 'echo more >> a.txt; mkdir -p "$ROCMENV_OUTPUT/d"; echo ok > "$ROCMENV_O
 
 
 def fork_with_suite(base: Path, token: str, image: str, gpus: int) -> Path:
+    """The fork, its profile asking ``MKNOD`` (which the test's policy allows: the nodes are
+    really made, in the container's view)."""
     marker = base / "pwned"
     tail = SUITE.format(
         gpus=gpus,
@@ -39,7 +41,8 @@ def fork_with_suite(base: Path, token: str, image: str, gpus: int) -> Path:
         write=json.dumps(["sh", "-c", WRITE]),
     )
     return fork_repo(base, token, {"extends": "cpu", "mounts": [], "image": image,
-                                   "tag": image.rsplit(":", 1)[1]}, tail=tail)  # fmt: skip
+                                   "tag": image.rsplit(":", 1)[1], "cap-add": ["MKNOD"]},
+                     tail=tail)  # fmt: skip
 
 
 @pytest.fixture(name="base")
@@ -50,10 +53,16 @@ def base_fixture() -> Iterator[Path]:
     shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.parametrize("backend", ["local", "slurm"])
+@pytest.mark.parametrize(
+    ("backend", "engine"),
+    [("local", "docker-api"), ("local", "docker-cli"), ("local", "podman"), ("slurm", None)],
+)
 def test_an_untrusted_suite_leaves_the_host_checkout_identical(
-    base: Path, family: testenv.Family, backend: str, request: pytest.FixtureRequest
-) -> None:
+    base: Path, family: testenv.Family, backend: str, engine: str | None,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
+    if engine == "podman":
+        testenv.need("podman")
     token = os.urandom(8).hex()
     image = family["demo"].ref
     gpus = 1 if backend == "slurm" else 0
@@ -67,7 +76,9 @@ def test_an_untrusted_suite_leaves_the_host_checkout_identical(
         env.update(build_fake_host(base / "host", char_devices=True).env())
     env.update({"ROCMENV_UNTRUSTED": "1", "ROCMENV_SHIMS_QUIET": "1", "ROCMENV_SITE_CONFIG": "",
                 "ROCMENV_MIRRORS": f"docker.io={testenv.OPEN_REGISTRY}",
-                "RUNNER_TEMP": str(base / "runner-temp")})  # fmt: skip
+                "RUNNER_TEMP": str(base / "runner-temp"),
+                "ROCMENV_POLICY": str(base / "policy.toml")})  # fmt: skip
+    (base / "policy.toml").write_text('cap-add = ["MKNOD"]\n')
     (base / "runner-temp").mkdir()
     project = Project(root=root, cwd=root, data=base, host=None, image=image,  # type: ignore[arg-type]
                       group=("video", 44), base_env=env, token=token)  # fmt: skip
@@ -75,13 +86,17 @@ def test_an_untrusted_suite_leaves_the_host_checkout_identical(
     out = base / "results"
     try:
         done = project.run("suite", "run", "fork", "--backend", backend, "--json",
+                           *(("--engine", engine) if engine else ()),
                            "--output", str(out), timeout=300)  # fmt: skip
     finally:
         leftovers = containers_labelled(f"org.rocmenv.test={token}")
         remove_containers(leftovers)
     assert done.returncode == 0, done.stderr
     assert leftovers == []
-    assert {t["status"] for t in json.loads(done.stdout)["tests"]} == {"passed"}
+    tests = {t["name"]: t for t in json.loads(done.stdout)["tests"]}
+    assert {t["status"] for t in tests.values()} == {"passed"}
+    said = Path(tests["planter"]["log"]).read_text()
+    assert "planted=yes" in said and "node=made" in said  # all of it, inside
     assert differences(before, snapshot(root)) == []
     assert planted_commands_ran(root, base / "pwned") == []
     assert (out / "writer" / "d" / "r.txt").read_text() == "ok\n"
