@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocmenv.errors import UsageError
+from rocmenv.escape import control_char, shown
 from rocmenv.hostfs import LinkRefused, create_file, is_under, open_dir
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
@@ -119,7 +120,7 @@ def _entry(
     """One entry of the stream: a directory made, a regular file written, the rest said."""
     parts = _relative(member.name)
     if parts is None:
-        out.skipped.append(f"{_shown(member.name)} (not a plain relative name)")
+        out.skipped.append(f"{shown(member.name)} (not a plain relative name)")
     elif not parts:
         return  # the directory itself
     elif any(p.casefold() == ".git" for p in parts):
@@ -136,13 +137,9 @@ def _relative(name: str) -> tuple[str, ...] | None:
     """The entry's path below the copied directory (``./a/b``, ``/a/b`` and ``a/b`` alike);
     ``None`` for one with ``..`` or a control character."""
     parts = tuple(p for p in name.split("/") if p not in ("", "."))
-    if ".." in parts or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in name):
+    if ".." in parts or control_char(name) is not None:
         return None
     return parts
-
-
-def _shown(name: str) -> str:
-    return name.encode("unicode_escape").decode("ascii")
 
 
 def _kind(member: tarfile.TarInfo) -> str:
@@ -234,11 +231,11 @@ def summary(copied: Copied, dest: Path) -> tuple[str, list[str]]:
     note = f"output: {copied.files} file(s), {copied.size} bytes copied to {dest}"
     warnings = []
     if copied.skipped:
-        shown = ", ".join(_shown(s) for s in copied.skipped[:5])
+        names = ", ".join(shown(s) for s in copied.skipped[:5])
         more = f" (and {len(copied.skipped) - 5} more)" if len(copied.skipped) > 5 else ""
         warnings.append(
             f"output: left out {len(copied.skipped)} entr(ies) that are not regular files or "
-            f"may not be written: {shown}{more}"
+            f"may not be written: {names}{more}"
         )
     if copied.stopped:
         warnings.append(f"output: the copy stopped at {copied.stopped}: {dest} is incomplete")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
 import time
@@ -31,6 +32,11 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
     wait_for,
 )
 
+# root's alone: the fork's fake host has real device nodes (mknod), the proof is taken as
+# another user (setpriv); and an ordinary user's rocmenv cannot change what a root container
+# left in the checkout anyway (the sweep reports it; the copy-on-write checkout is the fix)
+pytestmark = pytest.mark.root_only
+
 NOBODY = 65534
 PLANT = r"""
 cp /bin/sh s && chmod 4755 s && echo "suid=$(stat -c %a s)"
@@ -41,6 +47,8 @@ echo "capeff=$(grep CapEff /proc/self/status | awk '{print $2}')"
 """
 # what the default policy drops (bits of CapEff): MKNOD, SETFCAP, FSETID, NET_RAW,
 # AUDIT_WRITE, SETPCAP, SYS_CHROOT
+#: ``cap_setuid+ep`` as the kernel stores it (``security.capability``, revision 2)
+CAPABILITY = struct.pack("<5I", 0x02000001, 1 << 7, 0, 0, 0)
 DROPPED = {"MKNOD": 27, "SETFCAP": 31, "FSETID": 4, "NET_RAW": 13, "AUDIT_WRITE": 29,
            "SETPCAP": 8, "SYS_CHROOT": 18}  # fmt: skip
 
@@ -58,7 +66,8 @@ def fork_fixture(family: testenv.Family) -> Iterator[Project]:
         })  # fmt: skip
         os.chmod(root, 0o755)
         host = build_fake_host(base / "host", char_devices=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ROCMENV_")}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("ROCMENV_") and k != "GITHUB_ACTIONS"}  # fmt: skip
         env.update(host.env())
         env.update({"ROCMENV_UNTRUSTED": "1", "ROCMENV_SHIMS_QUIET": "1",
                     "ROCMENV_MIRRORS": f"docker.io={testenv.OPEN_REGISTRY}"})  # fmt: skip
@@ -151,3 +160,37 @@ def test_the_sweep_is_still_the_second_line_over_the_checkout(fork: Project) -> 
     assert done.returncode == 0, done.stderr
     assert not (fork.root / "s").stat().st_mode & 0o6000
     assert "cleared setuid/setgid on 1 file(s)" in done.stderr
+
+
+CAP = r"""
+cp /bin/sh capped && cp /bin/sh later && chmod 644 later && python3 -c '
+import os, struct
+cap = struct.pack("<5I", 0x02000001, 1 << 7, 0, 0, 0)  # cap_setuid+ep (CAPABILITY)
+for name in ("capped", "later"):
+    os.setxattr(name, "security.capability", cap)
+print("capped=" + ",".join(n for n in ("capped", "later") if os.getxattr(n, "security.capability")))
+'
+"""
+
+
+def test_file_capabilities_a_policy_lets_the_container_set_never_reach_the_host(
+    fork: Project, engine: str
+) -> None:
+    """A site may allow SETFCAP (a policy file): ``cap_setuid+ep`` on a copied shell, and on
+    a 0644 copy a host user could make executable later, stay in the container's view; and
+    the sweep (the second line) still removes one the host's checkout already held."""
+    policy = fork.data / "policy.toml"
+    policy.write_text('cap-add = ["SETFCAP"]\n')
+    write_checkout(fork.root, {"extends": "cpu", "cap-add": ["SETFCAP"],
+                               "labels": {"org.rocmenv.test": fork.token}, "mounts": []})  # fmt: skip
+    shutil.copy("/bin/sh", fork.root / "old")
+    os.setxattr(fork.root / "old", "security.capability", CAPABILITY)
+    done = fork.run("run", "--engine", engine, "--image", fork.image, "--gpus", "none", "--",
+                    "sh", "-c", CAP, env={"ROCMENV_POLICY": str(policy)})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "capped=capped,later" in done.stdout  # they were set, inside
+    for name in ("capped", "later"):
+        assert not os.path.lexists(fork.root / name)
+    with pytest.raises(OSError):
+        os.getxattr(fork.root / "old", "security.capability")
+    assert "removed file capabilities from 1 file(s)" in done.stderr
