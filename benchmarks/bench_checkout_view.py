@@ -9,9 +9,11 @@ Per engine (``docker-api``, ``docker-cli``, ``podman``), ``rocmenv run`` end to 
   scratch volumes created and removed around the container; podman: ``-v SRC:DST:O``), plus
   what else untrusted mode does (the caps, the second-line sweep of the checkout);
 
-each with two commands: ``start`` (``true``: the container's start and removal) and
+each with three commands: ``start`` (``true``: the container's start and removal),
 ``test`` (a stand-in test run: read every file of the checkout, write 200 files of 20 KiB
-into it, as a build or a test's caches would). And the mechanism alone, without rocmenv:
+into it, as a build or a test's caches would) and ``first-write`` (append a line to every
+file of the checkout: in the view, each is copied up whole first — the overlay's cost at its
+worst). And the mechanism alone, without rocmenv:
 ``docker run`` with a bind vs with the overlay volume (its scratch volumes created and
 removed by the docker CLI), ``podman run -v`` vs ``-v …:O``.
 
@@ -35,6 +37,12 @@ from _common import interleaved, machine_note, median_ms, rocmenv_cmd, table
 TEST = (
     "tar cf - --exclude=./.git . | wc -c >/dev/null && mkdir -p build && "
     "i=0; while [ $i -lt 200 ]; do head -c 20480 /dev/urandom > build/o$i; i=$((i+1)); done"
+)
+#: The first write of every file the checkout has (a formatter, a build that rewrites its
+#: sources): in the view each one is copied up whole before it is written.
+FIRST_WRITE = (  # no single quote: the engine-alone cases quote the command with them
+    'find . -path ./.git -prune -o -type f -name "*.py" -print | '
+    'while read -r f; do echo >> "$f"; done'
 )
 ENGINES = ("docker-api", "docker-cli", "podman")
 
@@ -139,7 +147,7 @@ def main() -> int:
         co = Path(scratch) / "checkout"
         make_checkout(co, args.files, args.kib, image)
         rows = []
-        for what, command in (("start", "true"), ("test", TEST)):
+        for what, command in (("start", "true"), ("test", TEST), ("first-write", FIRST_WRITE)):
             cases: dict[str, list[str]] = {}
             for engine in engines:
                 run = [*rocmenv_cmd(), "run", "--engine", engine, "--gpus", "none",
@@ -149,6 +157,7 @@ def main() -> int:
             cases.update(mechanism_cases(co, image, command))
             samples = interleaved(cases, args.rounds, env=env, cwd=co)
             subprocess.run(["git", "-C", str(co), "clean", "-qfdx"], check=True)  # build/
+            subprocess.run(["git", "-C", str(co), "checkout", "-q", "--", "."], check=True)
             pairs = [(f"{e} bind", f"{e} view") for e in engines] + [
                 (f"alone {e} bind", f"alone {e} view") for e in ("docker", "podman")
             ]  # fmt: skip
