@@ -2,7 +2,8 @@
 checkout planted is followed.
 
 **Where links are not followed.** A checkout is the pull request's: its committed files, and
-after a run whatever its containers left in it (it is mounted writable). So a path inside
+after a trusted run whatever its containers left in it (it is mounted writable then; an
+untrusted container sees a copy-on-write view). So a path inside
 ``within`` (the checkout: :attr:`rocmenv.context.Context.checkout`) is walked from ``within``
 one component at a time, each directory opened with ``O_NOFOLLOW`` relative to the one
 before (``openat``) and a missing one created with ``mkdirat`` (which never follows a link

@@ -1,4 +1,5 @@
-"""``rocmenv gc [--dry-run] [--json]``: remove containers whose rocmenv owner is gone;
+"""``rocmenv gc [--dry-run] [--json]``: remove containers (and the overlay's scratch
+volumes) whose rocmenv owner is gone;
 ``rocmenv gc --images …``: remove images rocmenv pulled that nothing needs
 (:mod:`rocmenv.run.images`).
 
@@ -74,11 +75,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     verb = "would remove" if args.dry_run else "removed"
     for item in items:
         what = verb if item.verdict == "remove" else "kept"
+        shown = f"volume {item.name}" if item.kind == "volume" else f"{item.id[:12]} {item.name}"
         emit(
             ctx,
-            f"{what} {item.id[:12]} {item.name} ({item.state}, profile {item.profile or '?'}): {item.reason}",
+            f"{what} {shown} ({item.state}, profile {item.profile or '?'}): {item.reason}",
         )
-    emit(ctx, f"{len(removed)} container(s) {verb}, {len(items) - len(removed)} kept")
+    boxes = [i for i in removed if i.kind == "container"]
+    volumes = len(removed) - len(boxes)
+    also = f" and {volumes} volume(s)" if volumes else ""
+    emit(ctx, f"{len(boxes)} container(s){also} {verb}, {len(items) - len(removed)} kept")
     return 0
 
 

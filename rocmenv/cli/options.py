@@ -5,7 +5,8 @@
 
 ``docker`` renders for this host (absent optional mounts are left out, as ``run`` does),
 so ``docker run $(rocmenv options --format docker) IMAGE CMD`` makes the container ``rocmenv
-run`` makes (without the shim launcher). ``gha`` and ``compose`` render for another host
+run`` makes (without the shim launcher) — untrusted, with the checkout read-only where
+``run`` gives a copy-on-write view the arguments cannot create (said on stderr). ``gha`` and ``compose`` render for another host
 (every mount kept, ``--gpus all`` as ``/dev/kfd`` + ``/dev/dri``); ``--host-check`` /
 ``--no-host-check`` override that.
 """
@@ -22,6 +23,19 @@ DESCRIPTION = (
     "options) IMAGE CMD makes the container rocmenv run makes, minus the shim launcher); "
     "gha and compose: for another host (every mount kept, group names, --gpus all as "
     "/dev/kfd + /dev/dri)."
+)
+
+
+#: What the renderings cannot say of an untrusted container (rocmenv.spec.render).
+OVERLAY_NOTE = (
+    "the checkout is rendered read-only here: `rocmenv run` gives an untrusted container a "
+    "copy-on-write view of it (scratch volumes it creates and removes), which these options "
+    "cannot create"
+)
+OVERLAY_GHA = (
+    "a GitHub `container:` job mounts the runner's work directory writable itself, and no "
+    "container.options can change that: run a fork's code with `rocmenv run` or `rocmenv "
+    "suite run`, whose untrusted container sees a copy-on-write view of the checkout"
 )
 
 
@@ -78,6 +92,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         warn(ctx, text)
     for text in spec.notes:
         ctx.stderr.write(f"rocmenv: {text}\n")
+    if any(m.kind == "overlay" for m in spec.mounts):
+        warn(ctx, OVERLAY_GHA if args.format == "gha" else OVERLAY_NOTE)
     if args.format == "docker":
         argv = [a for a in render_docker(spec) if not a.startswith(f"--label={LABEL_PREFIX}")]
         if args.json:  # a list: any value

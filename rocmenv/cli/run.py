@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rocmenv.context import Context
 from rocmenv.settings.choices import ENGINE_NAMES
@@ -57,6 +58,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     if not shell:
         parser.add_argument("-i", "--interactive", action="store_true", help="attach stdin")
         parser.add_argument(
+            "--output", metavar="DIR", type=Path,
+            help="copy the container's output directory ($ROCMENV_OUTPUT, the profile's "
+            "output) into DIR after the command: regular files only, modes 0644/0755",
+        )  # fmt: skip
+        parser.add_argument(
             "--backend", choices=("local", "slurm"), default="local",
             help="slurm: a Slurm job asking for as many GPUs as --gpus names; its container "
             "gets exactly the GPUs allocated (on the node: --gpus slurm)",
@@ -87,6 +93,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     command = list(getattr(args, "command", None) or [])
     if command and command[0] == "--":
         command = command[1:]
+    args.output = output_dir(ctx, getattr(args, "output", None))
     gpus = args.gpus
     if getattr(args, "backend", "local") == "slurm":
         from rocmenv.run.interrupt import pending
@@ -125,8 +132,16 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         interactive=bool(getattr(args, "interactive", False)),
         tty=args.tty,
         shell=args.shell,
+        output=args.output,
     )
     return execute(ctx, request, CliReporter(ctx), on_created=resume_collection)
+
+
+def output_dir(ctx: Context, given: Path | None) -> Path | None:
+    """``--output DIR`` as an absolute path (relative: to the working directory)."""
+    if given is None:
+        return None
+    return given if given.is_absolute() else ctx.cwd / given
 
 
 def node_run_args(args: argparse.Namespace, *, untrusted: bool = False) -> list[str]:
@@ -143,6 +158,8 @@ def node_run_args(args: argparse.Namespace, *, untrusted: bool = False) -> list[
         out += ["--env", item]
     for item in args.volume:
         out += ["--volume", item]
+    if getattr(args, "output", None) is not None:  # absolute (run): a directory nodes share
+        out += ["--output", str(args.output)]
     for flag, on in (("--untrusted", args.untrusted or untrusted),
                      ("--keep", getattr(args, "keep", False)),
                      ("--no-shims", getattr(args, "no_shims", False))):  # fmt: skip

@@ -103,6 +103,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         help="per-test logs (default rocmenv-suite-logs/NAME; untrusted: $RUNNER_TEMP/"
         "rocmenv-suite-logs/NAME, else $XDG_STATE_HOME/rocmenv/suite-logs/NAME)",
     )
+    p.add_argument(
+        "--output", metavar="DIR",
+        help="copy each test's output directory ($ROCMENV_OUTPUT) into DIR/TEST after it "
+        "(regular files only; with --backend slurm a directory the nodes share)",
+    )  # fmt: skip
     p.add_argument("--backend", choices=("local", "slurm"), default="local", help="where tests run")
     p.add_argument("--engine", choices=ENGINE_NAMES, help="container engine (default: auto)")
     p.add_argument("--no-learn", action="store_true", help="don't record the measured times")
@@ -121,6 +126,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--engine", choices=ENGINE_NAMES)
     p.add_argument("--gres-conf", metavar="FILE")
     p.add_argument("--no-gpus", action="store_true", help="the test asked for no GPUs")
+    p.add_argument("--output", metavar="DIR", help="copy the test's output directory into DIR")
     p.add_argument("--untrusted", action="store_true", help=UNTRUSTED_HELP)
     p.add_argument("command", nargs=argparse.REMAINDER)
     p.set_defaults(func=run_slurm_exec, access_check=None, on_exit=None)
@@ -305,6 +311,7 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
         backend=args.backend,
         flags=Flags(engine=args.engine, untrusted=args.untrusted, profile=args.profile),
         log_dir=Path(args.log_dir) if args.log_dir else None,
+        output=ctx.cwd / args.output if args.output else None,
         learn=not args.no_learn,
         declared=args.declared,
         selection=selection(args),
@@ -469,6 +476,7 @@ def run_slurm_exec(args: argparse.Namespace, ctx: Context) -> int:
         gres_conf=Path(args.gres_conf) if args.gres_conf else None, command=tuple(command),
         no_gpus=args.no_gpus, check=getattr(args, "access_check", None),
         on_exit=getattr(args, "on_exit", None),
+        output=ctx.cwd / args.output if args.output else None,
     )  # fmt: skip
 
 

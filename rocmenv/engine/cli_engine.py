@@ -39,11 +39,14 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from rocmenv.engine import volumes
 from rocmenv.engine.cli_attach import CliAttachment, run_on_terminal
+from rocmenv.engine.cli_command import CliError, run_command
 from rocmenv.engine.hints import cli_unreachable, unreachable_hint
+from rocmenv.engine.overlay import Prepared, prepare, release
 from rocmenv.engine.podman import podman_args, podman_events
 from rocmenv.engine.protocol import (
     ContainerInfo,
@@ -78,16 +81,6 @@ def _docker_events(line: str) -> list[PullEvent]:
     return [PullEvent(layer=layer, status=status)]
 
 
-class CliError(Exception):
-    """A CLI command that failed: the command, its exit status and its stderr."""
-
-    def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
-        super().__init__(f"`{' '.join(argv[:3])} …` exited {returncode}: {stderr}")
-        self.argv = list(argv)
-        self.returncode = returncode
-        self.stderr = stderr
-
-
 _GONE = ("No such container", "no container with", "no such container")
 _NOT_RUNNING = ("is not running", "can only kill running containers")  # docker, podman
 
@@ -106,6 +99,7 @@ class CliEngine:
         # The CLI reads DOCKER_HOST / DOCKER_CONTEXT / DOCKER_CONFIG from its environment.
         self._env = dict(options.env)
         self._cmd: list[str] = [path]
+        self._scratch: dict[str, tuple[str, ...]] = {}  # container id -> its overlay's volumes
 
     def _cli(
         self, *args: str, timeout: float | None = 120, console: tuple[int, int] | None = None
@@ -124,19 +118,7 @@ class CliEngine:
         """The CLI with ``args``: its stdout and stderr as bytes; :class:`CliError` unless it
         exits 0. In a session of its own: a terminal's Ctrl-C reaches rocmenv alone, which
         decides (a `docker create` cut short by it could leave a container nobody knows of)."""
-        argv = [*self._cmd, *args]
-        try:
-            done = subprocess.run(
-                argv, env=self._env, capture_output=True, timeout=timeout, check=False,
-                start_new_session=True,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            raise CliError(argv, -1, f"timed out after {timeout} s") from None
-        except OSError as err:
-            raise EngineUnavailable(f"{self.kind}: cannot run {argv[0]}: {err}") from None
-        if done.returncode != 0:
-            raise CliError(argv, done.returncode, done.stderr.decode(errors="replace").strip())
-        return done
+        return run_command([*self._cmd, *args], self._env, timeout, kind=self.kind)
 
     def _fail(self, action: str, err: CliError) -> EngineError:
         text = redact(err.stderr.strip() or str(err))
@@ -289,8 +271,30 @@ class CliEngine:
         # The options renderer's arguments; host-taken variables (--env NAME) are resolved by
         # the CLI from its environment, which is ours: values never appear on a command line.
         args = [a for a in render_docker(spec) if not a.startswith("--env=")]
+        prepared = Prepared()
         if self.kind == "podman":
             args = podman_args(args, spec)
+        else:  # the checkout's copy-on-write view (untrusted): rocmenv.engine.overlay
+            prepared = prepare(self, spec)
+            args = prepared.cli_args(spec, args)
+        try:
+            cid = self._create(spec, args, tty, stdin_open, name, console_size)
+        except BaseException:
+            release(self, prepared.volumes)
+            raise
+        if prepared.volumes:
+            self._scratch[cid] = prepared.volumes
+        return cid
+
+    def _create(
+        self,
+        spec: RunSpec,
+        args: list[str],
+        tty: bool,
+        stdin_open: bool,
+        name: str | None,
+        console_size: tuple[int, int] | None,
+    ) -> str:
         for var in spec.env:
             if var.value is None:
                 continue
@@ -369,12 +373,20 @@ class CliEngine:
             raise self._fail(f"sending {signal} to {container_id[:12]}", err) from None
 
     def remove(self, container_id: str, *, force: bool = True) -> None:
+        """Remove the container (its anonymous volumes too), then the scratch volumes of its
+        overlay (:mod:`rocmenv.engine.overlay`)."""
         try:
             self._cli("rm", "--volumes", *(["--force"] if force else []), container_id)
         except CliError as err:
-            if any(g in err.stderr for g in _GONE) or "already in progress" in err.stderr:
-                return
-            raise self._fail(f"removing {container_id[:12]}", err) from None
+            if not any(g in err.stderr for g in _GONE) and "already in progress" not in err.stderr:
+                raise self._fail(f"removing {container_id[:12]}", err) from None
+        release(self, self._scratch.pop(container_id, ()))
+
+    # -- volumes and files: rocmenv.engine.volumes ----------------------------------------
+    create_volume = volumes.cli_create_volume
+    remove_volume = volumes.cli_remove_volume
+    list_volumes = volumes.cli_list_volumes
+    export = volumes.cli_export
 
     def logs(self, container_id: str) -> tuple[bytes, bytes]:
         """The container's stdout and stderr, apart (the CLI writes each to its own)."""

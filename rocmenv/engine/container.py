@@ -67,13 +67,18 @@ class Container:
         return self.attachment
 
     def sweep(self) -> None:
-        """Remove whatever the engine made under this run's session label."""
+        """Remove whatever the engine made under this run's session label: containers, then
+        the scratch volumes of an overlay (:mod:`rocmenv.engine.overlay`)."""
         session = self.spec.label_map.get(LABEL_SESSION)
         if not session:
             return
         with contextlib.suppress(RocmenvError):
             for found in self.engine.list_containers(labels={LABEL_SESSION: session}):
                 self.engine.remove(found.id, force=True)
+        if any(m.kind == "overlay" for m in self.spec.mounts):
+            with contextlib.suppress(RocmenvError):
+                for volume in self.engine.list_volumes(labels={LABEL_SESSION: session}):
+                    self.engine.remove_volume(volume.name)
 
     def __exit__(
         self,

@@ -18,7 +18,9 @@ import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 
+from rocmenv.engine import volumes
 from rocmenv.engine.attach import STDERR, AttachStream, demux
+from rocmenv.engine.overlay import prepare, release
 from rocmenv.engine.protocol import (
     ContainerInfo,
     EngineInfo,
@@ -84,6 +86,7 @@ class DockerApiEngine:
     def __init__(self, options: EngineOptions) -> None:
         self._env = dict(options.env)
         self._timeout = options.timeout
+        self._scratch: dict[str, tuple[str, ...]] = {}  # container id -> its overlay's volumes
         host = self._env.get("DOCKER_HOST", "") or "unix:///var/run/docker.sock"
         forced = self._env.get("ROCMENV_DOCKER_API_TRANSPORT", "") == "docker-py"
         tls = bool(self._env.get("DOCKER_TLS_VERIFY") or self._env.get("DOCKER_CERT_PATH"))
@@ -127,7 +130,7 @@ class DockerApiEngine:
         except WireTimeout as err:
             raise EngineError(f"docker-api: {action or path}: {err}") from None
         if status not in ok:
-            raise _StatusError(status, _message(data))
+            raise WireStatus(status, _message(data))
         return status, data
 
     def _json(
@@ -135,7 +138,7 @@ class DockerApiEngine:
     ) -> Any:
         try:
             _, data = self._call(method, path, action=action, **kw)
-        except _StatusError as err:
+        except WireStatus as err:
             raise EngineError(
                 f"docker-api: {action} failed at {self.wire.where}: {redact(err.message)}"
             ) from None
@@ -160,7 +163,7 @@ class DockerApiEngine:
             _, data = self._call(
                 "GET", f"/images/{quote_ref(image)}/json", action="inspecting the image"
             )
-        except _StatusError as err:
+        except WireStatus as err:
             if err.status == 404:
                 return None
             raise EngineError(
@@ -227,7 +230,7 @@ class DockerApiEngine:
             image_id = str(item.get("Id", ""))
             try:
                 _, data = self._call("GET", f"/images/{image_id}/json", action="inspecting")
-            except _StatusError:
+            except WireStatus:
                 continue  # removed meanwhile
             doc = json.loads(data)
             out.append(
@@ -250,7 +253,7 @@ class DockerApiEngine:
                 query={"force": "1"},  # several names: the caller checked nothing uses it
                 action=f"removing image {image}",
             )
-        except _StatusError as err:
+        except WireStatus as err:
             if err.status == 404:
                 return
             raise EngineError(
@@ -272,6 +275,18 @@ class DockerApiEngine:
         if tty and console_size is not None:
             # what `docker create -t` sends from a terminal; honoured on Linux from API 1.42
             body["HostConfig"]["ConsoleSize"] = list(console_size)
+        prepared = prepare(self, spec)  # the checkout's copy-on-write view (untrusted)
+        body["HostConfig"]["Mounts"] = prepared.api_mounts(spec, body["HostConfig"]["Mounts"])
+        try:
+            cid = self._create(spec, body, name)
+        except BaseException:
+            release(self, prepared.volumes)
+            raise
+        if prepared.volumes:
+            self._scratch[cid] = prepared.volumes
+        return cid
+
+    def _create(self, spec: RunSpec, body: dict[str, Any], name: str | None) -> str:
         try:
             _, data = self._call(
                 "POST",
@@ -280,7 +295,7 @@ class DockerApiEngine:
                 body=body,
                 action="creating the container",
             )
-        except _StatusError as err:
+        except WireStatus as err:
             if err.status == 404 and "image" in err.message.lower():
                 raise EngineError(
                     f"docker-api: image {spec.image} is not present",
@@ -300,7 +315,7 @@ class DockerApiEngine:
     def start(self, container_id: str) -> None:
         try:
             self._call("POST", f"/containers/{container_id}/start", action="starting")
-        except _StatusError as err:
+        except WireStatus as err:
             failure = explain_start_failure(err.message)
             raise EngineStartError(failure.message, failure=failure) from None
 
@@ -339,7 +354,7 @@ class DockerApiEngine:
             _, data = self._call(
                 "POST", f"/containers/{container_id}/wait", timeout=timeout, action="waiting"
             )
-        except _StatusError as err:
+        except WireStatus as err:
             raise EngineError(
                 f"docker-api: waiting for {container_id[:12]} failed: {err.message}"
             ) from None
@@ -361,7 +376,7 @@ class DockerApiEngine:
             self._call(
                 "POST", f"/containers/{container_id}/kill", query={"signal": signal}, action="kill"
             )
-        except _StatusError as err:
+        except WireStatus as err:
             if err.status in (404, 409):  # gone, or not running
                 return
             raise EngineError(
@@ -369,6 +384,8 @@ class DockerApiEngine:
             ) from None
 
     def remove(self, container_id: str, *, force: bool = True) -> None:
+        """Remove the container (its anonymous volumes too), then the scratch volumes of its
+        overlay (:mod:`rocmenv.engine.overlay`)."""
         try:
             self._call(
                 "DELETE",
@@ -376,15 +393,21 @@ class DockerApiEngine:
                 query={"force": force, "v": True},
                 action="remove",
             )
-        except _StatusError as err:
-            if err.status == 404 or "already in progress" in err.message:
-                return
-            raise EngineError(
-                f"docker-api: removing {container_id[:12]} failed: {err.message}"
-            ) from None
+        except WireStatus as err:
+            if err.status != 404 and "already in progress" not in err.message:
+                raise EngineError(
+                    f"docker-api: removing {container_id[:12]} failed: {err.message}"
+                ) from None
+        release(self, self._scratch.pop(container_id, ()))
+
+    # -- volumes and files: rocmenv.engine.volumes ----------------------------------------
+    create_volume = volumes.api_create_volume
+    remove_volume = volumes.api_remove_volume
+    list_volumes = volumes.api_list_volumes
+    export = volumes.api_export
 
     def resize(self, container_id: str, *, height: int, width: int) -> None:
-        with contextlib.suppress(EngineError, _StatusError):
+        with contextlib.suppress(EngineError, WireStatus):
             self._call(
                 "POST",
                 f"/containers/{container_id}/resize",
@@ -400,7 +423,7 @@ class DockerApiEngine:
                 query={"stdout": 1, "stderr": 1},
                 action="logs",
             )
-        except _StatusError as err:
+        except WireStatus as err:
             raise EngineError(
                 f"docker-api: reading logs of {container_id[:12]} failed: {err.message}"
             ) from None
@@ -442,10 +465,3 @@ class DockerApiEngine:
             kind=dict,
         )
         return dict(doc)
-
-
-class _StatusError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message

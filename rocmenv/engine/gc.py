@@ -1,9 +1,12 @@
-"""``rocmenv gc``: find containers made by rocmenv whose owner is gone, and remove them.
+"""``rocmenv gc``: find containers and volumes made by rocmenv whose owner is gone, and
+remove them.
 
 Every container rocmenv makes carries ``rocmenv.owner-pid``, ``rocmenv.owner-host`` and
 ``rocmenv.owner-start`` (boot id + start time of the owner, so a reused pid does not pass
-for the owner). A container is removed only when its owner ran on this host and is gone;
-the verdict is checked again just before each removal. Never one whose owner is alive.
+for the owner); so do the scratch volumes of an untrusted checkout's overlay
+(:mod:`rocmenv.engine.overlay`). One is removed only when its owner ran on this host and is
+gone; the verdict is checked again just before each removal. Never one whose owner is
+alive. Containers go first: a volume's overlay is unmounted with its container.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ class Leftover:
     owner_host: str
     verdict: str  # "remove" | "keep"
     reason: str
+    kind: str = "container"  # or "volume" (an overlay's scratch volume: id = name)
 
     def to_json(self) -> dict[str, object]:
         return {
+            "kind": self.kind,
             "id": self.id,
             "name": self.name,
             "state": self.state,
@@ -90,11 +95,30 @@ def find_leftovers(engine: Engine) -> list[Leftover]:
     return out
 
 
+def find_volumes(engine: Engine) -> list[Leftover]:
+    """Volumes labelled by rocmenv (an overlay's scratch volumes), judged like containers."""
+    here = socket.gethostname()
+    out = []
+    for volume in engine.list_volumes(labels={LABEL_OWNER_PID: None}):
+        labels = dict(volume.labels)
+        verdict, reason, pid = _judge(labels, here)
+        out.append(
+            Leftover(
+                id=volume.name, name=volume.name, state="volume",
+                profile=labels.get(LABEL_PROFILE, ""), owner_pid=pid,
+                owner_host=labels.get(LABEL_OWNER_HOST, ""), verdict=verdict, reason=reason,
+                kind="volume",
+            )
+        )  # fmt: skip
+    return out
+
+
 def collect_garbage(engine: Engine, *, dry_run: bool) -> list[Leftover]:
-    """Remove the leftovers whose owner is gone (re-checked just before each removal)."""
+    """Remove the leftovers whose owner is gone (re-checked just before each removal):
+    containers, then volumes."""
     judged = find_leftovers(engine)
     if dry_run:
-        return judged
+        return judged + find_volumes(engine)
     here = socket.gethostname()
     out = []
     for item in judged:
@@ -109,5 +133,12 @@ def collect_garbage(engine: Engine, *, dry_run: bool) -> list[Leftover]:
                 item = replace(item, verdict=verdict, reason=reason)
             else:
                 engine.remove(item.id, force=True)
+        out.append(item)
+    for item in find_volumes(engine):  # after the containers that mounted them
+        if item.verdict == "remove":
+            try:
+                engine.remove_volume(item.id)
+            except EngineError as err:  # still mounted by a container gc keeps: next time
+                item = replace(item, verdict="keep", reason=f"not removed: {err.what}")
         out.append(item)
     return out

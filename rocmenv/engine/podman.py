@@ -1,12 +1,15 @@
 """What podman needs to mean what docker means: ``render_docker``'s arguments adjusted
 (proxy variables, ``--shm-size`` with host IPC, zero memory limits, ulimits — podman 4.3
-fails on RLIMIT_NPROC without explicit limits) and pull progress read from its stderr.
+fails on RLIMIT_NPROC without explicit limits — and the untrusted checkout's copy-on-write
+view as podman's own overlay volume, ``-v SRC:DST:O``) and pull progress read from its
+stderr.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rocmenv.engine.overlay import overlays, podman_volume
 from rocmenv.engine.protocol import PullEvent
 from rocmenv.spec.runspec import RunSpec
 
@@ -35,6 +38,9 @@ def podman_args(args: Sequence[str], spec: RunSpec) -> list[str]:
     # podman copies the host's proxy variables into every container (containers.conf
     # http_proxy = true); rocmenv passes exactly the variables the profile declares
     out = [*args, "--http-proxy=false"]
+    # the untrusted checkout's copy-on-write view: podman's own overlay volume
+    views = {f"--mount={m.render_mount()}": podman_volume(m) for m in overlays(spec)}
+    out = [views.get(a, a) for a in out]
     if spec.ipc == "host":  # docker ignores --shm-size with the host's IPC; podman refuses it
         out = [a for a in out if not a.startswith("--shm-size=")]
     if spec.memory in (None, "0"):  # 0 = no limit (docker); podman refuses a lone swap limit

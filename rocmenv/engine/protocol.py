@@ -10,7 +10,7 @@ module imports nothing heavy: the CLI's argument parsers read :data:`ENGINE_NAME
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from rocmenv.errors import StartFailure
 from rocmenv.record import record
@@ -82,6 +82,14 @@ class ContainerInfo:
 
     def label(self, key: str) -> str | None:
         return dict(self.labels).get(key)
+
+
+@record
+class VolumeInfo:
+    """A volume of the engine's (the overlay's scratch volumes: ``rocmenv gc``)."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @record
@@ -189,6 +197,20 @@ class Engine(Protocol):
     def inspect_container(self, container_id: str) -> dict[str, Any]:
         """The engine's inspect document (Docker's shape)."""
 
+    def export(self, container_id: str, path: str) -> Iterator[bytes]:
+        """The files under ``path`` of a (stopped) container as a tar stream, as it arrives
+        (``--output``: :mod:`rocmenv.run.output`); closing the iterator ends the transfer."""
+
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> str:
+        """Create an empty ``local`` volume; returns its data directory on the engine's host
+        (an overlay's upper or work directory: :mod:`rocmenv.engine.overlay`)."""
+
+    def remove_volume(self, name: str) -> None:
+        """Remove a volume; one already gone is not an error."""
+
+    def list_volumes(self, *, labels: Mapping[str, str | None]) -> list[VolumeInfo]:
+        """Volumes carrying every label (``None``: any value)."""
+
 
 _RLIMITS = (
     "cpu", "fsize", "data", "stack", "core", "rss", "nproc", "nofile", "memlock", "as",
@@ -234,6 +256,12 @@ def explain_start_failure(text: str, spec: RunSpec | None = None) -> StartFailur
             message=f"the engine refused the mount of {match.group(1)}: it does not exist on "
             "the engine's host",
             option=f"--mount source={match.group(1)}",
+        )
+    if "failed to mount local volume" in low and "overlay" in low:
+        return StartFailure(
+            message="the engine could not mount the checkout's copy-on-write view (an "
+            "overlay volume; untrusted mode): " + _tail(text),
+            option="--untrusted (the checkout's view)",
         )
     match = re.search(r"unable to find group ([^:\s]+)", low)
     if match:

@@ -7,11 +7,13 @@
 * :class:`DockerPyWire` — docker-py's session, for ``tcp://`` (TLS) and ``ssh://`` hosts, or
   when ``ROCMENV_DOCKER_API_TRANSPORT=docker-py`` asks for it.
 
-Both return ``(status, headers, body)`` and raise :class:`WireUnavailable` when the engine
+Both return ``(status, headers, body)`` — or, from ``stream``, the body as it arrives (a
+container's files as a tar stream) — and raise :class:`WireUnavailable` when the engine
 cannot be reached; the adapter maps statuses and messages to rocmenv errors. An answer that
 breaks HTTP/1.1 (a status line, ``Content-Length`` or chunk size that does not parse, a body
-shorter than announced, a body over :data:`MAX_BODY`) is an
-:class:`~rocmenv.errors.EngineProtocolError` (exit 4), never a ``ValueError`` or a short body.
+shorter than announced, a body over :data:`~rocmenv.engine.answer.MAX_BODY`) is an
+:class:`~rocmenv.errors.EngineProtocolError` (exit 4), never a ``ValueError`` or a short body
+(:mod:`rocmenv.engine.answer`).
 
 **API version**: both speak the lower of :data:`API_MAX` (what rocmenv is written and tested
 against) and the daemon's own ``ApiVersion`` (the ``Api-Version`` header of ``/_ping``, else
@@ -22,9 +24,10 @@ from __future__ import annotations
 
 import _socket  # the C module: ``socket`` adds enum conversions and ``selectors`` (~2.5 ms a run)
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from urllib.parse import quote, urlencode
 
+from rocmenv.engine.answer import AnswerReader
 from rocmenv.errors import EngineProtocolError
 from rocmenv.lazy import Pattern
 
@@ -39,13 +42,7 @@ Query = Mapping[str, str | int | bool]
 #: The newest Engine API version rocmenv speaks (docker-py 7's default) and the oldest.
 API_MAX: Final = "1.45"
 API_MIN: Final = "1.24"
-#: The largest answer body read into memory (container inspect, image lists: kilobytes).
-MAX_BODY: Final = 64 << 20
-MAX_HEAD: Final = 1 << 20
-
-_STATUS_LINE = Pattern(rb"HTTP/1\.[01] ([1-5][0-9][0-9])(?: .*)?")
 _VERSION = Pattern(r"([1-9][0-9]{0,2})\.([0-9]{1,3})")
-_CHUNK_SIZE = Pattern(rb"[0-9a-fA-F]{1,15}")
 
 
 def _version_key(text: str) -> tuple[int, int]:
@@ -100,6 +97,12 @@ class Wire(Protocol):
     def hijack(self, path: str, *, query: Query | None = None) -> tuple[Any, bytes]:
         """POST ``path`` asking for a raw stream; returns a connected socket and any stream
         bytes already read past the response headers."""
+
+    def stream(
+        self, path: str, *, query: Query | None = None, timeout: float | None = 60.0
+    ) -> tuple[int, bytes, Iterator[bytes]]:
+        """GET ``path``: the status, the body of an error answer (else ``b""``), and the body
+        of a good one as it arrives (closing the iterator closes the connection)."""
 
 
 def quote_ref(text: str) -> str:
@@ -203,7 +206,7 @@ class UnixWire:
         sock = self._connect(timeout)
         try:
             self._send(sock, method, target, body, extra)
-            reader = _Reader(sock, f"{self.where}: {method} {target.split('?', 1)[0]}")
+            reader = AnswerReader(sock, f"{self.where}: {method} {target.split('?', 1)[0]}")
             status, headers = reader.head()
             return status, headers, reader.body(headers)
         except TimeoutError:
@@ -220,7 +223,7 @@ class UnixWire:
         sock = self._connect(60.0)
         try:
             self._send(sock, "POST", target, None, {"Connection": "Upgrade", "Upgrade": "tcp"})
-            reader = _Reader(sock, f"{self.where}: POST {target.split('?', 1)[0]}")
+            reader = AnswerReader(sock, f"{self.where}: POST {target.split('?', 1)[0]}")
             status, headers = reader.head()
             if status >= 400:
                 body = reader.body(headers)
@@ -235,9 +238,42 @@ class UnixWire:
         sock.settimeout(None)
         return sock, bytes(reader.buf)
 
+    def stream(
+        self, path: str, *, query: Query | None = None, timeout: float | None = 60.0
+    ) -> tuple[int, bytes, Iterator[bytes]]:
+        target = self._version_prefix() + path + _encode_query(query)
+        sock = self._connect(timeout)
+        what = f"{self.where}: GET {target.split('?', 1)[0]}"
+        try:
+            self._send(sock, "GET", target, None, None)
+            reader = AnswerReader(sock, what)
+            status, headers = reader.head()
+            if status >= 400:
+                body = reader.body(headers)
+                sock.close()
+                return status, body, iter(())
+        except (TimeoutError, ConnectionError) as err:
+            sock.close()
+            raise WireUnavailable(f"{what}: {err}") from None
+        except BaseException:
+            sock.close()
+            raise
+
+        def answer() -> Iterator[bytes]:
+            try:
+                yield from reader.stream(headers)
+            except TimeoutError:
+                raise WireTimeout(f"{what}: no data in {timeout} s") from None
+            except ConnectionError as err:
+                raise WireUnavailable(f"{what}: {err}") from None
+            finally:
+                sock.close()
+
+        return status, b"", answer()
+
 
 class WireStatus(Exception):
-    """An error status from a hijacked request (attach)."""
+    """An error status the engine answered (the adapter says what failed)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -268,111 +304,6 @@ def decode_json(data: bytes, action: str, where: str, kind: type | None = None) 
             f"{type(doc).__name__}"
         )
     return doc
-
-
-class _Reader:
-    """Reads one HTTP/1.1 answer strictly: anything malformed or short is an
-    :class:`EngineProtocolError` naming the request (``what``)."""
-
-    def __init__(self, sock: _socket.socket, what: str) -> None:
-        self.sock = sock
-        self.what = what
-        self.buf = bytearray()  # += on bytes would copy: quadratic on a large body
-
-    def bad(self, detail: str) -> EngineProtocolError:
-        return EngineProtocolError(
-            f"{self.what}: malformed answer from the engine: {detail}",
-            hint="the socket may not be a Docker Engine API (check DOCKER_HOST), or a proxy in "
-            "front of it broke the answer; retry, then restart the engine",
-        )
-
-    def _recv(self, limit: int = 65536) -> bytes:
-        return self.sock.recv(max(1, min(limit, 1 << 20)))
-
-    def head(self) -> tuple[int, dict[str, str]]:
-        while b"\r\n\r\n" not in self.buf:
-            chunk = self._recv()
-            if not chunk:
-                if not self.buf:
-                    raise ConnectionError("the engine closed the connection before answering")
-                raise self.bad("the connection closed inside the headers")
-            self.buf += chunk
-            if len(self.buf) > MAX_HEAD and b"\r\n\r\n" not in self.buf[:MAX_HEAD]:
-                raise self.bad(f"headers over {MAX_HEAD} bytes")
-        head, _, rest = self.buf.partition(b"\r\n\r\n")
-        self.buf = bytearray(rest)
-        lines = bytes(head).split(b"\r\n")
-        match = _STATUS_LINE.fullmatch(lines[0])
-        if match is None:
-            raise self.bad(f"status line {lines[0][:80]!r}")
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            key, colon, value = line.decode("latin-1").partition(":")
-            if not colon or not key.strip() or key != key.strip():
-                raise self.bad(f"header line {line[:80]!r}")
-            name = key.lower()
-            if name in headers and name == "content-length" and headers[name] != value.strip():
-                raise self.bad("two different Content-Length headers")
-            headers[name] = value.strip()
-        return int(match.group(1)), headers
-
-    def body(self, headers: Mapping[str, str]) -> bytes:
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            return self._dechunk()
-        if "content-length" in headers:
-            text = headers["content-length"]
-            if not text.isascii() or not text.isdigit() or len(text) > 18:
-                raise self.bad(f"Content-Length {text[:40]!r}")
-            size = int(text)
-            if size > MAX_BODY:
-                raise self.bad(f"a body of {size} bytes (more than {MAX_BODY})")
-            self._fill(size, f"the body ends after {{have}} of {size} bytes")
-            data = bytes(self.buf[:size])
-            del self.buf[:size]
-            return data
-        while True:  # no length: the body runs until the engine closes (Connection: close)
-            chunk = self._recv()
-            if not chunk:
-                data = bytes(self.buf)
-                self.buf.clear()
-                return data
-            self.buf += chunk
-            if len(self.buf) > MAX_BODY:
-                raise self.bad(f"a body over {MAX_BODY} bytes")
-
-    def _fill(self, need: int, short: str) -> None:
-        while len(self.buf) < need:
-            chunk = self._recv(need - len(self.buf))
-            if not chunk:
-                raise self.bad(short.format(have=len(self.buf)))
-            self.buf += chunk
-
-    def _dechunk(self) -> bytes:
-        out = bytearray()
-        while True:
-            while b"\r\n" not in self.buf:
-                if len(self.buf) > 4096:
-                    raise self.bad("a chunk-size line over 4096 bytes")
-                chunk = self._recv()
-                if not chunk:
-                    raise self.bad("the connection closed before the last chunk")
-                self.buf += chunk
-            end = self.buf.index(b"\r\n")
-            line = bytes(self.buf[:end])
-            del self.buf[: end + 2]
-            text = line.split(b";", 1)[0].strip()
-            if _CHUNK_SIZE.fullmatch(text) is None:
-                raise self.bad(f"chunk size {line[:40]!r}")
-            size = int(text, 16)
-            if size == 0:
-                return bytes(out)  # trailers, if any, are not read (Connection: close)
-            if len(out) + size > MAX_BODY:
-                raise self.bad(f"a body over {MAX_BODY} bytes")
-            self._fill(size + 2, f"a chunk of {size} bytes ends early")
-            if self.buf[size : size + 2] != b"\r\n":
-                raise self.bad(f"chunk of {size} bytes not followed by CRLF")
-            out += self.buf[:size]
-            del self.buf[: size + 2]
 
 
 class DockerPyWire:
@@ -446,3 +377,28 @@ class DockerPyWire:
         raw = getattr(sock, "_sock", sock)
         raw.settimeout(None)
         return raw, b""
+
+    def stream(
+        self, path: str, *, query: Query | None = None, timeout: float | None = 60.0
+    ) -> tuple[int, bytes, Iterator[bytes]]:
+        import requests
+
+        url = self.api._url("/{0}", path.lstrip("/"))
+        try:
+            resp = self.api.get(url, params=dict(query or {}), stream=True, timeout=timeout)
+        except requests.exceptions.RequestException as err:
+            raise WireUnavailable(f"{self.where}: {err}") from None
+        if resp.status_code >= 400:
+            body = resp.content
+            resp.close()
+            return resp.status_code, body, iter(())
+
+        def body_chunks() -> Iterator[bytes]:
+            try:
+                yield from resp.iter_content(chunk_size=1 << 16)
+            except requests.exceptions.RequestException as err:
+                raise WireUnavailable(f"{self.where}: {err}") from None
+            finally:
+                resp.close()
+
+        return resp.status_code, b"", body_chunks()

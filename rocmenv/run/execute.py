@@ -2,8 +2,9 @@
 
 A run goes through the stages of :mod:`rocmenv.run.stages` — start-up (settings, plan,
 engine) → image (check; pull when needed) → create (labelled) → attach → start → running →
-stopping (after a signal) → removing → cleanup (for an untrusted run, the sweep of what the
-container left in its writable mounts: :mod:`rocmenv.run.planted`) — and every transition and every wait reads
+stopping (after a signal) → removing → cleanup (for an untrusted run, the second line's
+sweep of the checkout: :mod:`rocmenv.run.planted`; before the removal, ``--output``'s copy:
+:mod:`rocmenv.run.output`) — and every transition and every wait reads
 the one signal state of :mod:`rocmenv.run.interrupt`. A SIGINT/SIGTERM/SIGHUP before the
 container runs ends the run at the next transition (at once while the image is checked or
 pulled), the container, if created, removed. While it runs the signal is forwarded to it;
@@ -20,6 +21,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from rocmenv.context import Context
 from rocmenv.engine.container import Container
@@ -64,6 +66,7 @@ class RunRequest:
     interactive: bool = False  # attach stdin
     tty: bool | None = None  # None: when stdin and stdout are terminals
     shell: bool = False
+    output: Path | None = None  # --output: where the container's output directory goes
 
 
 @record
@@ -151,9 +154,14 @@ def _run(
     settings = settings_for(ctx, request.flags)
     choice = choose_engine(ctx, settings.engine)
     command = SHELL_COMMAND if request.shell else request.overrides.command
-    planned = plan(
-        ctx, settings, PlanRequest(overrides=replace(request.overrides, command=tuple(command)))
+    overrides = replace(
+        request.overrides, command=tuple(command), output=request.output is not None
     )
+    if request.output is not None:
+        from rocmenv.run.output import check_destination
+
+        check_destination(request.output, ctx.checkout)
+    planned = plan(ctx, settings, PlanRequest(overrides=overrides))
     try:
         engine = make_engine(choice.kind, ctx, api_offered=choice.api_offered)
     except EngineError as err:
@@ -168,14 +176,55 @@ def _run(
         else None
     )
     terminal = _terminal(ctx, request)
+    also = (", then `rocmenv gc` (its checkout view's scratch volumes)"
+            if any(m.kind == "overlay" for m in spec.mounts) else "")  # fmt: skip
     box = Container(
         engine, spec, name=identity.container_name, tty=terminal.tty,
         stdin_open=terminal.interactive, keep=request.keep, console_size=terminal.size,
         on_kept=lambda cid: reporter.note(
             f"kept container {cid[:12]} (--keep); remove it with `docker rm -f {cid[:12]}`"
+            + also
         ),
     )  # fmt: skip
-    return _container_life(ctx, reporter, stages, box, terminal, (on_created, on_exit), hint)
+    collect = _collector(ctx, request, settings, reporter, stages)
+    return _container_life(
+        ctx, reporter, stages, box, terminal, (on_created, on_exit, collect), hint
+    )
+
+
+def _collector(
+    ctx: Context, request: RunRequest, settings: Settings, reporter: Reporter, stages: Stages
+) -> Callable[[Container], None] | None:
+    """``--output``: the container's output directory copied out once the command has
+    exited (:mod:`rocmenv.run.output`), not after an interrupt; what went wrong is warned."""
+    dest = request.output
+    if dest is None:
+        return None
+
+    def collect(box: Container) -> None:
+        from rocmenv.run.output import copy_out, summary
+        from rocmenv.settings.policy import policy_bytes
+        from rocmenv.spec.runspec import OUTPUT_ENV
+
+        if stages.watch.first() is not None:
+            return
+        source = box.spec.env_values[OUTPUT_ENV]
+        policy = settings.policy if box.spec.untrusted else None
+        limit = policy_bytes(policy.output_size, None) if policy is not None else None
+        try:
+            copied = copy_out(
+                box.engine, box.id, source, dest, checkout=ctx.checkout, limit=limit,
+                stopped=lambda: stages.watch.first() is not None,
+            )  # fmt: skip
+        except (RocmenvError, OSError) as err:
+            reporter.warning(f"output: could not copy {source} out to {dest}: {err}")
+            return
+        note, warnings = summary(copied, dest)
+        reporter.note(note)
+        for text in warnings:
+            reporter.warning(text)
+
+    return collect
 
 
 def _image_and_launcher(
@@ -248,13 +297,18 @@ def _container_life(
     stages: Stages,
     box: Container,
     terminal: Terminal,
-    hooks: tuple[Callable[[str], None] | None, Callable[[int], None] | None],
+    hooks: tuple[
+        Callable[[str], None] | None,
+        Callable[[int], None] | None,
+        Callable[[Container], None] | None,
+    ],
     hint: Job[str | None] | None,
 ) -> int:
     """Create → … → removing → cleanup: the container is :class:`Container`'s, removed (or
     kept) when the ``with`` ends, whatever ended it. ``hooks``: told the container's id once
-    created, and its status once it has exited (a trusted run: before the removal)."""
-    on_created, on_exit = hooks
+    created, its status once it has exited (a trusted run: before the removal), and the
+    exited container (``--output``: before the status is told)."""
+    on_created, on_exit, collect = hooks
     stages.enter(Stage.CREATE)
     try:
         # fenced in GitHub Actions when untrusted; the container is removed before the fence ends
@@ -263,6 +317,8 @@ def _container_life(
                 status = _attached_run(
                     ctx, reporter, stages, box, terminal, (on_created, hint), out
                 )
+                if collect is not None:
+                    collect(box)
                 if on_exit is not None and not box.spec.untrusted:
                     on_exit(status)
                 return status

@@ -1,14 +1,18 @@
-"""What an untrusted container may not leave behind on the host (README "Running untrusted
-code").
+"""What an untrusted container may not leave behind on the host — the **second line**
+(README "Running untrusted code").
 
-The untrusted container runs as root with the checkout mounted writable. Root in the
-container is root on the host (Docker runs no user namespace per container, and rootful
-podman's would make the checkout unwritable), and mount flags do not help: ``nosuid`` and
-``nodev`` on the container's view leave the planted file itself setuid-root on the host's own
-mount. So the guard drops ``MKNOD``, ``SETFCAP`` and ``FSETID`` (:mod:`rocmenv.spec.guard`)
-and, after the container is gone — also when the run was interrupted — :func:`sweep_after`
-walks every host directory the container could write and leaves nothing the host would
-honour:
+The first line is structural: an untrusted container has no writable host path at all. It
+sees the checkout through a copy-on-write view whose writes go with the container
+(:mod:`rocmenv.engine.overlay`), its data mounts are read-only, and its results leave only
+through ``--output`` as regular files of modes 0644/0755 (:mod:`rocmenv.run.output`). So
+nothing it plants — a setuid shell, a device node, a link, a ``sub/.git`` with
+``core.fsmonitor`` — is in the host's checkout to be honoured.
+
+This sweep stays as a second line, in case a writable path ever reached an untrusted
+container (a future mount kind, a mistake in an adapter): after the container is gone —
+also when the run was interrupted — :func:`sweep_after` walks every host directory the
+container could write and, as a second line, the checkout under its copy-on-write view,
+and leaves nothing the host would honour:
 
 * a **setuid or setgid** regular file loses those bits (a ``cp /bin/sh s; chmod 4755 s``
   would otherwise give every host user a root shell);
@@ -16,14 +20,18 @@ honour:
 * a **device node** is removed (``mknod b b 7 0; chmod 666 b`` is the host's loop device,
   world-writable; a policy may allow MKNOD).
 
+Root in the container is root on the host (Docker runs no user namespace per container),
+and mount flags do not help: ``nosuid``/``nodev`` on the container's view leave a planted
+file itself setuid-root on the host's own mount. The guard drops ``MKNOD``, ``SETFCAP`` and
+``FSETID`` too (:mod:`rocmenv.spec.guard`).
+
 The walk never follows a link: each directory is opened with ``O_NOFOLLOW`` relative to its
 parent (other tests of a suite may still be running in the same checkout and swap a
 directory for a link meanwhile), files are changed through a descriptor opened
 ``O_NOFOLLOW`` and checked to be the entry that was looked at, nodes are unlinked by name in
-their directory. It covers the whole writable mount, not only what this run made (a
-``kill -9`` of an earlier rocmenv skipped its sweep). Directories nested deeper than
-:data:`MAX_DEPTH` are not walked: they are made root's alone (``0700``, owner root), so no
-other user reaches what is inside. Read-only sub-mounts (``.git``) are skipped.
+their directory. It covers the whole directory, not only what this run made. Directories
+nested deeper than :data:`MAX_DEPTH` are not walked: they are made root's alone (``0700``,
+owner root), so no other user reaches what is inside. Read-only sub-mounts are skipped.
 
 Cost: one ``lstat`` per entry (``benchmarks/bench_sweep.py``).
 """
@@ -67,11 +75,12 @@ class Swept:
 
 
 def writable_sources(spec: RunSpec) -> Iterator[tuple[str, tuple[str, ...]]]:
-    """Each host directory the container could write (the writable bind mounts' sources)
-    with the read-only mounts nested in it (the checkout's ``.git``), which it could not."""
-    readonly = [m.source for m in spec.mounts if m.readonly]
+    """Each host directory the container could write (writable bind mounts' sources) and
+    each it sees copy-on-write (an overlay's lower directory: the second line), with the
+    read-only mounts nested in it, which it could not write."""
+    readonly = [m.source for m in spec.mounts if m.readonly and m.kind == "bind"]
     for mount in spec.mounts:
-        if not mount.readonly and mount.origin != "launcher":
+        if (mount.host_writable or mount.kind == "overlay") and mount.origin != "launcher":
             yield mount.source, tuple(r for r in readonly if is_under(r, mount.source))
 
 

@@ -63,7 +63,10 @@ def effective(ctx: Context, settings: Settings) -> list[Effective]:
     for key in SLURM_KEYS:
         add(f"slurm.{key}", getattr(settings.slurm, key.replace("-", "_")), "slurm")
     for key in POLICY_KEYS:
-        add(f"policy.{key}", getattr(policy, key.replace("-", "_")), "policy")
+        value = getattr(policy, key.replace("-", "_"))
+        if key == "ulimits":  # as the policy file writes them: name = "soft:hard"
+            value = {u.name: u.render().partition("=")[2] for u in value}
+        add(f"policy.{key}", value, "policy")
     return out
 
 

@@ -44,6 +44,12 @@ def as_bool(value: Any, where: str) -> bool:
     return value
 
 
+def as_int(value: Any, where: str, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where} must be a whole number of at least {minimum}, got {value!r}")
+    return value
+
+
 def as_str_list(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where} must be a list of strings, got {value!r}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.hostfs import is_under
 from rocmenv.record import record, replace
+from rocmenv.settings.profiles import Ulimit
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
@@ -25,10 +26,16 @@ UNTRUSTED_ENV: Final = "ROCMENV_UNTRUSTED"
 POLICY_ENV: Final = "ROCMENV_POLICY"
 TRUE_WORDS: Final = ("1", "true", "yes")
 FALSE_WORDS: Final = ("0", "false", "no")
-POLICY_KEYS: Final = (
+#: The policy's lists (what an untrusted container may have beyond the fixed rules).
+LIST_KEYS: Final = (
     "cap-add", "security-opt", "group-add", "devices", "network", "images", "mount-sources",
     "pass-env",
 )  # fmt: skip
+#: The policy's caps (what an untrusted container gets at most: rocmenv.spec.caps).
+CAP_KEYS: Final = ("pids-limit", "memory", "shm-size", "ulimits", "output-size")
+POLICY_KEYS: Final = (*LIST_KEYS, *CAP_KEYS)
+#: ``memory = "75%"``: a share of this host's memory (or a size, as Docker writes them).
+PERCENT_RE: Final = r"(100|[1-9][0-9]?)(\.[0-9]+)?%"
 
 
 def untrusted_env(env: Mapping[str, str]) -> bool:
@@ -62,9 +69,29 @@ class Policy:
     mount_sources: tuple[str, ...] = ()  # data mounts only under these (empty: the trusted
     # config's profile mounts, e.g. /data/miles_ci: rocmenv.spec.guard.guard_for)
     pass_env: tuple[str, ...] = ()  # host variables an untrusted profile may still pass
+    # The caps (rocmenv.spec.caps; README "Running untrusted code" says why these defaults).
+    pids_limit: int = 8192  # processes and threads of the container
+    memory: str = "75%"  # of this host's memory, or a size; swap: none beyond it
+    shm_size: str = "32g"  # the private /dev/shm (the reference CI's own size)
+    ulimits: tuple[Ulimit, ...] = (  # the most a profile may ask; set when it asks nothing
+        Ulimit(name="core", soft=0, hard=0),
+        Ulimit(name="nice", soft=0, hard=0),
+        Ulimit(name="rtprio", soft=0, hard=0),
+    )
+    output_size: str = "1g"  # what --output copies out of an untrusted container, in all
 
 
 DEFAULT_POLICY: Final = Policy()
+
+
+def policy_bytes(text: str, total: int | None) -> int | None:
+    """A cap in bytes: a size (``32g``), or a share of ``total`` (``75%``); ``None`` for a
+    share when the total is unknown."""
+    from rocmenv.settings.keys import parse_size
+
+    if text.endswith("%"):
+        return None if total is None else int(total * float(text[:-1]) / 100)
+    return parse_size(text)
 
 
 def load_policy(
@@ -114,17 +141,49 @@ def policy_from_table(
         raise ConfigError(f"{where} must be a table")
     check_keys(table, POLICY_KEYS, where)
     values: dict[str, Any] = {}
-    for key in POLICY_KEYS:
+    for key in LIST_KEYS:
         if key in table:
             values[key.replace("-", "_")] = as_str_list(table[key], f"{key} in {where}")
     if "images" in values:
         values["images"] = tuple(repository_name(i, f"images in {where}") for i in values["images"])
+    values.update(_caps(table, where, base))
     if not values:
         return base
     label = source or where
     return replace(
         base, source=label if base.source == "built-in" else f"{base.source} + {label}", **values
     )
+
+
+def _caps(table: Any, where: str, base: Policy) -> dict[str, Any]:
+    """The caps a policy table sets; ``ulimits`` name by name over the base's (a site that
+    allows core dumps does not lift the rtprio cap by saying so)."""
+    import re
+
+    from rocmenv.settings.keys import as_int, parse_size
+    from rocmenv.settings.profiles import as_size, parse_ulimit
+
+    values: dict[str, Any] = {}
+    if "pids-limit" in table:
+        values["pids_limit"] = as_int(table["pids-limit"], f"pids-limit in {where}", minimum=1)
+    for key in ("memory", "shm-size"):
+        if key in table:
+            value = table[key]
+            if not (isinstance(value, str) and re.fullmatch(PERCENT_RE, value)):
+                value = as_size(value, f"{key} in {where}")
+                if parse_size(value) == 0:
+                    raise ConfigError(f"{key} in {where} = {value!r}: a cap must be above 0",
+                                      hint='give a size (e.g. "64g") or a share ("75%")')  # fmt: skip
+            values[key.replace("-", "_")] = value
+    if "output-size" in table:
+        values["output_size"] = as_size(table["output-size"], f"output-size in {where}")
+    if "ulimits" in table:
+        if not isinstance(table["ulimits"], dict):
+            raise ConfigError(f"ulimits in {where} must be a table of name = limit")
+        given = {k: parse_ulimit(k, v, f"ulimits in {where}") for k, v in table["ulimits"].items()}
+        merged = {u.name: u for u in base.ulimits} | given
+        values["ulimits"] = tuple(merged[name] for name in sorted(merged))
+    return values
 
 
 def repository_name(text: str, where: str) -> str:

@@ -15,7 +15,7 @@ from rocmenv.errors import ConfigError, RocmenvError
 from rocmenv.lazy import Pattern
 from rocmenv.record import record, replace
 from rocmenv.settings.choices import ENGINE_NAMES, GPU_DEVICE_NAMINGS, PULL_POLICIES
-from rocmenv.settings.keys import as_bool, as_choice, as_str, as_str_list, check_keys
+from rocmenv.settings.keys import as_bool, as_choice, as_int, as_str, as_str_list, check_keys
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
@@ -38,10 +38,12 @@ PROXY_VARS: tuple[str, ...] = (
 PROFILE_KEYS = (
     "extends", "description", "image", "tag", "sglang", "rocm", "gpu", "family", "before",
     "gpus", "gpu-isolation", "gpu-env", "gpu-devices", "devices", "group-add", "cap-add", "cap-drop",
-    "security-opt", "ipc", "network", "shm-size", "memory", "memory-swap", "ulimits",
-    "privileged", "mounts", "env", "pass-env", "secret-env", "keep-proxy-env", "workdir",
-    "mount-checkout", "shims", "untrusted", "pull", "engine", "labels",
+    "security-opt", "ipc", "network", "shm-size", "memory", "memory-swap", "pids-limit",
+    "ulimits", "privileged", "mounts", "env", "pass-env", "secret-env", "keep-proxy-env",
+    "workdir", "mount-checkout", "output", "shims", "untrusted", "pull", "engine", "labels",
 )  # fmt: skip
+#: Where the files that leave the container (``--output``) are written in it by default.
+DEFAULT_OUTPUT: str = "/rocmenv-output"
 MOUNT_KEYS = ("source", "target", "readonly", "optional")
 
 
@@ -107,6 +109,7 @@ class Profile:
     shm_size: str | None = None
     memory: str | None = None
     memory_swap: str | None = None
+    pids_limit: int | None = None  # None: not said (the engine's default); 0 or -1: no limit
     ulimits: tuple[Ulimit, ...] = ()
     privileged: bool = False
     mounts: tuple[Mount, ...] = ()
@@ -116,6 +119,7 @@ class Profile:
     keep_proxy_env: bool = False
     workdir: str | None = None
     mount_checkout: bool = True
+    output: str = DEFAULT_OUTPUT  # the container directory --output copies out
     shims: bool | None = None  # None: not said (the default: on)
     untrusted: bool = False
     pull: PullPolicy | None = None  # None: not said (the default: missing)
@@ -184,6 +188,20 @@ def as_size(value: Any, where: str) -> str:
             f"{where} = {text!r} is not a size", hint="use a number with b, k, m or g, e.g. 32g"
         )
     return text
+
+
+def as_container_dir(value: Any, where: str) -> str:
+    """A directory in the container: absolute, or relative to its working directory; never
+    ``/`` itself, no ``..`` and no control characters."""
+    text = as_str(value, where)
+    parts = [p for p in text.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise ConfigError(
+            f"{where} = {text!r} is not a directory in the container",
+            hint="write an absolute path or one relative to the working directory, e.g. "
+            '"test-results" (not "/", no "..")',
+        )
+    return ("/" if text.startswith("/") else "") + "/".join(parts)
 
 
 def parse_ulimit(name: str, value: Any, where: str) -> Ulimit:
@@ -345,6 +363,10 @@ def parse_profile(name: str, table: Mapping[str, Any], base: Profile, path: Path
     for key in ("shm-size", "memory", "memory-swap"):
         if key in table:
             u[key.replace("-", "_")] = as_size(table[key], f"{where}.{key}")
+    if "pids-limit" in table:
+        u["pids_limit"] = as_int(table["pids-limit"], f"{where}.pids-limit", minimum=-1)
+    if "output" in table:
+        u["output"] = as_container_dir(table["output"], f"{where}.output")
     for key in (
         "gpu-env",
         "devices",

@@ -45,6 +45,7 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     shm-size = "32g"
     memory = "0"
     memory-swap = "0"
+    pids-limit = 4096                 # processes and threads (0 or -1: no limit)
     ulimits = { memlock = -1, stack = 67108864, nofile = "65535:65535" }
     privileged = false                # opt-in, warned
     mounts = ["/data/ci:/data/ci", { source = "/data/x", target = "/x", readonly = true, optional = true }]
@@ -54,6 +55,8 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     keep-proxy-env = false            # http(s)_proxy/no_proxy are dropped unless true
     workdir = "/workspace"            # default: the current directory (inside the mounted checkout)
     mount-checkout = true             # mount the checkout at the same path
+    output = "/rocmenv-output"        # what --output copies out ($ROCMENV_OUTPUT; relative:
+                                      #   to the working directory): rocmenv.run.output
     shims = true                      # inject the shim launcher
     untrusted = false                 # true: the untrusted policy (rocmenv.spec.guard); false
                                       #   cannot switch off --untrusted/ROCMENV_UNTRUSTED

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from rocmenv.settings.choices import ENGINE_NAMES, GPU_DEVICE_NAMINGS, PULL_POLICIES
 from rocmenv.settings.host import HOST_KEYS
-from rocmenv.settings.policy import POLICY_KEYS
+from rocmenv.settings.policy import LIST_KEYS, PERCENT_RE, POLICY_KEYS
 from rocmenv.settings.profile_set import PROFILE_NAME_RE
 from rocmenv.settings.profiles import FAMILIES, MOUNT_KEYS, PROFILE_KEYS
 from rocmenv.settings.project import TOP_KEYS
@@ -81,6 +81,8 @@ VALUE_SCHEMAS: Final[Mapping[str, Mapping[str, Schema]]] = {
         **{k: BOOL for k in ("privileged", "keep-proxy-env", "mount-checkout", "shims",
                              "untrusted")},
         **{k: SIZE for k in ("shm-size", "memory", "memory-swap")},
+        "pids-limit": {"type": "integer", "minimum": -1},
+        "output": {"type": "string", "minLength": 1},
         "family": enum(FAMILIES),
         "before": {"type": "string", "pattern": "^20[0-9]{6}$"},
         "gpu-isolation": enum(("devices", "env")),
@@ -116,7 +118,14 @@ VALUE_SCHEMAS: Final[Mapping[str, Mapping[str, Schema]]] = {
         "extra-args": STR_LIST,
     },
     "host": {"sysfs-root": STR, "dev-root": STR, "gpus-from": STR, "podinfo-devices": STR},
-    "policy": {key: STR_LIST for key in POLICY_KEYS},
+    "policy": {
+        **{key: STR_LIST for key in LIST_KEYS},
+        "pids-limit": {"type": "integer", "minimum": 1},
+        **{k: {"anyOf": [SIZE, {"type": "string", "pattern": f"^{PERCENT_RE}$"}]}
+           for k in ("memory", "shm-size")},
+        "ulimits": {"type": "object", "additionalProperties": {"type": ["integer", "string"]}},
+        "output-size": SIZE,
+    },
     "site": {"engine": enum(ENGINE_NAMES)},
 }  # fmt: skip
 

@@ -46,6 +46,7 @@ from rocmenv.spec.gpu import (
 )
 from rocmenv.spec.labels import LABEL_PREFIX, run_labels
 from rocmenv.spec.runspec import (
+    OUTPUT_ENV,
     BindMount,
     Device,
     EnvVar,
@@ -331,6 +332,11 @@ def build_runspec(
         workdir = str(host.cwd)
     if workdir is not None and not workdir.startswith("/"):
         raise UsageError(f"--workdir {workdir!r} must be an absolute path in the container")
+    if overrides.output:
+        output = _output(profile, workdir, mounts)
+        mounts.append(output)
+        env = [e for e in env if e.name != OUTPUT_ENV]
+        env.append(EnvVar(name=OUTPUT_ENV, value=output.target, source="fixed"))
     spec = RunSpec(
         image=image,
         command=tuple(overrides.command),
@@ -345,6 +351,7 @@ def build_runspec(
         shm_size=profile.shm_size,
         memory=profile.memory,
         memory_swap=profile.memory_swap,
+        pids_limit=profile.pids_limit,
         ulimits=profile.ulimits,
         privileged=privileged,
         mounts=tuple(mounts),
@@ -357,6 +364,27 @@ def build_runspec(
         warnings=tuple(warnings),
     )
     return add_launcher(spec, launcher, host) if launcher is not None else spec
+
+
+def _output(profile: Profile, workdir: str | None, mounts: list[BindMount]) -> BindMount:
+    """The output directory ``--output`` copies out (:mod:`rocmenv.run.output`): an empty
+    volume at the profile's ``output`` (relative: to the working directory)."""
+    target = profile.output
+    if not target.startswith("/"):
+        if workdir is None:
+            raise UsageError(
+                f"profile {profile.name!r}: output = {target!r} is relative, and the container "
+                "has no working directory",
+                hint="give output an absolute path, or a workdir",
+            )
+        target = f"{workdir.rstrip('/')}/{target}"
+    for mount in mounts:
+        if mount.target == target:
+            raise UsageError(
+                f"two mounts target {target}: the output directory and {mount.source}",
+                hint="give the profile's output another directory",
+            )
+    return BindMount(source="", target=target, kind="volume", origin="output")
 
 
 def _labels(profile: Profile, host: HostFacts) -> tuple[tuple[str, str], ...]:

@@ -17,10 +17,14 @@ that lists every change), or refuses — in one pass, here and nowhere else:
   ``0..k-1`` (``gpu-env`` ignored), ``ipc = "host"`` → a private ``/dev/shm`` of the
   profile's ``shm-size``, the reference CI's ``SYS_PTRACE`` and ``seccomp=unconfined``
   dropped unless the policy allows them, Docker's default capabilities a planted file would
-  use dropped (:data:`UNTRUSTED_CAP_DROP`: ``MKNOD``, ``SETFCAP``, ``FSETID``, …; what the
-  container still leaves is swept after the run by :mod:`rocmenv.run.planted`), no
+  use dropped (:data:`UNTRUSTED_CAP_DROP`: ``MKNOD``, ``SETFCAP``, ``FSETID``, …), no
   ``pass-env``/proxy variables from an untrusted profile, no ``secret-env`` at all, data
-  mounts and ``.git`` read-only;
+  mounts read-only, and **the checkout a copy-on-write view** (``kind = "overlay"``, made
+  by the engine: :mod:`rocmenv.engine.overlay`) whose writes go with the container — the
+  host's checkout, ``.git`` included, is never writable from it, so nothing it plants is
+  there for the host to honour (:mod:`rocmenv.run.planted` sweeps as a second line; results
+  leave through ``--output``: :mod:`rocmenv.run.output`); and the resource **caps** of
+  :mod:`rocmenv.spec.caps` (pids, memory, shm, ulimits: the policy's);
 * it **refuses** (exit 2, :class:`PolicyViolation` naming key, value and rule) what has
   none: a privileged container; device nodes other than ``/dev/kfd`` and the selected GPUs'
   ``renderD*``/``card*``; any other added capability or security option that is not in the
@@ -30,8 +34,9 @@ that lists every change), or refuses — in one pass, here and nowhere else:
   built-in profiles' mounts; ``-v`` is trusted input; an optional mount rendered for another
   host keeps ``-v`` semantics — the engine creates an absent source — only for a source a
   trusted profile declares optional, any other must exist there) and any mount
-  :mod:`rocmenv.spec.hostpaths` refuses (the denylist, a second line); a ``.git`` that is a
-  link; images from repositories the policy does not allow.
+  :mod:`rocmenv.spec.hostpaths` refuses (the denylist, a second line); a checkout path the
+  overlay's mount options cannot carry (``,``, ``:``, ``\\``); a profile asking more than
+  a cap; images from repositories the policy does not allow.
 
 **What the default policy allows and why.** ROCm needs ``/dev/kfd``, the GPUs' render (and
 card) nodes and membership of the groups that own them (video/render); nothing else. The
@@ -62,6 +67,7 @@ from rocmenv.settings.policy import DEFAULT_POLICY, Policy, repository_name
 from rocmenv.settings.profiles import BUILTIN_PROFILES, PROXY_VARS, Profile
 from rocmenv.settings.resolve import Settings
 from rocmenv.spec.builder import dedupe, gpu_devices, with_gpu_env
+from rocmenv.spec.caps import Refusal, cap
 from rocmenv.spec.gpu import VISIBLE_DEVICE_VARS
 from rocmenv.spec.hostpaths import checkout_problem, mount_problem
 from rocmenv.spec.runspec import BindMount, Device, EnvVar, HostFacts, RunSpec
@@ -85,6 +91,9 @@ SAFE_SECURITY_OPTS: Final = (
 # Root on the host by other means (the engine's socket, raw disks, /etc/shadow, sudo).
 NEVER_GROUPS: Final = ("0", "root", "docker", "disk", "sudo", "shadow", "adm", "kmem")
 PRIVATE_IPC: Final = ("private", "none", "shareable")
+# What the overlay's mount options cannot carry: ',' ends lowerdir=, ':' separates lower
+# directories (and podman's -v fields), '\\' escapes.
+OVERLAY_UNSAFE: Final = ",:\\"
 RULE_HINT: Final = (
     "remove it from the profile (or the command line); an administrator can allow it in "
     'the policy file named by ROCMENV_POLICY (README "Running untrusted code")'
@@ -159,17 +168,19 @@ class Guard:
         )  # fmt: skip
         if gpu_env:  # pragma below: every variable carries the same value (equivalent mutant)
             changes.append(f"{'/'.join(v.name for v in gpu_env)}={gpu_env[0].value}")  # pragma: no mutate  # fmt: skip
-        mounts, mounts_note = _read_only(draft, host)
+        mounts, mounts_note = _views(draft)
         mounts, created = self._created(mounts)
         if created:
             changes.append(f"optional mount sources must exist: {', '.join(created)}")
+        limits, limit_changes, over = cap(draft, self.policy, host)
+        changes += limit_changes
         spec = replace(
             draft, devices=devices, cap_add=tuple(c for c in draft.cap_add if c not in caps),
             cap_drop=cap_drop,
             security_opt=tuple(o for o in draft.security_opt if o not in opts), ipc=ipc,
-            env=tuple(env), mounts=mounts, untrusted=True,
+            env=tuple(env), mounts=mounts, untrusted=True, **limits,
         )  # fmt: skip
-        self._refuse(spec, profile, host)
+        self._refuse(spec, profile, host, over)
         line = (f"untrusted mode: policy {self.policy.source}; privileged refused; "
                 + "; ".join([*changes, mounts_note, *secrets_note]))  # fmt: skip
         rest = [n for n in draft.notes if n not in gpu_notes]
@@ -216,10 +227,12 @@ class Guard:
         extra = [d for d in draft.devices if not d.gpu]
         return tuple(dedupe([*gpu_devs, *extra])), gpu_env, notes
 
-    def _refuse(self, spec: RunSpec, profile: Profile, host: HostFacts) -> None:
+    def _refuse(
+        self, spec: RunSpec, profile: Profile, host: HostFacts, over: Sequence[Refusal] = ()
+    ) -> None:
         """Raise :class:`PolicyViolation` listing every key of the constrained spec the
-        policy refuses."""
-        bad: list[str] = []
+        policy refuses (and the caps ``over`` it: :func:`rocmenv.spec.caps.cap`)."""
+        bad: list[str] = [f"{key} = {value!r}: {rule}" for key, value, rule in over]
 
         def refuse(key: str, value: str, rule: str) -> None:
             bad.append(f"{key} = {value!r}: {rule}")
@@ -228,9 +241,9 @@ class Guard:
         for dev in spec.devices:
             if dev.host not in allowed_devices:
                 refuse("devices", dev.host, "only /dev/kfd and the selected GPUs' nodes")
-        for cap in spec.cap_add:
-            if not self._cap_allowed(cap):
-                refuse("cap-add", cap, "no added capabilities")
+        for name in spec.cap_add:
+            if not self._cap_allowed(name):
+                refuse("cap-add", name, "no added capabilities")
         for opt in spec.security_opt:
             if opt not in self.policy.security_opt and opt not in SAFE_SECURITY_OPTS:
                 refuse("security-opt", opt,
@@ -242,6 +255,8 @@ class Guard:
         for group, rule in self._group_problems(profile.group_add, host.group_gid):
             refuse("group-add", group, rule)
         for mount in spec.mounts:
+            if mount.kind == "volume":
+                continue  # an empty volume of the engine's (the output directory)
             if mount.target == spec.checkout:
                 problem = checkout_problem(host.realpath(mount.source), host.env)
                 if problem:
@@ -342,35 +357,30 @@ class Guard:
         return f"only images of {', '.join(self.images)} (and their trusted mirrors)"
 
 
-def _read_only(draft: RunSpec, host: HostFacts) -> tuple[tuple[BindMount, ...], str]:
-    """Data mounts read-only; the checkout writable, its ``.git`` bind-mounted read-only over
-    it (the runner's next git command on the host must not run what the job planted:
-    ``.git/hooks``, ``core.fsmonitor``)."""
+def _views(draft: RunSpec) -> tuple[tuple[BindMount, ...], str]:
+    """Data mounts read-only; the checkout a copy-on-write view whose writes are discarded
+    with the container (:mod:`rocmenv.engine.overlay`): the host's checkout, ``.git``
+    included, stays as it was, so the runner's next git command (``core.fsmonitor``, hooks,
+    a submodule's ``.git``) and any tool the host later trusts meet only what was checked
+    out. The path must be one the engines' overlay options can carry."""
     out: list[BindMount] = []
-    git_ro = False
     for mount in draft.mounts:
-        if mount.target != draft.checkout:
+        if mount.kind == "volume":
+            out.append(mount)
+        elif mount.target != draft.checkout:
             out.append(replace(mount, readonly=True))
-            continue
-        out.append(mount)
-        git_dir = f"{draft.checkout}/.git"
-        if host.path_exists(git_dir):
-            for other in draft.mounts:
-                if other.target == git_dir:
-                    raise UsageError(
-                        f"two mounts target {git_dir}: the checkout's .git and {other.source}",
-                        hint="give one of them another target",
-                    )
-            if host.realpath(git_dir) != host.realpath(draft.checkout) + "/.git":
-                raise PolicyViolation(  # a link (a run left one) would mount its target
-                    f"untrusted mode: the checkout's .git ({git_dir}) leads to "
-                    f"{host.realpath(git_dir)}: refused",
-                    hint="check out the repository afresh (.git must be the checkout's own)",
+        else:
+            bad = next((c for c in mount.source if c in OVERLAY_UNSAFE or ord(c) < 0x20), None)
+            if bad is not None:
+                raise PolicyViolation(
+                    f"untrusted mode: the checkout's path {mount.source!r} holds {bad!r}, which "
+                    "the copy-on-write view's mount options cannot carry",
+                    hint="check the repository out under a path without ',', ':' or '\\'",
                 )
-            out.append(BindMount(source=git_dir, target=git_dir, readonly=True, origin="guard"))
-            git_ro = True
-    data = sum(1 for m in out if m.target != draft.checkout and m.readonly) - int(git_ro)
-    return tuple(out), f"{data} data mount(s)" + (" and .git" if git_ro else "") + " read-only"
+            out.append(replace(mount, kind="overlay", readonly=False))
+    data = sum(1 for m in out if m.readonly)
+    view = "; the checkout copy-on-write" if any(m.kind == "overlay" for m in out) else ""
+    return tuple(out), f"{data} data mount(s) read-only{view}"
 
 
 def _norm_cap(cap: str) -> str:

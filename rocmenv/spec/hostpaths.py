@@ -78,7 +78,7 @@ def mount_problem(
 
 
 def checkout_problem(path: str, env: Mapping[str, str]) -> str | None:
-    """The checkout is mounted writable: it may lie in ``/home`` (runners do), but must not
+    """The checkout is mounted (as a copy-on-write view): it may lie in ``/home`` (runners do), but must not
     be ``/``, a system directory, or hold one, the engine's socket or the runner's work
     directories (run from the checkout, not from above it)."""
     holds = [*FORBIDDEN_ROOTS, *engine_sockets(env), *runner_dirs(env)]

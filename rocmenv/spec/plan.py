@@ -172,6 +172,8 @@ def host_facts(ctx: Context, settings: Settings, request: PlanRequest) -> HostFa
         find_socket=find_socket,
     )
 
+    return None
+
 
 def host_group_gid(name: str) -> int | None:
     import grp

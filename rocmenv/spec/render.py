@@ -11,6 +11,13 @@ those renderings refuse an argument that would need quoting (:func:`plain_words`
 than quote it — a profile's ``env = {A = "x --privileged"}`` must not become an option.
 Compose values are JSON strings (every control character escaped); lines written into a
 script (``sbatch``, Slurm arguments) refuse control characters (:func:`refuse_control`).
+
+**The untrusted checkout.** An untrusted container sees the checkout through a
+copy-on-write view (an ``overlay`` mount), which the engines make themselves
+(:mod:`rocmenv.engine.overlay`: a Docker volume over scratch volumes the adapter creates
+first, podman's ``:O``). ``docker run`` arguments, ``container.options`` and a compose file
+cannot create those scratch volumes, so these renderings mount the checkout **read-only**
+instead — never writable — and ``rocmenv options`` says so.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from rocmenv.errors import EngineError, UsageError
 from rocmenv.escape import control_char
 from rocmenv.lazy import Pattern
 from rocmenv.spec.labels import LABEL_PREFIX
-from rocmenv.spec.runspec import RunSpec
+from rocmenv.spec.runspec import BindMount, RunSpec
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
@@ -51,6 +58,8 @@ def render_docker(
         args.append(f"--memory={spec.memory}")
     if spec.memory_swap:
         args.append(f"--memory-swap={spec.memory_swap}")
+    if spec.pids_limit is not None:
+        args.append(f"--pids-limit={spec.pids_limit}")
     args += [f"--ulimit={u.render()}" for u in spec.ulimits]
     for m in spec.mounts:
         if m.target == spec.checkout and not with_checkout:
@@ -148,6 +157,8 @@ def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
         svc["mem_limit"] = spec.memory
     if spec.memory_swap:
         svc["memswap_limit"] = spec.memory_swap
+    if spec.pids_limit is not None:
+        svc["pids_limit"] = spec.pids_limit
     if spec.ulimits:
         svc["ulimits"] = {
             u.name: u.soft if u.soft == u.hard else {"soft": u.soft, "hard": u.hard}
@@ -155,11 +166,14 @@ def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
         }
     if spec.mounts:
         svc["volumes"] = [
-            {
+            {"type": "volume", "target": m.target}
+            if m.kind == "volume"
+            else {
                 "type": "bind",
                 "source": m.source,
                 "target": m.target,
-                **({"read_only": True} if m.readonly else {}),
+                # an overlay: what compose can say of it (module docstring)
+                **({"read_only": True} if m.readonly or m.kind == "overlay" else {}),
                 "bind": {"create_host_path": m.create_source},
             }
             for m in spec.mounts
@@ -242,6 +256,15 @@ def _cap(name: str) -> str:
     return upper if upper == "ALL" or upper.startswith("CAP_") else f"CAP_{upper}"
 
 
+def _api_mount(mount: BindMount) -> dict[str, Any]:
+    """One ``HostConfig.Mounts`` entry; an overlay as a read-only bind (the docker-api
+    adapter puts the real view in its place: :mod:`rocmenv.engine.overlay`)."""
+    if mount.kind == "volume":
+        return {"Type": "volume", "Target": mount.target}
+    readonly = mount.readonly or mount.kind == "overlay"
+    return {"Type": "bind", "Source": mount.source, "Target": mount.target, "ReadOnly": readonly}
+
+
 def create_body(spec: RunSpec, *, tty: bool, stdin_open: bool) -> dict[str, Any]:
     """The ``POST /containers/create`` body for a spec (what ``docker create`` sends)."""
     host: dict[str, Any] = {
@@ -263,11 +286,7 @@ def create_body(spec: RunSpec, *, tty: bool, stdin_open: bool) -> dict[str, Any]
             {"Name": u.name, "Soft": u.soft, "Hard": u.hard}
             for u in sorted(spec.ulimits, key=lambda u: u.name)
         ],
-        "Mounts": [
-            {"Type": "bind", "Source": m.source, "Target": m.target, "ReadOnly": m.readonly}
-            for m in spec.mounts
-            if not m.create_source
-        ],
+        "Mounts": [_api_mount(m) for m in spec.mounts if not m.create_source],
     }
     binds = [m.render_volume() for m in spec.mounts if m.create_source]
     if binds:  # what `docker create -v` sends: the daemon creates an absent source
@@ -287,6 +306,8 @@ def create_body(spec: RunSpec, *, tty: bool, stdin_open: bool) -> dict[str, Any]
         host["Memory"] = parse_bytes(spec.memory)
     if spec.memory_swap:
         host["MemorySwap"] = -1 if spec.memory_swap == "-1" else parse_bytes(spec.memory_swap)
+    if spec.pids_limit is not None:
+        host["PidsLimit"] = spec.pids_limit
     body: dict[str, Any] = {
         "Image": spec.image,
         "Env": [f"{k}={v}" for k, v in spec.env_values.items()],

@@ -30,9 +30,18 @@ if TYPE_CHECKING:
     EnvSource = Literal["fixed", "pass", "host", "secret", "gpu", "cli", "launcher"]
 
     # checkout: the working directory's git top level; profile: the profile's mounts; cli: -v
-    # (the command line's: trusted input); guard: what the untrusted guard adds (.git read-only);
-    # launcher: rocmenv's shim launcher
-    MountOrigin = Literal["checkout", "profile", "cli", "guard", "launcher"]
+    # (the command line's: trusted input); guard: what the untrusted guard adds; launcher:
+    # rocmenv's shim launcher; output: the declared output directory (``--output``)
+    MountOrigin = Literal["checkout", "profile", "cli", "guard", "launcher", "output"]
+
+    # bind: the host path itself; overlay: a copy-on-write view of it whose writes are
+    # discarded with the container (rocmenv.engine.overlay); volume: an empty anonymous
+    # volume of the engine's, removed with the container (no source)
+    MountKind = Literal["bind", "overlay", "volume"]
+
+
+#: The variable naming, in the container, the directory ``--output`` copies out.
+OUTPUT_ENV = "ROCMENV_OUTPUT"
 
 
 @record
@@ -53,6 +62,10 @@ class Device:
 
 @record
 class BindMount:
+    """A mount of the container: a host path (``bind``), a copy-on-write view of one
+    (``overlay``: what an untrusted container gets of the checkout) or an empty volume of the
+    engine's (``volume``: the output directory)."""
+
     source: str
     target: str
     readonly: bool = False
@@ -60,19 +73,29 @@ class BindMount:
     # the engine creates an absent source (``-v`` semantics): only an optional mount rendered
     # for another host, whose source this host cannot check (README "Profiles")
     create_source: bool = False
+    kind: MountKind = "bind"
+
+    @property
+    def host_writable(self) -> bool:
+        """Whether the container can write the host path ``source`` through this mount."""
+        return self.kind == "bind" and not self.readonly
 
     def render_volume(self) -> str:
         """``SRC:DST[:ro]`` for ``-v``/``Binds`` (the builder refuses paths holding ``:``)."""
         return f"{self.source}:{self.target}" + (":ro" if self.readonly else "")
 
     def mount_fields(self) -> list[str]:
-        """The ``--mount`` fields, CSV-quoted where a path holds a comma or a quote."""
+        """The ``--mount`` fields, CSV-quoted where a path holds a comma or a quote. An
+        overlay renders as a read-only bind: what ``docker run`` arguments can say of it
+        (the engines make the real view: :mod:`rocmenv.engine.overlay`)."""
+        if self.kind == "volume":
+            return ["type=volume", csv_field(f"target={self.target}")]
         fields = [
             "type=bind",
             csv_field(f"source={self.source}"),
             csv_field(f"target={self.target}"),
         ]
-        return fields + (["readonly"] if self.readonly else [])
+        return fields + (["readonly"] if self.readonly or self.kind == "overlay" else [])
 
     def render_mount(self) -> str:
         return ",".join(self.mount_fields())
@@ -108,6 +131,7 @@ class RunSpec:
     shm_size: str | None = None
     memory: str | None = None
     memory_swap: str | None = None
+    pids_limit: int | None = None  # None: the engine's default; 0 or -1: no limit
     ulimits: tuple[Ulimit, ...] = ()
     privileged: bool = False
     mounts: tuple[BindMount, ...] = ()
@@ -142,6 +166,19 @@ class Overrides:
     mounts: tuple[str, ...] = ()  # "SRC:DST[:ro]"
     workdir: str | None = None
     privileged: bool | None = None
+    output: bool = False  # --output: mount the profile's output directory (a volume)
+
+
+def host_memory() -> int | None:
+    """This host's memory in bytes (``MemTotal``), None when it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 @record
@@ -160,6 +197,8 @@ class HostFacts:
     image_env: Mapping[str, str] = field(default_factory=dict)  # the image config's Env
     realpath: Callable[[str], str] = os.path.normpath  # run: os.path.realpath (symlinks)
     find_socket: Callable[[str], str | None] = lambda _p: None  # run: rocmenv.spec.guard's
+    # this host's memory in bytes (an untrusted cap given in percent): None when unknown
+    memory_total: Callable[[], int | None] = host_memory
 
 
 @record

@@ -232,6 +232,7 @@ def exec_on_node(
     no_gpus: bool = False,
     check: Callable[[Sequence[str]], None] | None = None,
     on_exit: Callable[[int], None] | None = None,
+    output: Path | None = None,
 ) -> int:
     """``rocmenv suite slurm-exec``: the test's container with exactly Slurm's GPUs (none with
     ``no_gpus``: a test that asked for none), between two marker lines the submitting side
@@ -261,7 +262,7 @@ def exec_on_node(
 
     code = run_in_container(
         ctx, profile=flags.profile, gpus=gpus_arg(node.host), command=command, flags=flags,
-        log=ctx.stdout, on_created=lambda _cid: None, on_exit=exited,
+        log=ctx.stdout, on_created=lambda _cid: None, on_exit=exited, output=output,
     )  # fmt: skip
     if not told:  # an untrusted run: after its cleanup
         exited(code)

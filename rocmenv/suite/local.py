@@ -58,9 +58,11 @@ def run_in_container(
     log: TextIO,
     on_created: Callable[[str], None],
     on_exit: Callable[[int], None] | None = None,
+    output: Path | None = None,
 ) -> int:
     """The adapter to the run pipeline (re-wire here when its API moves); ``on_exit``: the
-    command's status before the container's removal (:func:`rocmenv.run.execute.execute`)."""
+    command's status before the container's removal (:func:`rocmenv.run.execute.execute`);
+    ``output``: where the test's output directory goes (``--output``)."""
     from rocmenv.run.execute import RunRequest, execute
     from rocmenv.spec.runspec import Overrides
 
@@ -73,6 +75,7 @@ def run_in_container(
         overrides=Overrides(gpus=gpus, command=command),
         tty=False,
         interactive=False,
+        output=output,
     )
     return execute(
         test_ctx, request, LogReporter(log, test_ctx), on_created=on_created, on_exit=on_exit
@@ -101,6 +104,12 @@ def open_log(path: Path, ctx: Context) -> TextIO:
     return os.fdopen(create_file(path, within=ctx.checkout), "w", encoding="utf-8")
 
 
+def output_for(base: Path | None, job: Job) -> Path | None:
+    """Where an attempt's output directory goes: ``base/<the log's name>`` (the same
+    attempt's log is ``<name>.log``)."""
+    return None if base is None else base / log_name(job.name, job.attempt)[: -len(".log")]
+
+
 def log_name(test: str, attempt: int = 1) -> str:
     """``test/a.py`` → ``test__a.py.log``; a retry: ``test__a.py.attempt-2.log``."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in test.replace("/", "__"))
@@ -115,6 +124,7 @@ class LocalBackend:
     commands: dict[str, tuple[str, ...]]  # test name -> command
     log_dir: Path
     kill_engine: Any
+    output: Path | None = None  # --output: each test's output directory to output/TEST
 
     def launch(self, job: Job, gpus: tuple[int, ...], cancel: Cancel) -> Outcome:
         log_path = self.log_dir / log_name(job.name, job.attempt)
@@ -138,7 +148,7 @@ class LocalBackend:
                 code = run_in_container(
                     self.ctx, profile=self.profile, gpus=gpus_arg(gpus),
                     command=self.commands[job.name], flags=self.flags, log=log,
-                    on_created=created,
+                    on_created=created, output=output_for(self.output, job),
                 )  # fmt: skip
             except SuiteTestCancelled:
                 return Outcome(status="cancelled", log=str(log_path))

@@ -104,6 +104,7 @@ class SuiteRunRequest:
     backend: Backend = "local"
     flags: Flags = field(default_factory=Flags)  # engine, untrusted
     log_dir: Path | None = None
+    output: Path | None = None  # --output: each test's output directory goes to DIR/TEST
     learn: bool = True
     declared: bool = False  # plan from declared estimates only
     selection: Selection = field(default_factory=Selection)
@@ -134,6 +135,10 @@ def run_suite(
             notices=(*chosen.notices, nothing_selected(suite, chosen, request.partition)),
         )  # fmt: skip
     log_dir = make_log_dir(ctx, request.log_dir, loaded)
+    if request.output is not None:
+        from rocmenv.run.output import check_destination
+
+        check_destination(request.output, ctx.checkout)
     options = RunOptions(
         max_parallel=request.max_parallel, fail_fast=request.fail_fast, on_event=on_event
     )
@@ -189,7 +194,7 @@ def backend_for(
         warm_launcher(ctx)
         local = LocalBackend(
             ctx=ctx, profile=loaded.profile, flags=request.flags, commands=commands,
-            log_dir=log_dir, kill_engine=kill_engine,
+            log_dir=log_dir, kill_engine=kill_engine, output=request.output,
         )  # fmt: skip
         yield pool, local.launch
         return
@@ -204,7 +209,7 @@ def backend_for(
     backend = SlurmBackend(
         ctx=ctx, profile=loaded.profile,
         flags=replace(request.flags, untrusted=loaded.settings.untrusted), commands=commands,
-        log_dir=log_dir, settings=loaded.suite.slurm,
+        log_dir=log_dir, settings=loaded.suite.slurm, output=request.output,
     )  # fmt: skip
     if loaded.suite.slurm.packing == "slurm" or not jobs:
         backend.check(jobs)

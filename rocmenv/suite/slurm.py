@@ -79,6 +79,7 @@ class SlurmBackend:
     log_dir: Path
     settings: SlurmSettings
     session: str = field(default_factory=lambda: os.urandom(4).hex())
+    output: Path | None = None  # --output: each test's output directory to output/TEST
 
     def check(self, jobs: Sequence[Job], capacity: int | None = None) -> None:
         """A Slurm submit host, and no test bigger than the biggest node (``capacity``: its
@@ -111,6 +112,10 @@ class SlurmBackend:
             node += ["--gres-conf", str(self.settings.gres_conf)]
         if job.gpus == 0:
             node.append("--no-gpus")
+        if self.output is not None:
+            from rocmenv.suite.local import output_for
+
+            node += ["--output", str(output_for(self.output, job))]
         return _node_command(self.ctx, [*node, "--", *self.commands[job.name]])
 
     def argv(self, job: Job, name: str) -> list[str]:

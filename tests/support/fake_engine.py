@@ -13,6 +13,9 @@ limit is refused at start as Docker refuses it.
 Fault knobs for the run tests: ``create_error`` (and ``leave_behind``: the failed create
 still made a container), ``start_error``, ``exit_code`` (overrides the program's); what
 the run asked of it: ``created``, ``terminals`` (tty, console size), ``kills``, ``removed``.
+An overlay mount gets its scratch volumes as the docker adapters make them
+(:func:`rocmenv.engine.overlay.prepare`, released with the container: ``volumes``), and
+``export`` gives ``archives[path]`` (tar bytes a test put there) for any container.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import shlex
 import signal as signals
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +37,7 @@ from rocmenv.engine.protocol import (
     LocalImage,
     PullEvent,
     StoreInfo,
+    VolumeInfo,
 )
 from rocmenv.errors import EngineError, EngineStartError, StartFailure
 from rocmenv.settings.choices import EngineKind
@@ -179,6 +183,9 @@ class FakeEngine:
         self.exit_code: int | None = None  # overrides the program's exit code
         self.start_error: BaseException | None = None
         self.tick = threading.Event()  # never set: a sleep that wakes early on nothing
+        self.volumes: dict[str, dict[str, str]] = {}  # name -> labels
+        self.scratch: dict[str, tuple[str, ...]] = {}  # container id -> its overlay's volumes
+        self.archives: dict[str, bytes] = {}  # path -> what export gives (a tar)
 
     # -- images -----------------------------------------------------------------------------
     def ping(self) -> EngineInfo:
@@ -230,7 +237,11 @@ class FakeEngine:
             raise self.create_error
         if self.image_info(spec.image) is None:
             raise EngineError(f"No such image: {spec.image}")
+        from rocmenv.engine.overlay import prepare
+
+        prepared = prepare(self, spec)
         self._add(cid, name, spec)
+        self.scratch[cid] = prepared.volumes
         self.terminals[cid] = (tty, console_size)
         return cid
 
@@ -302,8 +313,28 @@ class FakeEngine:
             box.state, box.exit_code = "exited", 128 + int(signals.Signals[signal])
 
     def remove(self, container_id: str, *, force: bool = True) -> None:
+        from rocmenv.engine.overlay import release
+
         if self.containers.pop(container_id, None) is not None:
             self.removed.append(container_id)
+        release(self, self.scratch.pop(container_id, ()))
+
+    def export(self, container_id: str, path: str) -> Iterator[bytes]:
+        self._box(container_id)
+        data = self.archives.get(path.removesuffix("/."), b"")
+        return iter([data[i : i + 7] for i in range(0, len(data), 7)])  # small chunks
+
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> str:
+        self.volumes[name] = dict(labels)
+        return f"/var/lib/fake-engine/volumes/{name}/_data"
+
+    def remove_volume(self, name: str) -> None:
+        self.volumes.pop(name, None)
+
+    def list_volumes(self, *, labels: Mapping[str, str | None]) -> list[VolumeInfo]:
+        return [VolumeInfo(name=n, labels=tuple(sorted(have.items())))
+                for n, have in self.volumes.items()
+                if all(k in have and (v is None or have[k] == v) for k, v in labels.items())]  # fmt: skip
 
     def logs(self, container_id: str) -> tuple[bytes, bytes]:
         box = self._box(container_id)

@@ -9,7 +9,8 @@ from __future__ import annotations
 #: ``socket``, ``selectors``, ``signal``, ``struct``, ``zlib``
 RUN_UNUSED = {
     "importlib.metadata", "packaging", "rocmenv.launcher._vendor.packaging",
-    "rocmenv.shims.probe", "rocmenv.spec.guard", "rocmenv.run.planted",
+    "rocmenv.shims.probe", "rocmenv.spec.guard", "rocmenv.spec.caps", "rocmenv.run.planted",
+    "rocmenv.run.output", "tarfile",
     "rocmenv.run.pull", "rocmenv.registry", "urllib3", "ssl", "docker", "secrets",
     "dataclasses", "inspect", "ast", "dis", "hashlib", "_hashlib", "shutil", "bz2", "lzma",
     "difflib", "tempfile", "rocmenv.image.lock", "rocmenv.suite",
@@ -32,7 +33,10 @@ RUN_MODULES = {
     "rocmenv", "rocmenv.cli", "rocmenv.cli.run", "rocmenv.context",
     "rocmenv.engine", "rocmenv.engine.attach", "rocmenv.engine.container",
     "rocmenv.engine.docker_api", "rocmenv.engine.protocol",
-    "rocmenv.engine.select", "rocmenv.engine.wire", "rocmenv.errors", "rocmenv.grammar",
+    "rocmenv.engine.select", "rocmenv.engine.wire",
+    # issue 31: the answer reader (split from wire), the overlay's and the volumes' calls
+    "rocmenv.engine.answer", "rocmenv.engine.overlay", "rocmenv.engine.volumes",
+    "rocmenv.engine.cli_command", "rocmenv.errors", "rocmenv.grammar",
     "rocmenv.grammar.reference", "rocmenv.grammar.tags", "rocmenv.hostfs", "rocmenv.image",
     "rocmenv.image.pinning", "rocmenv.lazy", "rocmenv.record", "rocmenv.redact", "rocmenv.run",
     "rocmenv.escape",  # (issue 31: the one escaping function; nothing compiled at import)

@@ -222,3 +222,71 @@ def test_the_api_version_is_the_lower_of_ours_and_the_daemons(transport: str) ->
     assert spoken == lower
     assert negotiate_version(daemon, where="x") == lower
     assert made.ping().api_version == daemon  # what the daemon offers is still reported
+
+
+def test_volumes_are_created_listed_by_label_and_removed(engine: Engine) -> None:
+    """The overlay's scratch volumes (issue 31): a data directory on the engine's host, found
+    by label, removed once (and again: not an error)."""
+    name = f"rocmenv-contract-{os.urandom(4).hex()}"
+    labels = {"rocmenv.owner-pid": str(os.getpid()), "rocmenv.session": name}
+    data = engine.create_volume(name, labels)
+    try:
+        assert data.startswith("/")
+        found = engine.list_volumes(labels={"rocmenv.session": name})
+        assert [(v.name, dict(v.labels)["rocmenv.owner-pid"]) for v in found] == [
+            (name, str(os.getpid()))
+        ]
+        assert engine.list_volumes(labels={"rocmenv.session": name + "-other"}) == []
+    finally:
+        engine.remove_volume(name)
+    engine.remove_volume(name)
+    assert engine.list_volumes(labels={"rocmenv.session": name}) == []
+
+
+def test_export_streams_a_stopped_containers_files_and_nothing_for_a_missing_path(
+    real_engine: Engine, family: testenv.Family
+) -> None:
+    import io
+    import tarfile
+
+    from rocmenv.spec.labels import Identity
+
+    spec = RunSpec(
+        image=family["demo"].ref,
+        command=("sh", "-c", "mkdir -p /out/d && echo hi > /out/d/f && ln -s /etc /out/l"),
+        mounts=(BindMount(source="", target="/out", kind="volume", origin="output"),),
+        labels=tuple(sorted(Identity.current().labels().items())),
+    )
+    cid = real_engine.create(spec)
+    try:
+        real_engine.start(cid)
+        assert real_engine.wait(cid, timeout=60) == 0
+        data = b"".join(real_engine.export(cid, "/out/."))
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            found = {m.name.lstrip("./"): m.type for m in tar if m.name.lstrip("./")}
+        assert found == {"d": tarfile.DIRTYPE, "d/f": tarfile.REGTYPE, "l": tarfile.SYMTYPE}
+        assert b"".join(real_engine.export(cid, "/no/such/dir/.")) == b""
+    finally:
+        real_engine.remove(cid)
+
+
+def test_a_failed_create_leaves_no_scratch_volume_of_the_overlay(
+    real_engine: Engine, family: testenv.Family, tmp_path: str
+) -> None:
+    """Issue 31: the engine refuses the create (the name is taken) after the overlay's
+    scratch volumes were made: they are removed before the error is raised."""
+    from rocmenv.spec.labels import Identity
+
+    identity = Identity.current()
+    labels = tuple(sorted({**identity.labels(), "rocmenv.profile": "engine-test"}.items()))
+    checkout = str(tmp_path)
+    view = BindMount(source=checkout, target=checkout, kind="overlay", origin="checkout")
+    spec = RunSpec(image=family["demo"].ref, command=("true",), mounts=(view,), labels=labels)
+    first = real_engine.create(RunSpec(image=family["demo"].ref, command=("true",),
+                                       labels=labels), name=identity.container_name)  # fmt: skip
+    try:
+        with pytest.raises(EngineError):
+            real_engine.create(spec, name=identity.container_name)
+        assert real_engine.list_volumes(labels={"rocmenv.session": identity.session}) == []
+    finally:
+        real_engine.remove(first)

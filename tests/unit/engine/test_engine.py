@@ -308,3 +308,16 @@ def test_pull_progress_redraws_in_place_on_a_terminal() -> None:
     assert text.startswith("rocmenv: pulling img:1")
     assert "5.0 MB/10.0 MB (50%)" in text and "\r\x1b[1A\x1b[J" in text  # 2 rows erased
     assert text.endswith("rocmenv: pulled img:1: 10.0 MB in 2s (5.0 MB/s)\n")
+
+
+def test_an_overlay_the_engine_cannot_mount_is_named_as_the_checkouts_view() -> None:
+    """Issue 31: Docker mounts the view's overlay volume at the start; an engine host without
+    overlayfs (or a lower directory it cannot use) says so in rocmenv's words."""
+    text = (
+        "Error response from daemon: error while mounting volume '/var/lib/docker/volumes/"
+        "abc/_data': failed to mount local volume: mount overlay:/var/lib/docker/volumes/abc/"
+        "_data, flags: 0x0, data: lowerdir=/w/repo,upperdir=/u,workdir=/w: invalid argument"
+    )
+    failure = explain_start_failure(text)
+    assert failure.option == "--untrusted (the checkout's view)"
+    assert "copy-on-write view" in failure.message and "invalid argument" in failure.message

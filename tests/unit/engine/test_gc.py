@@ -225,8 +225,8 @@ def test_every_leftover_says_what_it_is(engine: FakeEngine, procs: Processes) ->
     (item,) = find_leftovers(engine)
     doc = item.to_json()
     assert doc == {
-        "id": box, "name": "", "state": "created", "profile": "ci", "owner_pid": 814,
-        "owner_host": HERE, "verdict": "remove", "reason": item.reason,
+        "id": box, "kind": "container", "name": "", "state": "created", "profile": "ci",
+        "owner_pid": 814, "owner_host": HERE, "verdict": "remove", "reason": item.reason,
     }  # fmt: skip
     assert item.reason  # a reason is always given
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.engine.answer import MAX_BODY
 from rocmenv.engine.docker_api import demux
 from rocmenv.engine.wire import (
     API_MAX,
-    MAX_BODY,
     UnixWire,
     WireStatus,
     WireTimeout,

@@ -178,3 +178,32 @@ def test_config_schema_prints_the_json_schema(capsys: pytest.CaptureFixture[str]
     assert printed["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert main(["config", "schema", "--file", "site"]) == 0
     assert json.loads(capsys.readouterr().out) == schema_for("site")
+
+
+@pytest.mark.parametrize(
+    ("table", "valid"),
+    [
+        ({"pids-limit": 64, "memory": "75%", "shm-size": "1g", "output-size": "10m"}, True),
+        ({"memory": "64g", "ulimits": {"core": -1, "rtprio": "0:0"}}, True),
+        ({"pids-limit": 0}, False),
+        ({"memory": "150%"}, False),
+        ({"memory": "lots"}, False),
+    ],
+)
+def test_the_policy_caps_validate_in_the_schema_as_in_rocmenv(
+    table: dict[str, Any], valid: bool
+) -> None:
+    """Issue 31: the caps' keys are the policy schema's; a share or a size, as rocmenv reads
+    them."""
+    from rocmenv.errors import ConfigError
+    from rocmenv.settings.policy import policy_from_table
+
+    schema = schema_for("policy")
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(table))
+    assert (errors == []) is valid
+    try:
+        policy_from_table(table, "policy file")
+    except ConfigError:
+        assert not valid
+    else:
+        assert valid

@@ -37,7 +37,7 @@ def facts(tmp_path: Path) -> HostFacts:
     (checkout / ".git").mkdir(parents=True, exist_ok=True)
     return HostFacts(
         env={}, cwd=checkout, checkout=checkout, inventory=None,
-        path_exists=lambda _p: True, realpath=os.path.realpath,
+        path_exists=lambda _p: True, realpath=os.path.realpath, memory_total=lambda: 64 << 30,
     )  # fmt: skip
 
 
@@ -111,11 +111,13 @@ def test_the_notice_lists_every_change_of_the_reference_profile_from_a_fork_in_o
         "untrusted mode: policy built-in; privileged refused; ipc host -> private /dev/shm (32g); "
         "cap-add SYS_PTRACE dropped; cap-drop MKNOD,SETFCAP,FSETID,NET_RAW,AUDIT_WRITE,SETPCAP,"
         "SYS_CHROOT; security-opt seccomp=unconfined dropped; pass-env FOO,BAR not passed; "
-        "keep-proxy-env ignored; 4 data mount(s) and .git read-only; "
-        "secrets not passed: HF_TOKEN, WANDB_KEY"
+        "keep-proxy-env ignored; memory 49152m (no swap); pids-limit 8192; "
+        "ulimits core=0,nice=0,rtprio=0; 4 data mount(s) read-only; the checkout "
+        "copy-on-write; secrets not passed: HF_TOKEN, WANDB_KEY"
     )
     assert (spec.ipc, spec.cap_add, spec.security_opt) == ("private", (), ())
     assert spec.untrusted and all(m.readonly for m in spec.mounts if m.target != spec.checkout)
+    assert not any(m.host_writable for m in spec.mounts)
 
 
 def test_without_a_git_directory_the_notice_counts_only_the_data_mounts(tmp_path: Path) -> None:
@@ -331,26 +333,29 @@ def test_every_refusal_of_a_profile_is_in_one_message(tmp_path: Path) -> None:
     )
 
 
-def test_a_mount_over_the_checkouts_git_is_refused_with_what_to_do(tmp_path: Path) -> None:
-    from rocmenv.errors import UsageError
-
+def test_a_data_mount_over_the_checkouts_git_is_read_only_in_the_view(tmp_path: Path) -> None:
+    """No conflict any more (``.git`` is not bound apart): the data mount shows over the
+    view's ``.git`` in the container, read-only, and the host's ``.git`` is not mounted."""
     git = str(tmp_path / "repo" / ".git")
-    with pytest.raises(UsageError) as err:
-        untrusted({"mounts": (Mount(source="/data/miles_ci/x", target=git),)}, tmp_path)
-    assert err.value.what == (f"two mounts target {git}: the checkout's .git and /data/miles_ci/x")
-    assert err.value.hint == "give one of them another target"
+    spec = untrusted({"mounts": (Mount(source="/data/miles_ci/x", target=git),)}, tmp_path)
+    (over,) = [m for m in spec.mounts if m.target == git]
+    assert over.source == "/data/miles_ci/x" and over.readonly
+    assert not any(m.source == git for m in spec.mounts)
 
 
-def test_a_git_link_is_refused_with_what_to_do(tmp_path: Path) -> None:
-    (tmp_path / "repo").mkdir()
-    (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "repo" / ".git").symlink_to(tmp_path / "elsewhere")
+@pytest.mark.parametrize("char", [",", ":", "\\", "\n"])
+def test_a_checkout_path_the_overlay_options_cannot_carry_is_refused(
+    tmp_path: Path, char: str
+) -> None:
+    checkout = tmp_path / f"re{char}po"
+    checkout.mkdir()
     profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
-    host = HostFacts(env={}, cwd=tmp_path / "repo", checkout=tmp_path / "repo", inventory=None,
-                     path_exists=os.path.exists, realpath=os.path.realpath)  # fmt: skip
+    host = replace(facts(tmp_path), cwd=checkout, checkout=checkout)
     with pytest.raises(PolicyViolation) as err:
         build_spec(profile, Overrides(), host, image="IMAGE", guard=Guard())
-    assert err.value.hint == "check out the repository afresh (.git must be the checkout's own)"
+    assert repr(char) in err.value.what and "copy-on-write" in err.value.what
+    trusted = build_spec(profile, Overrides(), host, image="IMAGE")  # a bind: any path
+    assert next(m for m in trusted.mounts if m.target == str(checkout)).host_writable
 
 
 def test_apply_refuses_a_privileged_draft_naming_the_profile(tmp_path: Path) -> None:
@@ -400,7 +405,7 @@ def test_a_read_only_checkout_is_not_counted_as_a_data_mount(tmp_path: Path) -> 
                    for m in draft.mounts)  # fmt: skip
     spec = Guard().apply(replace(draft, mounts=mounts), profile, facts(tmp_path))
     data = sum(1 for m in draft.mounts if m.target != draft.checkout)
-    assert f"; {data} data mount(s) and .git read-only" in spec.notes[0]
+    assert f"; {data} data mount(s) read-only; the checkout copy-on-write" in spec.notes[0]
 
 
 def test_the_drafts_own_notes_follow_the_untrusted_notice(tmp_path: Path) -> None:

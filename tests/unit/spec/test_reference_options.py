@@ -103,12 +103,16 @@ def test_the_trusted_workflow_options_are_the_reference_plus_documented_extras()
     assert ours - reference == DOCUMENTED_EXTRAS, "options the workflow adds"
     # the untrusted variant: the default policy (docs/security.md "Running untrusted code")
     # drops the reference's debugger/profiler options and host IPC, drops the default
-    # capabilities a planted file would use, and makes data mounts read-only
+    # capabilities a planted file would use, makes data mounts read-only and adds the caps
+    # (issue 31: a pids limit, no core files, no raised or real-time priority; the memory
+    # share is not rendered for another host)
     policy_drops = {("--cap-add", "SYS_PTRACE"), ("--security-opt", "seccomp=unconfined"),
                     ("--ipc", "host")}  # fmt: skip
     cap_drops = {("--cap-drop", c) for c in UNTRUSTED_CAP_DROP}
+    caps = {("--pids-limit", "8192"), ("--ulimit", "core=0:0"), ("--ulimit", "nice=0:0"),
+            ("--ulimit", "rtprio=0:0")}  # fmt: skip
     ro = {(n, v.removesuffix(":ro")) if n == "--mount" else (n, v) for n, v in normalise(untrusted)}
-    assert ro == (ours - policy_drops) | {("--ipc", "private")} | cap_drops
+    assert ro == (ours - policy_drops) | {("--ipc", "private")} | cap_drops | caps
     assert all(v.endswith(":ro") for n, v in normalise(untrusted) if n == "--mount")
 
 

@@ -100,3 +100,26 @@ def test_slurm_arguments_refuse_control_characters_whatever_their_source() -> No
     assert job_args(SlurmSettings(partition="gpu"), 2, time_seconds=None) == [
         "--nodes=1", "--ntasks=1", "--gres=gpu:2", "--partition=gpu",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["docker", "compose", "gha"])
+def test_untrusted_renderings_never_mount_the_checkout_writable_and_say_why(
+    tmp_path: Path, fmt: str
+) -> None:
+    """Issue 31: ``run`` gives an untrusted container a copy-on-write view of the checkout,
+    which options cannot create: they render it read-only (gha: not at all, Actions mounts
+    the workspace) and say so on stderr."""
+    root = _project(tmp_path, "plain", label_key="team")
+    code, out, err = _options(root, "--format", fmt, untrusted=True)
+    assert code == 0, err
+    if fmt == "docker":
+        assert f"--mount=type=bind,source={root},target={root},readonly" in out.split()
+    elif fmt == "compose":
+        (service,) = yaml.safe_load(out)["services"].values()
+        (view,) = [v for v in service["volumes"] if v["target"] == str(root)]
+        assert view["read_only"] is True
+    else:
+        assert str(root) not in out
+    said = "container:` job mounts" if fmt == "gha" else "rendered read-only"
+    assert said in err
+    assert "--pids-limit=8192" in out or "pids_limit: 8192" in out
