@@ -1,7 +1,8 @@
 """One layer, read once: stream it, decompress it, walk its tar, keep the little that matters.
 
 Media types: Docker and OCI gzip (``…tar.gzip``, ``…tar+gzip``), OCI zstd (``…tar+zstd``,
-through the ``zstandard`` package — the standard library has zstd only from Python 3.14) and
+through the ``zstandard`` package of the ``rocmenv[zstd]`` extra — the standard library has
+zstd only from Python 3.14; without it such a layer is a :class:`ConfigError` naming it) and
 uncompressed tars (``…tar``, ``…diff.tar``). The stream is never written to disk: the tar is
 read in ``r|`` (stream) mode and only these are kept, as a :class:`LayerIndexJson`:
 
@@ -43,7 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, TypedDict, cast
 
 from rocmenv.contents.budget import Budget
-from rocmenv.errors import RegistryProtocolError
+from rocmenv.errors import ConfigError, RegistryProtocolError
 from rocmenv.settings.registry import RegistrySettings
 
 INDEX_VERSION = 2  # bump whenever what is kept changes: older indexes are then re-read
@@ -240,8 +241,14 @@ def _decompressed(media_type: str, raw: IO[bytes]) -> IO[bytes]:
     if media_type.endswith(("gzip", "+gzip")):
         return cast(IO[bytes], _Gunzip(raw))
     if media_type.endswith("+zstd"):
-        import zstandard
-
+        try:
+            import zstandard
+        except ImportError:
+            raise ConfigError(
+                f"a {media_type} layer needs the zstandard package, which is not installed",
+                hint="install rocmenv's zstd extra: `pip install 'rocmenv[zstd]'` (pipx: "
+                "`pipx inject rocmenv zstandard`)",
+            ) from None
         reader: IO[bytes] = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
         return reader
     if media_type.endswith(("tar", ".tar")):
@@ -275,7 +282,6 @@ def index_layer(
         budget = Budget.of(RegistrySettings(), lambda: float("inf"))
     targets = sorted(set(targets))
     raw = _ChunkReader(chunks, lambda: budget.check(digest))
-    metered = _Metered(_decompressed(media_type, io.BufferedReader(raw, CHUNK)), digest, budget)
     index: LayerIndexJson = {
         "index_version": INDEX_VERSION,
         "digest": digest,
@@ -289,6 +295,8 @@ def index_layer(
         "size": 0,
     }
     try:
+        stream = _decompressed(media_type, io.BufferedReader(raw, CHUNK))
+        metered = _Metered(stream, digest, budget)
         with tarfile.open(
             fileobj=io.BufferedReader(metered, CHUNK), mode="r|", tarinfo=_BoundedTarInfo
         ) as tar:

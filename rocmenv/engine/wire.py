@@ -381,6 +381,7 @@ class DockerPyWire:
     def __init__(self, env: Mapping[str, str], timeout: float = 60.0) -> None:
         import docker
         import docker.errors
+        import docker.utils
         import requests
 
         self.where = env.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
@@ -411,9 +412,13 @@ class DockerPyWire:
         body: Any = None,
         timeout: float | None = 60.0,
     ) -> tuple[int, dict[str, str], bytes]:
+        import urllib.parse
+
         import requests
 
-        url = self.api._url("/{0}", path.lstrip("/"))  # docker-py's versioned URL builder
+        # the versioned URL as docker-py's own (private) APIClient._url builds it
+        quoted = urllib.parse.quote(path.lstrip("/"), safe="/:")
+        url = f"{self.api.base_url}/v{self.api.api_version}/{quoted}"
         params = {
             k: ("1" if v is True else "0" if v is False else str(v))
             for k, v in (query or {}).items()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import sys
 import tarfile
 import tracemalloc
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ import zstandard
 
 from rocmenv.contents.budget import Budget, Stopped
 from rocmenv.contents.layer import index_layer, index_size
-from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
+from rocmenv.errors import ConfigError, RegistryProtocolError, RegistryUnavailable
 from tests.support.hostile_layers import tar_gz, zero_bomb
 
 GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
@@ -65,6 +66,28 @@ def test_a_zstd_bomb_stops_at_the_layer_limit() -> None:
     blob = zstandard.ZstdCompressor(level=3).compress(raw.getvalue())
     with pytest.raises(RegistryProtocolError, match=r"limits\.layer"):
         index_layer(digest(), ZSTD, iter(Counted(blob)), [], budget(layer=8 * MiB))
+
+
+def test_a_zstd_layer_without_the_zstd_extra_is_a_config_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``zstandard`` is the rocmenv[zstd] extra: not installed (``None`` in sys.modules makes
+    its import fail as a missing module does), a zstd layer is refused before a byte is
+    read; the same layer with it installed is read."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        tar.addfile(tarfile.TarInfo("etc"))
+    blob = zstandard.ZstdCompressor().compress(raw.getvalue())
+    with monkeypatch.context() as patched:
+        patched.setitem(sys.modules, "zstandard", None)
+        chunks = Counted(blob)
+        with pytest.raises(ConfigError) as err:
+            index_layer(digest(), ZSTD, iter(chunks), [], budget())
+        assert "rocmenv[zstd]" in (err.value.hint or "")
+        assert chunks.taken == 0
+    assert index_layer(digest(), ZSTD, iter(Counted(blob)), [], budget())["size"] == len(
+        raw.getvalue()
+    )
 
 
 def test_the_image_limit_counts_every_layer_of_the_image() -> None:
