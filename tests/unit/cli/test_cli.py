@@ -183,12 +183,14 @@ def test_collection_resumes_with_what_start_up_made_frozen() -> None:
 
     from rocmenv.cli import resume_collection
 
+    # Python 3.12 starts with a few hundred objects in the permanent generation already
+    before = gc.get_freeze_count()
     resume_collection()  # enabled (a test, an embedding): nothing to do
-    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert gc.isenabled() and gc.get_freeze_count() == before
     gc.disable()  # as `rocmenv run` does for its start-up
     try:
         resume_collection()
-        assert gc.isenabled() and gc.get_freeze_count() > 0
+        assert gc.isenabled() and gc.get_freeze_count() > before
     finally:
         gc.unfreeze()
         gc.enable()
