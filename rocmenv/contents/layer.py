@@ -217,14 +217,20 @@ class _HeaderTooLarge(tarfile.TarError):
 class _BoundedTarInfo(tarfile.TarInfo):
     """Extended headers (PAX, GNU long names) are read whole into memory by ``tarfile``: one
     announcing gigabytes would be read whole. Go's ``archive/tar`` (what Docker unpacks layers
-    with) refuses those over 1 MiB; so do we."""
+    with) refuses those over 1 MiB; so do we, as each 512-byte header block is decoded — by
+    the documented ``TarInfo.frombuf``, which ``tarfile`` calls on the ``tarinfo`` class for
+    every header, the one after a PAX or GNU header included — before its data is read.
+    Public API only: no private ``tarfile`` method is overridden (they change between
+    CPython releases); the unit tests run on every claimed Python (scripts/test.sh)."""
 
-    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
-        if self.type in _EXTENDED and self.size > MAX_EXTENDED_HEADER:
+    @classmethod
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> _BoundedTarInfo:
+        info = super().frombuf(buf, encoding, errors)
+        if info.type in _EXTENDED and info.size > MAX_EXTENDED_HEADER:
             raise _HeaderTooLarge(
-                f"an extended tar header of {self.size} bytes (over {MAX_EXTENDED_HEADER})"
+                f"an extended tar header of {info.size} bytes (over {MAX_EXTENDED_HEADER})"
             )
-        return super()._proc_member(tarfile_)  # type: ignore[misc,no-any-return]
+        return info
 
 
 _EXTENDED = (

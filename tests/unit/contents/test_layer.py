@@ -129,15 +129,64 @@ def test_a_failure_elsewhere_stops_the_layer_at_its_next_read() -> None:
         index_layer(digest(), GZIP, iter(Counted(zero_bomb(MiB))), [], shared)
 
 
-def test_an_extended_tar_header_over_1_mib_is_refused_before_it_is_read() -> None:
-    header = tarfile.TarInfo("././@PaxHeader")
-    header.type, header.size = tarfile.XHDTYPE, 2 * MiB
+def _extended(kind: bytes, size: int, name: str = "././@LongLink") -> bytes:
+    header = tarfile.TarInfo(name)
+    header.type, header.size = kind, size
+    return header.tobuf(tarfile.USTAR_FORMAT)
+
+
+EXTENDED_KINDS = {
+    "pax": tarfile.XHDTYPE,
+    "pax-global": tarfile.XGLTYPE,
+    "solaris": tarfile.SOLARIS_XHDTYPE,
+    "gnu-longname": tarfile.GNUTYPE_LONGNAME,
+    "gnu-longlink": tarfile.GNUTYPE_LONGLINK,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXTENDED_KINDS))
+def test_an_extended_tar_header_over_1_mib_is_refused_before_it_is_read(kind: str) -> None:
+    """The header announces 1 GiB; the stream would serve it (zeros, generated): refused
+    after the first chunks, never read into memory."""
+    taken = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal taken
+        yield _extended(EXTENDED_KINDS[kind], 1 << 30)
+        while True:
+            taken += 1
+            yield bytes(64 * 1024)
+
+    with pytest.raises(RegistryProtocolError, match=r"extended tar header of 1073741824 bytes"):
+        index_layer(digest(), TAR, chunks(), [], budget())
+    assert taken * 64 * 1024 < 4 * MiB  # the reader's buffers, not the header's gigabyte
+
+
+def test_an_extended_header_after_another_is_bounded_too() -> None:
+    """tarfile reads the header that follows a PAX header itself (nested): that one is
+    checked the same way."""
     raw = io.BytesIO()
-    raw.write(header.tobuf(tarfile.USTAR_FORMAT))
-    raw.write(b"9 a=bcde\n".ljust(2 * MiB, b"x"))
-    raw.write(bytes(1024))
+    record = b"19 path=short-name\n"
+    raw.write(_extended(tarfile.XHDTYPE, len(record), "././@PaxHeader"))
+    raw.write(record.ljust(512, b"\0"))
+    raw.write(_extended(tarfile.GNUTYPE_LONGNAME, 2 * MiB))
+    raw.write(bytes(2 * MiB + 1024))
     with pytest.raises(RegistryProtocolError, match=r"extended tar header of 2097152 bytes"):
         index_layer(digest(), TAR, iter(Counted(raw.getvalue())), [], budget())
+
+
+def test_extended_headers_up_to_the_limit_are_read() -> None:
+    """A long name (PAX and GNU) under 1 MiB is a normal member: its file is kept."""
+    name = "usr/lib/python3/dist-packages/" + "x" * 300 + ".dist-info/METADATA"
+    data = b"Name: x\nVersion: 1.0\n"
+    for fmt in (tarfile.PAX_FORMAT, tarfile.GNU_FORMAT):
+        raw = io.BytesIO()
+        with tarfile.open(fileobj=raw, mode="w", format=fmt) as tar:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        index = index_layer(digest(), TAR, iter(Counted(raw.getvalue())), [], budget())
+        assert name in index["files"], fmt
 
 
 def test_the_headers_of_walked_members_are_not_kept() -> None:
