@@ -25,11 +25,14 @@
 #   ROCMENV_BASES_CACHE     debootstrap tree cache (default /var/cache/rocmenv-bases)
 #   ROCMENV_DEBIAN_MIRROR   Debian mirror (default http://deb.debian.org/debian)
 #   ROCMENV_SETUP_SKIP_APT=1  do not touch apt even when packages are missing
+#   ROCMENV_APT_LOCK_WAIT   seconds to wait for another apt/dpkg to finish (default 600)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/lib/common.sh
 . "$REPO/scripts/lib/common.sh"
+# shellcheck source=scripts/lib/apt_lock.sh
+. "$REPO/scripts/lib/apt_lock.sh"
 
 STATE="${ROCMENV_TESTENV_STATE:-/var/lib/rocmenv-testenv}"
 BASES_CACHE="${ROCMENV_BASES_CACHE:-/var/cache/rocmenv-bases}"
@@ -74,7 +77,11 @@ ensure_apt() {
     printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1
   fi
   export DEBIAN_FRONTEND=noninteractive
-  if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+  # another apt (first boot: unattended-upgrades) is waited for, bounded (scripts/lib/apt_lock.sh)
+  wait_for_apt_locks
+  local wait=(-o "DPkg::Lock::Timeout=${ROCMENV_APT_LOCK_WAIT:-600}")
+  if ! { apt-get "${wait[@]}" update -qq &&
+    apt-get "${wait[@]}" install -y -qq --no-install-recommends "${missing[@]}"; } \
     >"$STATE/logs/apt.log" 2>&1; then
     [ $own_policy = 1 ] && rm -f "$policy"
     tail -n 20 "$STATE/logs/apt.log" >&2
