@@ -89,7 +89,7 @@ def matrix_lines(out: str) -> list[dict[str, Any]]:
 
 def _cases(path: Path, tmp: Path) -> dict[str, Any]:
     root, _ = check_junit(path.read_text(), tmp)
-    return {c.get("name"): c for c in root.iter("testcase")}
+    return {c.get("name", ""): c for c in root.iter("testcase")}
 
 
 def _children(case: Any) -> list[str]:

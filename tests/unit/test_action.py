@@ -97,7 +97,7 @@ print(json.dumps(sys.argv[1:]))
 
 
 def _action(
-    tmp_path: Path, rocmenv_dir: Path, env_extra: dict[str, str] | None = None, **inputs: str
+    tmp_path: Path, rocmenv_dir: Path, env_extra: dict[str, str] | None = None, /, **inputs: str
 ) -> subprocess.CompletedProcess[str]:
     defaults = {"COMMAND": "", "SUITE": "", "PARTITION": "", "PARTITIONS": "",
                 "MAX_PARTITION_TIME": "", "PROFILE": "", "UNTRUSTED": "false", "LABELS": "",

@@ -173,8 +173,8 @@ def test_help_is_formatted_to_the_width_argparse_itself_would_use(
     for parser in (theirs, *theirs._subparsers._group_actions[0].choices.values()):  # type: ignore[union-attr]
         parser.formatter_class = argparse.HelpFormatter  # shutil.get_terminal_size's width
     assert ours.format_help() == theirs.format_help()
-    run_ours = ours._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
-    run_theirs = theirs._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    run_ours = ours._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr,index]
+    run_theirs = theirs._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr,index]
     assert run_ours.format_help() == run_theirs.format_help()
 
 

@@ -222,7 +222,7 @@ def _gunzip_all(blob: bytes, chunk: int, ask: int = 1 << 20) -> bytes:
     from rocmenv.contents.layer import _ChunkReader, _Gunzip
 
     source = io.BufferedReader(
-        _ChunkReader(iter(Counted(blob, chunk)), lambda: None),  # type: ignore[arg-type]
+        _ChunkReader(iter(Counted(blob, chunk)), lambda: None),
         1 << 20,
     )
     reader, out, buffer = _Gunzip(source), bytearray(), bytearray(ask)

@@ -130,7 +130,7 @@ def test_without_home_in_the_environment_login_files_are_under_the_users_home() 
 
 
 def test_a_namespace_login_is_dropped_a_host_login_kept() -> None:
-    raw = {
+    raw: dict[str, object] = {
         "credsStore": "x",
         "auths": {
             "quay.io/org": {"auth": "a"},

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -285,7 +286,8 @@ class LocalEngine:
     """Runs the probe on this machine's Python with the bundle path mapped (a real run)."""
 
     def __init__(self, python: str, site: Path | None) -> None:
-        self.python, self.site, self.calls = python, site, []
+        self.python, self.site = python, site
+        self.calls: list[Any] = []
 
     def run_capture(self, image, argv, *, mounts, env, timeout):
         import subprocess
