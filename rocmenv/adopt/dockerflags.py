@@ -31,6 +31,10 @@ VALUE_FLAGS = {
     "-l": "label", "--workdir": "workdir", "-w": "workdir",
 }  # fmt: skip
 BOOL_FLAGS = {"--privileged": "privileged"}
+#: What docker's boolean flags take after ``=`` (Go's ``strconv.ParseBool``); anything else
+#: makes docker refuse the whole line, so init refuses it too.
+GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 
 
@@ -59,8 +63,10 @@ def parse_options(text: str) -> Options:
     while i < len(tokens):
         token = tokens[i]
         name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
-        if name in BOOL_FLAGS:
-            out.privileged = (inline.lower() not in ("false", "0")) if eq else True
+        if name in BOOL_FLAGS and eq and inline not in GO_TRUE + GO_FALSE:
+            out.refused.append(token)  # docker: "invalid argument … for --privileged flag"
+        elif name in BOOL_FLAGS:
+            out.privileged = inline in GO_TRUE if eq else True
         elif name in VALUE_FLAGS:
             if not eq:
                 if i + 1 >= len(tokens):

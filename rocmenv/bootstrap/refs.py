@@ -47,6 +47,10 @@ def ref_format_problem(name: str) -> str | None:
         return "it starts with '-' (git would read it as an option)"
     if name == "@":
         return "it is the single character '@'"
+    return _character_problem(name) or _shape_problem(name)
+
+
+def _character_problem(name: str) -> str | None:
     for ch in name:
         if ord(ch) < 0x20 or ord(ch) == 0x7F:
             return f"it contains the control character {ch!r}"
@@ -54,6 +58,10 @@ def ref_format_problem(name: str) -> str | None:
             return f"it contains whitespace ({ch!r})"
         if ch in "~^:?*[\\":
             return f"it contains {ch!r}"
+    return None
+
+
+def _shape_problem(name: str) -> str | None:
     if ".." in name:
         return "it contains '..'"
     if "@{" in name:

@@ -137,6 +137,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 def run_list(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import notice
+    from rocmenv.escape import shown
     from rocmenv.settings.resolve import Flags
     from rocmenv.suite.runner import list_names, load, planned
     from rocmenv.suite.select import notices_of, select
@@ -188,12 +189,12 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
         left_out = f", {len(s['deselected'])} left out" if s["deselected"] else ""
         emit(ctx, f"{s['name']} (profile {s['profile']}, {len(s['tests'])} tests{left_out})")
         for t in s["tests"]:
-            labels = f"  [{', '.join(t['labels'])}]" if t["labels"] else ""
+            labels = f"  [{', '.join(map(shown, t['labels']))}]" if t["labels"] else ""
             extra = "  nightly" if t["nightly"] else ""
-            extra += f"  DISABLED: {t['disabled']}" if t["disabled"] else ""
+            extra += f"  DISABLED: {shown(t['disabled'])}" if t["disabled"] else ""
             emit(
                 ctx,
-                f"  {t['name']}  gpus={t['gpus']}  est={t['estimate']:.0f}s  "
+                f"  {shown(t['name'])}  gpus={t['gpus']}  est={t['estimate']:.0f}s  "
                 f"timeout={t['timeout']:.0f}s{labels}{extra}",
             )
     return EXIT_OK
@@ -216,6 +217,7 @@ def _jsonable(values: Any) -> dict[str, Any]:
 def run_plan(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import gha_output, notice
     from rocmenv.errors import UsageError
+    from rocmenv.escape import shown
     from rocmenv.settings.resolve import Flags
     from rocmenv.suite.plan import (
         gha_matrix,
@@ -277,11 +279,11 @@ def run_plan(args: argparse.Namespace, ctx: Context) -> int:
                 if how == "learned"
                 else ""
             )
-            emit(ctx, f"  {t.name}  gpus={t.gpus}  est={t.seconds:.0f}s {how}{learned}")
+            emit(ctx, f"  {shown(t.name)}  gpus={t.gpus}  est={t.seconds:.0f}s {how}{learned}")
     worst = max(p.seconds for p in parts)
     emit(ctx, f"worst partition {worst:.0f}s (longest-first reference split: {reference:.0f}s)")
     for off in disabled:
-        emit(ctx, f"skipped, disabled: {off.name}: {off.disabled}")
+        emit(ctx, f"skipped, disabled: {shown(off.name)}: {shown(off.disabled or '')}")
     return EXIT_OK
 
 
@@ -321,7 +323,9 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
     for text in report.notices:
         notice(ctx, text)
     if report.log_dir:
-        ctx.stderr.write(f"rocmenv suite: per-test logs in {report.log_dir}\n")
+        from rocmenv.escape import shown
+
+        ctx.stderr.write(f"rocmenv suite: per-test logs in {shown(report.log_dir)}\n")
     failed_write = _write_reports(args, ctx, report)
     if failed_write is not None and args.json:
         raise failed_write  # one JSON document: the error
@@ -382,6 +386,8 @@ class _EventPrinter:
         self.clock = time.monotonic
 
     def __call__(self, event: Any) -> None:
+        from rocmenv.escape import shown
+
         on = ",".join(str(g) for g in event.assigned) or "-"
         if event.kind == "start":
             again = f" (attempt {event.attempt})" if event.attempt > 1 else ""
@@ -403,6 +409,7 @@ class _EventPrinter:
             )
             self.running.pop(event.name, None)
             self.done[r.status] = self.done.get(r.status, 0) + 1
+        line = shown(line)  # the test's name and message are the checkout's and the engine's
         if self.board:
             line = "\r\x1b[K" + line
         self.ctx.stderr.write(line + "\n")
@@ -411,8 +418,10 @@ class _EventPrinter:
         self.ctx.stderr.flush()
 
     def status(self) -> str:
+        from rocmenv.escape import shown
+
         now = self.clock()
-        runs = " ".join(f"{n}[{on}] {now - t0:.0f}s" for n, (on, t0) in self.running.items())
+        runs = " ".join(f"{shown(n)}[{on}] {now - t0:.0f}s" for n, (on, t0) in self.running.items())
         done = ", ".join(f"{v} {k}" for k, v in sorted(self.done.items())) or "none done"
         return f"\x1b[7m running {len(self.running)}: {runs or '-'} | {done} \x1b[0m"[:400]
 

@@ -141,15 +141,8 @@ def _fail(path: Path, what: str) -> LockError:
     )
 
 
-def _entry(path: Path, where: str, raw: Any) -> LockEntry:
-    if not isinstance(raw, dict):
-        raise _fail(path, f"{where} is not an object")
-    for key in raw:
-        if key not in ENTRY_REQUIRED and key not in ENTRY_OPTIONAL:
-            raise _fail(path, f"{where} has an unknown field {key!r}")
-    for key in ENTRY_REQUIRED:
-        if not isinstance(raw.get(key), str) or not raw[key]:
-            raise _fail(path, f"{where} lacks {key!r} (or it is not a string)")
+def _check_names(path: Path, where: str, raw: dict[str, Any]) -> None:
+    """The entry's digests, repository and tag are each what the reference grammar allows."""
     for key in ("digest", "platform_digest"):
         try:
             validate_digest(raw[key])
@@ -170,6 +163,19 @@ def _entry(path: Path, where: str, raw: Any) -> LockEntry:
             validate_tag(tag)
         except InvalidReference as err:
             raise _fail(path, f"{where}.tag: {err.what}") from None
+
+
+def _entry(path: Path, where: str, raw: Any) -> LockEntry:
+    if not isinstance(raw, dict):
+        raise _fail(path, f"{where} is not an object")
+    for key in raw:
+        if key not in ENTRY_REQUIRED and key not in ENTRY_OPTIONAL:
+            raise _fail(path, f"{where} has an unknown field {key!r}")
+    for key in ENTRY_REQUIRED:
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise _fail(path, f"{where} lacks {key!r} (or it is not a string)")
+    _check_names(path, where, raw)
+    tag = raw.get("tag")
     registry = raw.get("registry")
     if registry is not None and not isinstance(registry, str):
         raise _fail(path, f"{where}.registry is not a string")

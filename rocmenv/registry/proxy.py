@@ -1,4 +1,5 @@
-"""Which forward proxy a registry request goes through, read as requests/curl read it.
+"""Which forward proxy a registry request goes through, read as requests/curl read it, and
+urllib3's pools for it (:func:`pool_manager`).
 
 * ``[registry] proxy`` in the config, when set, wins over the environment.
 * Otherwise ``https_proxy``/``HTTPS_PROXY`` for HTTPS URLs, ``http_proxy``/``HTTP_PROXY`` for
@@ -14,8 +15,12 @@ from __future__ import annotations
 import ipaddress
 import urllib.parse
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from rocmenv.errors import ConfigError
+
+if TYPE_CHECKING:
+    import urllib3
 
 
 def _env(env: Mapping[str, str], name: str) -> str | None:
@@ -87,3 +92,47 @@ def proxy_for(
             "SOCKS proxies are not supported",
         )
     return chosen
+
+
+def pool_manager(proxy: str | None) -> urllib3.PoolManager:
+    """urllib3's pools for requests made directly (``proxy`` None) or through ``proxy``, its
+    credentials sent as Basic auth and registered as secrets (never in a message)."""
+    import urllib3
+
+    from rocmenv.registry.connect import pool_classes
+
+    # Not mutated (equivalent): the pools' sizes only change how many idle connections are
+    # kept, and every urlopen passes retries=False itself.
+    manager: urllib3.PoolManager
+    if proxy is None:
+        manager = urllib3.PoolManager(
+            num_pools=32,  # pragma: no mutate
+            maxsize=4,  # pragma: no mutate
+            retries=False,  # pragma: no mutate
+        )
+    else:
+        parts = urllib.parse.urlsplit(proxy)
+        headers = None  # pragma: no mutate (urllib3 sends no header for "")
+        if parts.username is not None:
+            from rocmenv.redact import register_secret
+
+            password = urllib.parse.unquote(parts.password or "")
+            userinfo = urllib.parse.unquote(parts.username) + ":" + password
+            register_secret(parts.password)  # as written in the URL, and as sent
+            register_secret(password)
+            headers = urllib3.make_headers(proxy_basic_auth=userinfo)
+            netloc = parts.hostname or ""
+            if ":" in netloc:
+                netloc = f"[{netloc}]"
+            if parts.port:
+                netloc += f":{parts.port}"
+            proxy = urllib.parse.urlunsplit((parts.scheme, netloc, "", "", ""))
+        manager = urllib3.ProxyManager(
+            proxy,
+            proxy_headers=headers,
+            num_pools=32,  # pragma: no mutate
+            maxsize=4,  # pragma: no mutate
+            retries=False,  # pragma: no mutate
+        )
+    manager.pool_classes_by_scheme = pool_classes()
+    return manager

@@ -17,7 +17,8 @@ tunnels, TLS, chunked and gzip bodies. rocmenv keeps its policy above it:
 * **schemes** — HTTPS everywhere; plain HTTP for loopback registries (``ipaddress`` loopback or
   exactly ``localhost``) unless a certs.d directory exists for them; ``insecure`` registries
   as Docker treats them: HTTPS without verification, then HTTP;
-* proxies from :mod:`rocmenv.registry.proxy`, trust from :mod:`rocmenv.registry.tls`,
+* proxies and pools from :mod:`rocmenv.registry.proxy`, trust from :mod:`rocmenv.registry.tls`,
+  failures translated by :mod:`rocmenv.registry.failures`,
   connections raced across addresses by :mod:`rocmenv.registry.connect` (happy eyeballs);
 * every round trip counted by kind (:class:`RegistryStats`), ``ratelimit-*`` headers kept
   per host (:attr:`Transport.ratelimits`).
@@ -37,9 +38,10 @@ import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
+from rocmenv.errors import RegistryUnavailable
 from rocmenv.grammar.reference import is_loopback_host
 from rocmenv.redact import redact
+from rocmenv.registry.failures import FallBackToHttp, Transient, short, too_large, translate
 from rocmenv.registry.response import (
     BodyStream,
     RateLimit,
@@ -65,10 +67,6 @@ INDEX_MEDIA_TYPES = (
 )
 #: request kind → response size cap kind (``manifest-get`` picks manifest or index by type)
 CAP_KIND = {"tags": "tags", "manifest-get": "manifest", "blob": "config", "token": "token"}
-
-
-class _Transient(Exception):
-    """A failure worth retrying (connection trouble, timeouts, truncation)."""
 
 
 class Transport:
@@ -160,49 +158,14 @@ class Transport:
 
         predial(parts.hostname, parts.port or 443, within, tls)
 
-    def _manager(self, key: str | None) -> urllib3.PoolManager:
-        proxy = key
+    def _manager(self, proxy: str | None) -> urllib3.PoolManager:
+        """The connection pools for requests through ``proxy`` (``None``: direct), made once."""
         with self._lock:
-            manager = self._managers.get(key)
+            manager = self._managers.get(proxy)
             if manager is None:
-                import urllib3
+                from rocmenv.registry.proxy import pool_manager
 
-                # Not mutated (equivalent): the pools' sizes only change how many idle
-                # connections are kept, and every urlopen passes retries=False itself.
-                if proxy is None:
-                    manager = urllib3.PoolManager(
-                        num_pools=32,  # pragma: no mutate
-                        maxsize=4,  # pragma: no mutate
-                        retries=False,  # pragma: no mutate
-                    )
-                else:
-                    parts = urllib.parse.urlsplit(proxy)
-                    headers = None  # pragma: no mutate (urllib3 sends no header for "")
-                    if parts.username is not None:
-                        from rocmenv.redact import register_secret
-
-                        password = urllib.parse.unquote(parts.password or "")
-                        userinfo = urllib.parse.unquote(parts.username) + ":" + password
-                        register_secret(parts.password)  # as written in the URL, and as sent
-                        register_secret(password)
-                        headers = urllib3.make_headers(proxy_basic_auth=userinfo)
-                        netloc = parts.hostname or ""
-                        if ":" in netloc:
-                            netloc = f"[{netloc}]"
-                        if parts.port:
-                            netloc += f":{parts.port}"
-                        proxy = urllib.parse.urlunsplit((parts.scheme, netloc, "", "", ""))
-                    manager = urllib3.ProxyManager(
-                        proxy,
-                        proxy_headers=headers,
-                        num_pools=32,  # pragma: no mutate
-                        maxsize=4,  # pragma: no mutate
-                        retries=False,  # pragma: no mutate
-                    )
-                from rocmenv.registry.connect import pool_classes
-
-                manager.pool_classes_by_scheme = pool_classes()
-                self._managers[key] = manager
+                manager = self._managers[proxy] = pool_manager(proxy)
             return manager
 
     def _ssl_context(self, host: str, registry: str, verify: bool) -> ssl.SSLContext:
@@ -301,85 +264,12 @@ class Transport:
         }
         self.stats.add(kind)
         try:
-            if parts.scheme == "https":
-                verify = not insecure
-                pool_kwargs: dict[str, Any] = {
-                    "ssl_context": self._ssl_context(host, registry_host or host, verify)
-                }
-                if not verify:  # the context checks nothing; nor does urllib3 after it
-                    pool_kwargs.update(
-                        cert_reqs="CERT_NONE",
-                        assert_hostname=False,  # pragma: no mutate (no check under CERT_NONE)
-                    )
-                pool = manager.connection_from_url(url, pool_kwargs=pool_kwargs)
-                target = parts.path + (f"?{parts.query}" if parts.query else "")
-                raw = pool.urlopen(
-                    method,
-                    target or "/",
-                    body=body,
-                    headers=full,
-                    redirect=False,  # pragma: no mutate (retries=False follows none)
-                    retries=False,
-                    preload_content=False,
-                    timeout=timeout,
-                    assert_same_host=False,  # pragma: no mutate (the pool is the URL's)
-                )
-            else:
-                raw = manager.urlopen(
-                    method,
-                    url,
-                    body=body,
-                    headers=full,
-                    redirect=False,  # pragma: no mutate (retries=False follows none)
-                    retries=False,
-                    preload_content=False,
-                    timeout=timeout,
-                )
-        except urllib3.exceptions.SSLError as err:
-            if insecure and parts.scheme == "https" and host not in self._tls_ok:
-                raise _FallBackToHttp() from err
-            text = str(err)
-            if "CERTIFICATE_VERIFY_FAILED" in text or "certificate" in text.lower():
-                raise RegistryUnavailable(
-                    f"{host}: the TLS certificate is not trusted ({_short(text)})",
-                    hint=f"add the registry's CA to /etc/docker/certs.d/{host}/ca.crt, or point "
-                    "SSL_CERT_FILE/REQUESTS_CA_BUNDLE at it; list it under [registry] insecure "
-                    "only if unverified HTTPS is acceptable",
-                ) from err
-            raise _Transient(f"{host}: TLS error: {_short(text)}") from err
-        except urllib3.exceptions.NameResolutionError as err:
-            raise _unresolved(host, err) from err
-        except urllib3.exceptions.ProxyError as err:
-            cause = getattr(err, "original_error", None)
-            if isinstance(cause, urllib3.exceptions.NameResolutionError):
-                raise _unresolved(f"proxy {redact(str(proxy))}", cause) from err
-            raise _Transient(
-                f"{host}: through proxy {redact(str(proxy))}: {_short(str(err))}"
-            ) from err
-        except (
-            urllib3.exceptions.NewConnectionError,
-            urllib3.exceptions.ConnectTimeoutError,
-        ) as err:
-            if insecure and parts.scheme == "https" and host not in self._tls_ok:
-                raise _FallBackToHttp() from err
-            if isinstance(err, urllib3.exceptions.NewConnectionError):  # refused, unreachable
-                reason = str(err).rsplit("Failed to establish a new connection: ", 1)[-1]
-            else:  # urllib3's text names its connection object and the address
-                reason = f"no connection within {timeout.connect_timeout:g} s"
-            raise _Transient(f"{host}: cannot connect: {_short(reason)}") from err
-        except urllib3.exceptions.ReadTimeoutError as err:
-            if self._clock() >= deadline - 0.05:
-                raise self._stalled(host, url, 0) from err
-            raise _Transient(f"{host}: no answer within {timeout.read_timeout} s") from err
-        except urllib3.exceptions.ProtocolError as err:
-            if self._clock() >= deadline - 0.05:
-                raise self._stalled(host, url, 0) from err
-            text = str(err)
-            if insecure and parts.scheme == "https" and host not in self._tls_ok:
-                raise _FallBackToHttp() from err
-            raise _Transient(f"{host}: {_short(text)}") from err
+            raw = self._urlopen(manager, method, url, full, body, timeout, host,
+                                registry_host or host, insecure)  # fmt: skip
         except urllib3.exceptions.HTTPError as err:
-            raise _Transient(f"{host}: {_short(str(err))}") from err
+            fallback = insecure and parts.scheme == "https" and host not in self._tls_ok
+            raise translate(err, host, proxy, timeout, fallback=fallback,
+                            stalled=lambda: self._stalled_by(deadline, host, url)) from err  # fmt: skip
         if insecure and parts.scheme == "https":
             with self._lock:
                 self._tls_ok.add(host)
@@ -389,6 +279,51 @@ class Transport:
             with self._lock:
                 self.ratelimits[limit.host] = limit
         return raw, hdrs, deadline
+
+    def _urlopen(
+        self,
+        manager: urllib3.PoolManager,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        timeout: urllib3.Timeout,
+        host: str,
+        registry: str,
+        insecure: bool,
+    ) -> urllib3.BaseHTTPResponse:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "https":
+            return manager.urlopen(
+                method,
+                url,
+                body=body,
+                headers=headers,
+                redirect=False,  # pragma: no mutate (retries=False follows none)
+                retries=False,
+                preload_content=False,
+                timeout=timeout,
+            )
+        verify = not insecure
+        pool_kwargs: dict[str, Any] = {"ssl_context": self._ssl_context(host, registry, verify)}
+        if not verify:  # the context checks nothing; nor does urllib3 after it
+            pool_kwargs.update(
+                cert_reqs="CERT_NONE",
+                assert_hostname=False,  # pragma: no mutate (no check under CERT_NONE)
+            )
+        pool = manager.connection_from_url(url, pool_kwargs=pool_kwargs)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        return pool.urlopen(
+            method,
+            target or "/",
+            body=body,
+            headers=headers,
+            redirect=False,  # pragma: no mutate (retries=False follows none)
+            retries=False,
+            preload_content=False,
+            timeout=timeout,
+            assert_same_host=False,  # pragma: no mutate (the pool is the URL's)
+        )
 
     def _read_body(
         self,
@@ -410,7 +345,7 @@ class Transport:
         length = hdrs.get("content-length", "")
         if length.strip().isdigit() and int(length) > cap:
             raw.close()
-            raise _too_large(host, url, cap_kind, cap, f"announces {int(length)} bytes")
+            raise too_large(host, url, cap_kind, cap, f"announces {int(length)} bytes")
         buf = bytearray()
         sock = getattr(getattr(raw, "connection", None), "sock", None)
         try:
@@ -427,21 +362,25 @@ class Transport:
                 buf += chunk
                 if len(buf) > cap:
                     raw.close()
-                    raise _too_large(host, url, cap_kind, cap, "sent more")
+                    raise too_large(host, url, cap_kind, cap, "sent more")
         except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as err:
             raw.close()
             if deadline - self._clock() <= 0.05:
                 raise self._stalled(host, url, len(buf)) from err
-            raise _Transient(f"{host}: the answer stalled ({len(buf)} bytes received)") from err
+            raise Transient(f"{host}: the answer stalled ({len(buf)} bytes received)") from err
         except (urllib3.exceptions.ProtocolError, urllib3.exceptions.DecodeError, OSError) as err:
             raw.close()
             if "IncompleteRead" in str(err):
-                raise _Transient(
+                raise Transient(
                     f"{host}: the answer was truncated ({len(buf)} bytes received, "
                     f"{length or 'more'} announced)"
                 ) from err
-            raise _Transient(f"{host}: the answer broke off: {_short(str(err))}") from err
+            raise Transient(f"{host}: the answer broke off: {short(str(err))}") from err
         return bytes(buf)
+
+    def _stalled_by(self, deadline: float, host: str, url: str) -> RegistryUnavailable | None:
+        """The stalled error when ``deadline`` has (all but) passed, else ``None``."""
+        return self._stalled(host, url, 0) if self._clock() >= deadline - 0.05 else None
 
     def _stalled(self, host: str, url: str, received: int) -> RegistryUnavailable:
         return RegistryUnavailable(
@@ -510,13 +449,13 @@ class Transport:
         while attempt < attempts:  # pragma: no mutate
             try:
                 resp = attempt_at(url)
-            except _FallBackToHttp:
+            except FallBackToHttp:
                 host = urllib.parse.urlsplit(url).netloc
                 with self._lock:
                     self._plain.add(host)
                 url = "http://" + url.split("://", 1)[1]
                 continue
-            except _Transient as err:
+            except Transient as err:
                 last, wait = str(err), None
             else:
                 if resp.status not in RETRY_STATUSES or resp.status in no_retry:
@@ -557,33 +496,3 @@ class Transport:
 
 
 _Answer = TypeVar("_Answer", Response, BodyStream)
-
-
-class _FallBackToHttp(Exception):
-    """An insecure registry that does not speak TLS: try plain HTTP (Docker's order)."""
-
-
-def _unresolved(what: str, err: Exception) -> RegistryUnavailable:
-    """A name that does not resolve: not retried (offline, or a typo — a retry changes
-    neither), so an offline command says so at once."""
-    reason = str(getattr(err, "__cause__", None) or err).rsplit("] ", 1)[-1]
-    return RegistryUnavailable(
-        f"{what}: the name does not resolve ({_short(reason)})",
-        hint="check the name, the DNS and the network (is this machine offline?); a mirror "
-        "([registry] mirrors) or a proxy (HTTPS_PROXY) that resolves it may help",
-    )
-
-
-def _short(text: str) -> str:
-    text = redact(text)
-    return text if len(text) <= 200 else text[:200] + "…"
-
-
-def _too_large(host: str, url: str, kind: str, cap: int, how: str) -> RegistryProtocolError:
-    return RegistryProtocolError(
-        f"{host}: the {kind} response to {redact(url)} {how} than its limit of {cap} bytes"
-        if how == "sent more"
-        else f"{host}: the {kind} response to {redact(url)} {how}, over its limit of {cap} bytes",
-        hint=f"a hostile or broken registry, mirror or proxy; if the registry is right, raise "
-        f"[registry] limits.{kind}",
-    )

@@ -18,6 +18,8 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     [host]                            # rocmenv.settings.host
     sysfs-root = "/sys"               # where class/kfd/kfd/topology lives
     dev-root = "/dev"                 # where kfd and dri/ live
+    gpus-from = "gpus.txt"            # the GPU pool: --device flags or node paths (spec/pool)
+    podinfo-devices = "/etc/podinfo/gha-render-devices"  # a pod's list, when it exists
 
     [profiles.NAME]                   # rocmenv.settings.profiles
     extends = "rocm"                  # a built-in or another profile; keys below override it
@@ -75,7 +77,7 @@ from rocmenv.record import field, record
 from rocmenv.settings.choices import ENGINE_NAMES
 from rocmenv.settings.files import file_trusted, find_project_file
 from rocmenv.settings.keys import as_choice, as_str, check_keys, did_you_mean
-from rocmenv.settings.profile_set import build_profiles
+from rocmenv.settings.profile_set import PROFILE_NAME_RE, build_profiles
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Profile
 from rocmenv.settings.registry import registry_settings
 from rocmenv.settings.site import SiteFile, load_site_files
@@ -158,6 +160,13 @@ def load_project(ctx: Context) -> Project:
     suites = table.get("suites", {})
     if not isinstance(suites, dict):
         raise ConfigError(f"suites in {where} must be a table of tables")
+    for name in suites:
+        if not PROFILE_NAME_RE.fullmatch(name):  # it names the directory of the suite's logs
+            raise ConfigError(
+                f"suite name {name!r} in {where} is not a name",
+                hint="suite names match [A-Za-z0-9][A-Za-z0-9._-]* (letters, digits, . _ -), "
+                "as profile names do",
+            )
     return Project(
         path=path,
         root=path.parent if path else ctx.cwd,

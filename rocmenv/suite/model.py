@@ -54,7 +54,13 @@ from rocmenv.settings.keys import as_bool, as_str, as_str_list, check_keys, did_
 from rocmenv.settings.slurm import SlurmSettings
 from rocmenv.suite.labels import BUILTIN_POLICY, LabelPolicy
 from rocmenv.suite.policy import POLICY_KEYS, RunPolicy, parse_policy
-from rocmenv.suite.registered import Found, disabled_reason, discovered_tests, parse_discovery
+from rocmenv.suite.registered import (
+    Found,
+    checked_name,
+    disabled_reason,
+    discovered_tests,
+    parse_discovery,
+)
 
 SUITE_KEYS = (
     "profile", "gpus", "est-time", "cmd", "labels", "exclude-labels", "include-labels",
@@ -157,8 +163,11 @@ def _listed(raw: Any, where: str, d: _Defaults) -> SuiteTest:
     check_keys(raw, TEST_KEYS, where)
     if "path" not in raw:
         raise ConfigError(f"{where} has no path")
-    path = as_str(raw["path"], f"{where}.path")
-    name = as_str(raw.get("name", path), f"{where}.name")
+    path = checked_name(as_str(raw["path"], f"{where}.path"), f"{where}.path", "the path")
+    name = checked_name(as_str(raw.get("name", path), f"{where}.name"), f"{where}.name", "the name")
+    labels = as_str_list(raw.get("labels", []), f"{where}.labels")
+    for label in labels:
+        checked_name(label, f"{where}.labels", "the label")
     tmpl = command_template(raw["cmd"], f"{where}.cmd") if "cmd" in raw else d.template
     return SuiteTest(
         name=name,
@@ -166,7 +175,7 @@ def _listed(raw: Any, where: str, d: _Defaults) -> SuiteTest:
         gpus=_int(raw.get("gpus", d.gpus), f"{where}.gpus"),
         est_time=_seconds(raw["est-time"], f"{where}.est-time") if "est-time" in raw else None,
         command=render_command(tmpl, path=path, name=name),
-        labels=as_str_list(raw.get("labels", []), f"{where}.labels"),
+        labels=labels,
         source=where,
         nightly=as_bool(raw.get("nightly", False), f"{where}.nightly"),
         disabled=disabled_reason(raw.get("disabled"), where, "disabled"),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rocmenv.errors import ConfigError
+from rocmenv.escape import control_char
 from rocmenv.settings.keys import as_str, as_str_list, check_keys
 from rocmenv.suite.discovery import (
     DEFAULT_SIGNATURE,
@@ -211,6 +212,9 @@ def _read(rel: str, reg: Registration, discovery: Discovery) -> Found:
         not isinstance(labels, (list, tuple)) or not all(isinstance(x, str) for x in labels)
     ):
         raise ConfigError(f"{where}: {reg.call}(labels={labels!r}) must be a list of strings")
+    checked_name(rel, where, "the test file's name")
+    for label in labels or ():
+        checked_name(label, where, f"{reg.call}() label")
     nightly = v.get("nightly")
     if nightly is not None and not isinstance(nightly, bool):
         raise ConfigError(f"{where}: {reg.call}(nightly={nightly!r}) must be True or False")
@@ -220,6 +224,20 @@ def _read(rel: str, reg: Registration, discovery: Discovery) -> Found:
         nightly=bool(nightly), disabled=disabled_reason(v.get("disabled"), where, reg.call),
         values=dict(v),
     )  # fmt: skip
+
+
+def checked_name(value: str, where: str, what: str) -> str:
+    """A test's name, path or label as read: :class:`ConfigError` at ``where`` when it holds
+    a control character (a newline, an escape, a bidirectional override: what
+    :func:`rocmenv.escape.control_char` finds), which every report would have to disguise."""
+    bad = control_char(value)
+    if bad is not None:
+        raise ConfigError(
+            f"{where}: {what} {value!r} holds the control character {bad!r}",
+            hint="rename it: test names, paths and labels are shown in logs, tables and "
+            "summaries, where a control character could end a line or forge one",
+        )
+    return value
 
 
 def disabled_reason(value: Any, where: str, call: str = "the test") -> str | None:

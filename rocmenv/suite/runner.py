@@ -83,14 +83,15 @@ def planned(
 
 
 def local_pool(settings: Settings, selection: str | None) -> tuple[int, ...]:
-    """Host GPU indices that ``--gpus SEL`` (default all) names."""
-    from rocmenv.spec.gpu import discover, parse_gpus, select
+    """Host GPU indices that ``--gpus SEL`` (default all: this runner's pool) names: only
+    GPUs whose device nodes exist here (:mod:`rocmenv.spec.pool`)."""
+    from rocmenv.spec.gpu import parse_gpus, select
+    from rocmenv.spec.pool import host_inventory
 
     request = parse_gpus(selection or "all")
     if request.kind == "none":
         return ()
-    inventory = discover(settings.host.sysfs_root, settings.host.dev_root)
-    return select(request, inventory).indices
+    return select(request, host_inventory(settings.host)).indices
 
 
 @dataclass(frozen=True, kw_only=True)

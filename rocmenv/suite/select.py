@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rocmenv.errors import UsageError
+from rocmenv.escape import control_char
 from rocmenv.suite.labels import CADENCES, Cadence, admitted, asked
 from rocmenv.suite.model import Suite, SuiteTest
 
@@ -49,7 +50,7 @@ def parse_labels(text: str | None) -> tuple[str, ...] | None:
         return None
     labels = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
     for label in labels:
-        if len(label) > 200 or not label.isprintable():
+        if len(label) > 200 or control_char(label) is not None:
             raise UsageError(f"--labels: {label[:40]!r} is not a label")
     return labels
 

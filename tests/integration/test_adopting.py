@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.fakegpu import build_fake_host
+from tests.support.fakegpu import FakeHost, build_fake_host, fake_pod
 from tests.support.junit_check import check_junit
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ def walkthrough(name: str) -> str:
     return "".join(blocks)
 
 
-def walk_env(tmp_path: Path) -> dict[str, str]:
+def walk_env(tmp_path: Path) -> tuple[dict[str, str], FakeHost]:
     host = build_fake_host(tmp_path / "host", char_devices=True)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("ROCMENV_", "GITHUB_")) and k != "PYTHONPATH"}  # fmt: skip
@@ -44,16 +44,17 @@ def walk_env(tmp_path: Path) -> dict[str, str]:
         "ROCMENV_PULL_FROM_MIRROR": "1",
         "ROCMENV_SHIMS_QUIET": "1",
     }
-    return env
+    return env, host
 
 
-Walk = tuple[subprocess.CompletedProcess[str], Path, dict[str, str]]
+Walk = tuple[subprocess.CompletedProcess[str], Path, dict[str, str], FakeHost]
 
 
 def run_walkthrough(name: str, tmp_path: Path) -> Walk:
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    env = walk_env(tmp_path) | {"TMPDIR": str(scratch)}
+    env, host = walk_env(tmp_path)
+    env |= {"TMPDIR": str(scratch)}
     script = "set -uo pipefail\nset -x\n" + walkthrough(name) + '\necho "WORKDIR=$PWD"\n'
     done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=900)  # fmt: skip
@@ -61,12 +62,12 @@ def run_walkthrough(name: str, tmp_path: Path) -> Walk:
     assert found, done.stdout[-3000:] + done.stderr[-3000:]
     workdir = Path(found.group(1))
     assert workdir.is_relative_to(scratch)  # the doc works on a copy, never in the repository
-    return done, workdir, env
+    return done, workdir, env, host
 
 
 def rocmenv_json(walk: Walk, *argv: str) -> Any:
     """One more command in the walk's copy (same host, registry and environment), as JSON."""
-    _, work, env = walk
+    _, work, env, _ = walk
     done = subprocess.run([sys.executable, "-m", "rocmenv", *argv, "--json"], cwd=work, env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -104,7 +105,7 @@ DISABLED = ["test_fp8_gemm", "test_lora_merge"]
 
 def test_the_miles_walkthrough_as_written(tmp_path: Path) -> None:
     walk = run_walkthrough("miles", tmp_path)
-    done, work, _ = walk
+    done, work, _, _ = walk
     out = done.stdout + done.stderr
     toml = (work / "rocmenv.toml").read_text()
     # init: the job's container, mounts and env; miles' layout, policy and collector
@@ -165,15 +166,6 @@ def test_the_miles_walkthrough_as_written(tmp_path: Path) -> None:
     )
     lock = json.loads((work / "rocmenv.lock").read_text())
     assert lock["profiles"]["ci"]["digest"].startswith("sha256:")
-    # ---------------------------------------------------------------------------------
-    # ISSUE 30, the walk's last step — left for h30b's GPU pool work, which this branch does
-    # not build: "on a fake pod (a podinfo file naming two render nodes, only those nodes in
-    # /dev) tests run on exactly those two GPUs". It needs `--gpus /dev/dri/renderD…` paths,
-    # ROCMENV_GPUS_FROM and /etc/podinfo/gha-render-devices as the pool (rocmenv/spec/gpu.py).
-    # Add it here (and its block to docs/adopting.md) when merging h30b: a fake host whose
-    # /dev holds two of its eight render nodes, a podinfo file naming those two as
-    # `--device` flags, `suite run` of a 1-GPU suite, every test on one of the two.
-    # ---------------------------------------------------------------------------------
 
 
 REG = "test/registered/"
@@ -181,7 +173,7 @@ REG = "test/registered/"
 
 def test_the_sglang_walkthrough_as_written(tmp_path: Path) -> None:
     walk = run_walkthrough("sglang", tmp_path)
-    done, work, _ = walk
+    done, work, _, _ = walk
     out = done.stdout + done.stderr
     toml = (work / "rocmenv.toml").read_text()
     for suite in (
@@ -224,3 +216,34 @@ def test_the_sglang_walkthrough_as_written(tmp_path: Path) -> None:
     hang = two[f"{REG}distributed/test_pd_disaggregation.py"].find("failure")
     assert hang is not None and hang.get("type") == "timeout"
     assert "must never run" not in out
+
+    # Issue 30's last step, on an ARC runner pod: sysfs shows eight GPUs, the pod's /dev and
+    # its podinfo file two; `rocmenv gpus` shows the pool and the 1-GPU suite runs on exactly
+    # those two (what docs/adopting.md's "On an ARC runner pod" says, in the walk's copy)
+    _, work, env, host = walk
+    pod = fake_pod(host, (2, 5))
+    pod_env = env | pod.env() | {"PYTHONPATH": str(work / "python")}  # as the walk exports
+    gpus = subprocess.run([sys.executable, "-m", "rocmenv", "gpus", "--json"], cwd=work,
+                          env=pod_env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert gpus.returncode == 0, gpus.stderr
+    assert sorted(json.loads(gpus.stdout)["pool"]["indices"]) == [2, 5]
+    # this step checks placement, not timing: a 5 s timeout (est_time 3) is the walk's to
+    # test; on a loaded runner a container start alone can take longer
+    toml = work / "rocmenv.toml"
+    toml.write_text(toml.read_text().replace("min-timeout = 5\n", "min-timeout = 300\n"))
+    ran = subprocess.run(
+        [sys.executable, "-m", "rocmenv", "suite", "run", "stage-b-test-1-gpu-small-amd-mi35x",
+         "--profile", "local", "--json"],
+        cwd=work, env=pod_env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    report = json.loads(ran.stdout)
+    assigned = [t["assigned"] for t in report["tests"] if t["status"] != "skipped"]
+    assert assigned and all(len(a) == 1 for a in assigned)
+    assert {g for a in assigned for g in a} == {2, 5}
+    logs = work / "rocmenv-suite-logs" / "stage-b-test-1-gpu-small-amd-mi35x"
+    srt = logs / "test__registered__core__test_srt_endpoint.py.log"
+    status = {t["name"]: t["status"] for t in report["tests"]}
+    assert status[f"{REG}core/test_srt_endpoint.py"] == "passed", (status, srt.read_text())
+    seen = re.findall(r"^render nodes: (\S*)$", "".join(p.read_text() for p in logs.glob("*.log")),
+                      re.M)  # fmt: skip
+    assert seen and {n for line in seen for n in line.split(",")} <= pod.render_names

@@ -191,11 +191,7 @@ class Handler(BaseHTTPRequestHandler):
                 repo = rest[: rest.index(marker)]
                 break
         scope = f"repository:{repo}:pull" if repo else None
-        auth = self.headers.get("Authorization", "")
-        token = auth[7:] if auth.startswith("Bearer ") else ""
-        with self.state.lock:
-            valid = token in self.state.tokens
-        if not valid:
+        if not self._authorized():
             self._send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', self._challenge(scope))
             return
         if repo is None:
@@ -206,43 +202,54 @@ class Handler(BaseHTTPRequestHandler):
         for prefix in ("paged/", "limited/"):
             if repo.startswith(prefix):
                 mode, upstream_repo = prefix[:-1], repo[len(prefix) :]
-        upstream_path = "/v2/" + upstream_repo + rest[len(repo) :]
         if "/blobs/" in rest and self.command == "GET":
-            digest = rest.rsplit("/", 1)[-1]
-            location = (
-                f"https://cdn.rocmenv.test:{self.state.port}/blobs/{digest}?"
-                + urllib.parse.urlencode(
-                    {"repo": upstream_repo, "sig": _sign(upstream_repo, digest)}
-                )
-            )
-            self._send(307, b"", {"Location": location})
+            self._redirect_blob(upstream_repo, rest.rsplit("/", 1)[-1])
             return
         extra: dict[str, str] = {}
         if "/manifests/" in rest:
-            with self.state.lock:
-                limited = False
-                if mode == "limited":
-                    self.state.limited_counter += 1
-                    limited = self.state.limited_counter % 2 == 1
-                if not limited and self.command == "GET":
-                    self.state.remaining = max(0, self.state.remaining - 1)
-                remaining = self.state.remaining
-            if limited:
+            rate = self._count_manifest(mode)
+            if rate is None:
                 self._send(429, b'{"errors":[{"code":"TOOMANYREQUESTS"}]}')
                 return
-            extra = {
-                "ratelimit-limit": f"{RATE_LIMIT};w=21600",
-                "ratelimit-remaining": f"{remaining};w=21600",
-            }
-        query = parts.query
+            extra = rate
         if "/tags/list" in rest and mode == "paged":
             self._paged_tags(repo, "/v2/" + upstream_repo + "/tags/list", parts.query)
             return
-        if "/tags/list" in rest:
-            query = ""  # Hub ignores n
-        status, headers, data = self._upstream(
-            self.command, upstream_path + (f"?{query}" if query else ""), self.headers.get("Accept")
+        query = "" if "/tags/list" in rest else parts.query  # Hub ignores n
+        upstream_path = "/v2/" + upstream_repo + rest[len(repo) :]
+        self._relay(upstream_path + (f"?{query}" if query else ""), scope, extra)
+
+    def _authorized(self) -> bool:
+        auth = self.headers.get("Authorization", "")
+        token = auth[7:] if auth.startswith("Bearer ") else ""
+        with self.state.lock:
+            return token in self.state.tokens
+
+    def _redirect_blob(self, upstream_repo: str, digest: str) -> None:
+        location = f"https://cdn.rocmenv.test:{self.state.port}/blobs/{digest}?" + (
+            urllib.parse.urlencode({"repo": upstream_repo, "sig": _sign(upstream_repo, digest)})
         )
+        self._send(307, b"", {"Location": location})
+
+    def _count_manifest(self, mode: str) -> dict[str, str] | None:
+        """The rate-limit headers of a manifest request (``None``: this one is limited)."""
+        with self.state.lock:
+            limited = False
+            if mode == "limited":
+                self.state.limited_counter += 1
+                limited = self.state.limited_counter % 2 == 1
+            if not limited and self.command == "GET":
+                self.state.remaining = max(0, self.state.remaining - 1)
+            remaining = self.state.remaining
+        if limited:
+            return None
+        return {
+            "ratelimit-limit": f"{RATE_LIMIT};w=21600",
+            "ratelimit-remaining": f"{remaining};w=21600",
+        }
+
+    def _relay(self, upstream: str, scope: str | None, extra: dict[str, str]) -> None:
+        status, headers, data = self._upstream(self.command, upstream, self.headers.get("Accept"))
         if status == 404 and b"NAME_UNKNOWN" in data:
             self._send(401, b'{"errors":[{"code":"UNAUTHORIZED"}]}', self._challenge(scope))
             return

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -313,15 +313,36 @@ def _released_between(start: _dt.date, end: _dt.date) -> list[str]:
     return [v for v, d in SGLANG_RELEASES if start <= d <= end]
 
 
+Add = Callable[[ExpectedTag], None]
+
+
 def generate_tagset(seed: int = DEFAULT_SEED) -> TagSet:
-    """The whole tag set, deterministic for a seed (about 3000 tags)."""
+    """The whole tag set, deterministic for a seed (about 3000 tags). Each part draws from
+    the one generator in this order: changing the order changes every tag after it."""
     rng = random.Random(seed)
     out: dict[str, ExpectedTag] = {}
 
     def add(e: ExpectedTag) -> None:
         out.setdefault(e.tag, e)
 
-    # early date-only tags (2025, gfx942 only)
+    _add_date_only(rng, add)
+    _add_nightlies(rng, add)
+    _add_releases(rng, add)
+    _add_floating(rng, add)
+    # the family images (setup.sh builds these; the rest are small stand-ins)
+    for tag in FAMILY_IMAGE_TAGS:
+        expected = expected_for(tag)
+        if expected is None:  # pragma: no cover - guarded by tests/support/test_testenv.py
+            raise AssertionError(f"family tag {tag} is not consistent with the tag set rules")
+        out[tag] = expected
+    _add_junk(rng, add, lambda: len(out))
+    entries = list(out.values())
+    rng.shuffle(entries)
+    return TagSet(seed=seed, entries=tuple(entries))
+
+
+def _add_date_only(rng: random.Random, add: Add) -> None:
+    """Early date-only tags (2025, gfx942 only)."""
     for day in _days(DATE_ONLY_START, DATE_ONLY_END):
         if rng.random() < 0.9:
             add(_date_only(day, None))
@@ -330,7 +351,8 @@ def generate_tagset(seed: int = DEFAULT_SEED) -> TagSet:
             if rng.random() < 0.04:
                 add(_date_only(day, "rc"))
 
-    # nightlies
+
+def _add_nightlies(rng: random.Random, add: Add) -> None:
     for day in _days(NIGHTLY_START, NIGHTLY_END):
         sglang = sglang_at(day)
         for code, gpu, first, last, share in _NIGHTLY_STREAMS:
@@ -342,7 +364,9 @@ def generate_tagset(seed: int = DEFAULT_SEED) -> TagSet:
             if rng.random() < 0.04:
                 add(_nightly(sglang, code, gpu, day, "preview"))
 
-    # releases: every released version with the ROCm streams alive at its date
+
+def _add_releases(rng: random.Random, add: Add) -> None:
+    """Every released version with the ROCm streams alive at its date."""
     for version, released in SGLANG_RELEASES:
         if released < NIGHTLY_START:
             continue
@@ -355,7 +379,9 @@ def generate_tagset(seed: int = DEFAULT_SEED) -> TagSet:
             if gpu == "mi30x" and code in ("630", "700") and rng.random() < 0.5:
                 add(_release(version, code, None, None))
 
-    # floating project tags and dated siblings
+
+def _add_floating(rng: random.Random, add: Add) -> None:
+    """Floating project tags and their dated siblings."""
     for project, code, gpu in (
         ("miles", "720", "mi35x"),
         ("miles", "700", "mi30x"),
@@ -379,17 +405,12 @@ def generate_tagset(seed: int = DEFAULT_SEED) -> TagSet:
         if day >= _dt.date(2026, 9, 1) and rng.random() < 0.35:
             add(_floating("miles", "720", "mi30x", day, None))
 
-    # the family images (setup.sh builds these; the rest are small stand-ins)
-    for tag in FAMILY_IMAGE_TAGS:
-        expected = expected_for(tag)
-        if expected is None:  # pragma: no cover - guarded by tests/support/test_testenv.py
-            raise AssertionError(f"family tag {tag} is not consistent with the tag set rules")
-        out[tag] = expected
 
-    # ~2% junk: fixed near misses plus random build leftovers
+def _add_junk(rng: random.Random, add: Add, size: Callable[[], int]) -> None:
+    """~2% junk: fixed near misses plus random build leftovers."""
     for tag in _JUNK_FIXED:
         add(ExpectedTag(tag=tag, family="unknown"))
-    n_random_junk = max(0, int(len(out) * 0.02) - len(_JUNK_FIXED))
+    n_random_junk = max(0, int(size() * 0.02) - len(_JUNK_FIXED))
     for _ in range(n_random_junk):
         kind = rng.choice(("tmp-build-", "ci-", "pr-", "sha-", "test-"))
         add(
@@ -397,10 +418,6 @@ def generate_tagset(seed: int = DEFAULT_SEED) -> TagSet:
                 tag=kind + f"{rng.getrandbits(32):08x}"[: rng.choice((6, 7, 8))], family="unknown"
             )
         )
-
-    entries = list(out.values())
-    rng.shuffle(entries)
-    return TagSet(seed=seed, entries=tuple(entries))
 
 
 def generate_tags(seed: int = DEFAULT_SEED) -> list[str]:

@@ -122,6 +122,7 @@ def _action(
         ({"COMMAND": "pin", "PROFILE": "ci", "ARGS": "--update --json"},
          ["pin", "--profile", "ci", "--update", "--json"]),
         ({"COMMAND": "resolve", "PROFILE": "ci"}, ["resolve", "--digest", "--profile", "ci"]),
+        ({"COMMAND": "resolve"}, ["resolve", "--digest"]),  # the default profile
     ],
 )  # fmt: skip
 def test_inputs_become_the_rocmenv_command_line(
@@ -223,6 +224,9 @@ def _printed_workflows(tmp_path: Path) -> dict[str, str]:
 
 
 def zizmor(paths: list[Path]) -> list[str]:
+    """zizmor's findings as ``ident: path``, with no configuration file discovered (a stray
+    zizmor.yml above a temporary directory must not suppress anything) and an environment
+    of PATH alone."""
     from tests.support import testenv
 
     # the binary is the same for every Python; its wheel installs on 3.11+ only, so a venv of
@@ -231,10 +235,22 @@ def zizmor(paths: list[Path]) -> list[str]:
     found = next((str(b) for b in (here, main) if b.exists()), None) or shutil.which("zizmor")
     if found is None:
         testenv.missing_environment("zizmor is not installed (pip install zizmor)", kind="tool")
-    done = subprocess.run([found, "--offline", "--no-progress", "--format", "plain",
-                           *map(str, paths)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run([found, "--offline", "--no-config", "--no-progress", "--format", "json",
+                           *map(str, paths)], capture_output=True, text=True, timeout=120,
+                          env={"PATH": os.environ["PATH"]}, cwd=paths[0].parent)  # fmt: skip
     assert done.returncode in (0, 10, 11, 12, 13, 14), done.stderr  # 1x: findings
-    return [line for line in done.stdout.splitlines() if "[" in line and "]:" in line]
+    try:
+        report = json.loads(done.stdout or "[]")
+    except ValueError as err:
+        raise AssertionError(
+            f"zizmor printed no JSON ({err}): {done.stdout!r} {done.stderr!r}"
+        ) from err
+    findings = []
+    for f in report:
+        key = (f.get("locations") or [{}])[0].get("symbolic", {}).get("key", {})
+        findings.append(f"{f['ident']}: {key.get('Local', {}).get('verbatim_path', '?')}")
+    assert findings or done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    return findings
 
 
 @pytest.mark.parametrize("linter", sorted(LINTERS))
@@ -265,4 +281,5 @@ def test_zizmor_finds_what_the_printed_workflow_avoids(tmp_path: Path) -> None:
     bad.write_text("on: pull_request\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
                    f"      - uses: rocmenv/rocmenv@{ACTION_TAG}\n        with:\n          command: pin\n")  # fmt: skip
     findings = zizmor([bad])
-    assert any("unpinned-uses" in f for f in findings), findings
+    assert any(f.startswith("unpinned-uses:") for f in findings), findings
+    assert any(f.startswith("excessive-permissions:") for f in findings), findings

@@ -163,7 +163,7 @@ def test_a_name_that_does_not_resolve_is_not_retried_a_refused_connection_is() -
 
 
 def test_an_unresolved_name_is_reported_by_the_resolver_s_reason() -> None:
-    from rocmenv.registry.transport import _unresolved
+    from rocmenv.registry.failures import unresolved as _unresolved
 
     cause = OSError("[Errno -2] Name or service not known")
     wrapped = RuntimeError("HTTPSConnection(host='x'): Failed to resolve 'x' ([Errno -3] other)")
@@ -179,7 +179,7 @@ def test_an_unresolved_name_is_reported_by_the_resolver_s_reason() -> None:
 
 
 def test_a_long_reason_is_cut_at_200_characters_and_redacted() -> None:
-    from rocmenv.registry.transport import _short
+    from rocmenv.registry.failures import short as _short
 
     assert _short("x" * 200) == "x" * 200
     assert _short("x" * 201) == "x" * 200 + "…"
@@ -187,7 +187,7 @@ def test_a_long_reason_is_cut_at_200_characters_and_redacted() -> None:
 
 
 def test_an_oversized_answer_names_its_kind_url_and_the_limit_to_raise() -> None:
-    from rocmenv.registry.transport import _too_large
+    from rocmenv.registry.failures import too_large as _too_large
 
     more = _too_large("r.example", "https://r.example/v2/", "tags", 10, "sent more")
     assert more.what == (
@@ -664,7 +664,7 @@ def test_a_streamed_answer_s_head_may_come_after_the_request_deadline() -> None:
 
 
 def test_an_unresolved_name_without_a_resolver_code_keeps_its_whole_reason() -> None:
-    from rocmenv.registry.transport import _unresolved
+    from rocmenv.registry.failures import unresolved as _unresolved
 
     err = _unresolved("reg.example", OSError("no such host"))
     assert err.what == "reg.example: the name does not resolve (no such host)"

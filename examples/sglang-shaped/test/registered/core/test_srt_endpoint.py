@@ -13,6 +13,8 @@ class TestSrtEndpoint(unittest.TestCase):
     def test_generate(self):
         time.sleep(1.0)
         self.assertEqual(len(visible_gpus()), 1)
+        nodes = sorted(n for n in os.listdir("/dev/dri") if n.startswith("renderD"))
+        print("render nodes: " + ",".join(nodes))
 
     def test_the_jobs_env_reached_the_test(self):
         self.assertEqual(os.environ.get("SGLANG_AMD_CI"), "1")
