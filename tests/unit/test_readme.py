@@ -45,8 +45,8 @@ def test_the_install_commands_name_the_wheel_pip_builds_by_a_path() -> None:
     """Debian 12's pipx takes a bare ``rocmenv-….whl`` for a package name (issue 30): every
     wheel the install commands name is a ``./dist/`` path, of this version, built by the
     ``pip wheel -w dist`` they show; no placeholder URL."""
-    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
-    version = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)  # type: ignore[union-attr]
+    from rocmenv import __version__ as version  # the one place (hatch's version source)
+
     section = README.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
     commands = "".join(re.findall(r"```sh\n(.*?)```", section, re.S))
     assert "pip wheel --no-deps -w dist ." in commands
