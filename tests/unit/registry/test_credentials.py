@@ -273,3 +273,13 @@ def test_a_lookup_imports_no_docker_py_unless_a_helper_answers(
     )  # fmt: skip
     assert json.loads(done.stdout) == {"creds": creds, "docker": False}
     assert calls(bin_dir, "rt") == []
+
+
+def test_a_broken_entry_for_another_host_does_not_stop_this_hosts_login(tmp_path: Path) -> None:
+    """docker-py refused the whole file for one broken entry; a login for the host contacted
+    is still found (the broken one is named when its own host is asked for)."""
+    config = {"auths": {"other.example": "not an object", "reg.example": {"auth": b64("u:pw")}}}
+    env = docker_env(tmp_path, config)
+    assert find_login("reg.example", env) == ("u", "pw")
+    with pytest.raises(RegistryAuthError):
+        find_login("other.example", env)
