@@ -17,6 +17,14 @@ Cases (interleaved runs, median wall time; ratio < 1: rocmenv is faster), each a
   run by the same interpreter), interleaved with the others;
 - the floor: ``python -c "import ssl, socket, json"`` plus one TCP connection and TLS
   handshake with the registry, by the same interpreter: what any Python client pays.
+- with a Docker config present (``--configs``, default ``none,other,host``): rocmenv's cases
+  again with ``DOCKER_CONFIG`` naming a ``config.json`` as a CI runner has after
+  ``docker/login-action`` — ``other``: logins for other hosts and a credential helper for
+  another host (issue 33: docker-py was imported for it, 161–186 ms, before the file was
+  known not to name the host); ``host``: a login for the registry itself (withheld from the
+  token realm on another host name, so the token is still anonymous). A second table prints
+  them side by side with ``none``, and whether the command imported docker-py (one cold run
+  under ``PYTHONPROFILEIMPORTTIME``).
 rocmenv with a cold token cache (its file, registry-tokens.json, deleted before each run; the
 remembered challenges, registry-challenges.json — each registry's realm and service, no token —
 are kept, as they are between a user's commands) and a warm one. Round trips are
@@ -30,6 +38,7 @@ token cache ≤ 0.5×; never more round trips than skopeo.
 from __future__ import annotations
 
 import argparse
+import base64
 import compileall
 import contextlib
 import json
@@ -114,6 +123,30 @@ FLOOR = (
 )
 
 
+def docker_config(work: Path, name: str, host: str) -> Path:
+    """A Docker config directory: ``other`` names other hosts only (a login, an empty entry
+    kept by a helper, a helper that is never run); ``host`` has a login for ``host``."""
+    directory = work / f"docker-{name}"
+    directory.mkdir(exist_ok=True)
+    login = base64.b64encode(b"bench:bench-secret").decode()
+    auths: dict[str, object] = {"ghcr.io": {"auth": login}, "quay.io": {}}
+    if name == "host":
+        auths = {host: {"auth": login}}
+    config = {"auths": auths, "credHelpers": {"quay.io": "rocmenv-bench-never-run"}}
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def imports_docker(argv: list[str], env: dict[str, str], cwd: Path) -> bool:
+    """Whether one run of ``argv`` imported docker-py (``-X importtime``'s report)."""
+    done = subprocess.run(
+        argv, env={**env, "PYTHONPROFILEIMPORTTIME": "1"}, cwd=cwd,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True,
+    )  # fmt: skip
+    names = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    return any(n == "docker" or n.startswith("docker.") for n in names)
+
+
 def spread(samples: list[float]) -> str:
     """Median and interquartile range in ms."""
     ms = sorted(s * 1000 for s in samples)
@@ -135,8 +168,17 @@ def main() -> int:
     parser.add_argument("--entries", type=int, default=20)
     parser.add_argument("--cases", default="tags,digest,validate", help="comma-separated")
     parser.add_argument("--baseline", metavar="REV", help="also time this git revision")
+    parser.add_argument(
+        "--configs",
+        default="none,other,host",
+        help="Docker configs to run rocmenv's cases under: none, other (names other hosts), "
+        "host (names the registry); comma-separated",
+    )
     args = parser.parse_args()
     wanted = set(args.cases.split(","))
+    configs = [c for c in args.configs.split(",") if c]
+    if not set(configs) <= {"none", "other", "host"} or "none" not in configs:
+        parser.error("--configs: 'none' and any of 'other', 'host'")
     compileall.compile_dir(str(ROOT / "rocmenv"), quiet=1)
     load_before = os.getloadavg()
     if not (STATE / "tls/ca.crt").is_file():
@@ -153,6 +195,7 @@ def main() -> int:
         "ROCMENV_TOKEN_CACHE": "1",
     }
     rows = []
+    config_rows = []
     verdicts = []
     envs: dict[str, dict[str, str]] = {}  # per case, when not base_env
     try:
@@ -204,6 +247,18 @@ def main() -> int:
                         twin = f"{args.baseline} {name.removeprefix('rocmenv ')}"
                         cases[twin], envs[twin] = cases[name], baseline_env
                 ours_names = [n for n in cases if not n.startswith(("skopeo", "sh"))]
+                for config in configs[1:]:
+                    directory = docker_config(work, config, host)
+                    for name in list(ours_names):
+                        twin = f"{name} [{config}]"
+                        cases[twin] = cases[name]
+                        envs[twin] = {**envs.get(name, base_env), "DOCKER_CONFIG": str(directory)}
+                        ours_names.append(twin)
+                docker_imported: dict[str, bool] = {}
+                for name in ours_names:
+                    tokens.unlink(missing_ok=True)
+                    env = envs.get(name, base_env)
+                    docker_imported[name] = imports_docker(cases[name], env, project)
                 floor = [sys.executable, "-c", FLOOR, "registry.rocmenv.test", str(port)]
                 time_once(floor, base_env, project)  # warm
                 # round trips, once each: cold token cache, then warm (rocmenv)
@@ -242,6 +297,23 @@ def main() -> int:
                         (f"{label} ({args.baseline})", f"{args.baseline} {ours[8:]}", theirs, None)
                         for label, ours, theirs, _ in list(compared)
                     ]
+                for label, ours, _theirs, _ in compared:
+                    if ours not in cases:
+                        continue
+                    for config in configs:
+                        name = ours if config == "none" else f"{ours} [{config}]"
+                        cold, warm = med[f"{name} (cold)"], med[f"{name} (warm)"]
+                        config_rows.append(
+                            [
+                                f"{rtt:g} ms",
+                                label,
+                                config,
+                                spread(samples[f"{name} (cold)"]),
+                                spread(samples[f"{name} (warm)"]),
+                                f"{cold - med[f'{ours} (cold)']:+.0f}",
+                                "yes" if docker_imported[name] else "no",
+                            ]
+                        )
                 for label, ours, theirs, target in compared:
                     if ours not in cases:
                         continue
@@ -302,6 +374,18 @@ def main() -> int:
             ],
         )
     )
+    if len(configs) > 1:
+        print(
+            "\nwith a Docker config present (DOCKER_CONFIG): none; other = logins and a helper "
+            "for other hosts only; host = a login for the registry (withheld from its token "
+            "realm on another host name); +ms = cold median minus the same command's without one"
+        )
+        print(
+            table(
+                config_rows,
+                ["RTT", "what", "config", "cold", "warm", "+ms cold", "imports docker-py"],
+            )
+        )
     for line in verdicts:
         print("target:", line)
     return 0

@@ -39,13 +39,9 @@ FAILING_SMI = "#!/bin/sh\necho 'ERROR: amdgpu not found in modules'\nexit 1\n"
 
 
 def _docker_bootstrap(image: str, script: str, mounts: dict[str, str]) -> None:
-    import packaging
-
-    deps = Path(packaging.__file__).resolve().parent
     name = f"rocmenv-bench-{uuid.uuid4().hex[:10]}"
     argv = ["docker", "run", "--rm", "--name", name, "-v", f"{REPO}:/opt/rocmenv-src:ro",
-            "-v", f"{deps}:/opt/rocmenv-deps/packaging:ro",
-            "-e", "PYTHONPATH=/opt/rocmenv-src:/opt/rocmenv-deps", "-e", "PYTHONDONTWRITEBYTECODE=1"]  # fmt: skip
+            "-e", "PYTHONPATH=/opt/rocmenv-src", "-e", "PYTHONDONTWRITEBYTECODE=1"]  # fmt: skip
     for source, target in mounts.items():
         argv += ["-v", f"{source}:{target}"]
     subprocess.run(

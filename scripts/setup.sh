@@ -5,7 +5,9 @@
 # (apt, three debootstraps, image builds); a re-run reuses everything and takes seconds.
 #
 #   1. apt: docker.io docker-registry debootstrap skopeo git python3-venv ca-certificates curl
-#   2. .venv with `pip install -e '.[dev]'` (re-installed when pyproject.toml changes)
+#   2. .venv with `pip install -e . --group dev` (re-installed when pyproject.toml changes),
+#      and a venv per other Python the package claims (.venv-3.X, `--group test`: the unit
+#      tests run in each; tests/support/pythons.py finds the interpreters on PATH or pyenv)
 #   3. dockerd (started with setsid when /var/run/docker.sock does not answer)
 #   4. services, each started with setsid, pid file under $STATE/run, log under $STATE/logs:
 #        open registry   127.0.0.1:5000  Distribution, no auth
@@ -25,12 +27,15 @@
 #   ROCMENV_BASES_CACHE     debootstrap tree cache (default /var/cache/rocmenv-bases)
 #   ROCMENV_DEBIAN_MIRROR   Debian mirror (default http://deb.debian.org/debian)
 #   ROCMENV_SETUP_SKIP_APT=1  do not touch apt even when packages are missing
+#   ROCMENV_APT_LOCK_WAIT   seconds to wait for another apt/dpkg to finish (default 600)
 #   ROCMENV_TEST_USER       the ordinary test user (default rocmenv-test)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/lib/common.sh
 . "$REPO/scripts/lib/common.sh"
+# shellcheck source=scripts/lib/apt_lock.sh
+. "$REPO/scripts/lib/apt_lock.sh"
 
 STATE="${ROCMENV_TESTENV_STATE:-/var/lib/rocmenv-testenv}"
 BASES_CACHE="${ROCMENV_BASES_CACHE:-/var/cache/rocmenv-bases}"
@@ -76,7 +81,11 @@ ensure_apt() {
     printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1
   fi
   export DEBIAN_FRONTEND=noninteractive
-  if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+  # another apt (first boot: unattended-upgrades) is waited for, bounded (scripts/lib/apt_lock.sh)
+  wait_for_apt_locks
+  local wait=(-o "DPkg::Lock::Timeout=${ROCMENV_APT_LOCK_WAIT:-600}")
+  if ! { apt-get "${wait[@]}" update -qq &&
+    apt-get "${wait[@]}" install -y -qq --no-install-recommends "${missing[@]}"; } \
     >"$STATE/logs/apt.log" 2>&1; then
     [ $own_policy = 1 ] && rm -f "$policy"
     tail -n 20 "$STATE/logs/apt.log" >&2
@@ -108,30 +117,50 @@ pick_python() {
   return 1
 }
 
-ensure_venv() {
-  local stamp="$VENV/.rocmenv-setup-stamp" want
-  if [ -x "$PY" ] && ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null; then
-    warn "$VENV is broken or older than Python 3.10: recreating it"
-    rm -rf "$VENV"
+ensure_venv() { # [VENV BASE GROUP]: default .venv, pick_python, dev
+  local venv=${1:-$VENV} base=${2:-} group=${3:-dev}
+  local py="$venv/bin/python" stamp="$venv/.rocmenv-setup-stamp" want
+  if [ -x "$py" ] && ! "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null; then
+    warn "$venv is broken or older than Python 3.10: recreating it"
+    rm -rf "$venv"
   fi
-  if [ ! -x "$PY" ]; then
-    local base
-    base=$(pick_python) || die "no python3.11 or python3 >= 3.10 found" "apt-get install python3 python3-venv"
-    log "  creating $VENV with $base"
-    "$base" -m venv "$VENV" || die "python -m venv failed" "apt-get install python3-venv"
+  if [ ! -x "$py" ]; then
+    [ -n "$base" ] || base=$(pick_python) || die "no python3.11 or python3 >= 3.10 found" "apt-get install python3 python3-venv"
+    log "  creating $venv with $base"
+    "$base" -m venv "$venv" || die "python -m venv failed" "apt-get install python3-venv"
   fi
-  want=$(cat "$REPO/pyproject.toml" <("$PY" -VV) | sha256sum | cut -c1-64)
+  want=$(cat "$REPO/pyproject.toml" <("$py" -VV) | sha256sum | cut -c1-64)
   if [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ]; then
-    log "  $VENV up to date ($("$PY" -V))"
+    log "  $venv up to date ($("$py" -V))"
     return 0
   fi
-  log "  pip install -e '.[dev]' (pyproject.toml changed or first run)"
-  if ! (cd "$REPO" && "$PY" -m pip install -q --disable-pip-version-check -e '.[dev]') \
-    >"$STATE/logs/pip.log" 2>&1; then
-    tail -n 20 "$STATE/logs/pip.log" >&2
-    die "pip install -e '.[dev]' failed (log: $STATE/logs/pip.log)" "check PyPI is reachable"
+  # `--group` (PEP 735 dependency groups) needs pip >= 25.1; venvs start with their Python's
+  log "  pip install -e . --group $group into $venv (pyproject.toml changed or first run)"
+  if ! (cd "$REPO" &&
+    { "$py" -c 'import pip, sys; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (25, 1))' ||
+      "$py" -m pip install -q --disable-pip-version-check 'pip>=25.1'; } &&
+    "$py" -m pip install -q --disable-pip-version-check -e . --group "$group") \
+    >"$STATE/logs/pip-${venv##*/}.log" 2>&1; then
+    tail -n 20 "$STATE/logs/pip-${venv##*/}.log" >&2
+    die "pip install -e . --group $group failed (log: $STATE/logs/pip-${venv##*/}.log)" "check PyPI is reachable"
   fi
   printf '%s\n' "$want" >"$stamp"
+}
+
+# Every other Python the package claims (pyproject's classifiers) gets a venv of its own for
+# the unit tests (scripts/test.sh). A claimed Python not on this machine is a warning here
+# and a failure in CI (scripts/test.sh under ROCMENV_REQUIRE_ENGINE=1).
+ensure_claimed_venvs() {
+  local v base main
+  main=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  for v in $("$PY" "$REPO/tests/support/pythons.py" claimed); do
+    [ "$v" = "$main" ] && continue
+    if ! base=$("$PY" "$REPO/tests/support/pythons.py" find "$v"); then
+      warn "no Python $v (claimed by pyproject.toml) on PATH or under pyenv: its unit tests cannot run"
+      continue
+    fi
+    ensure_venv "$REPO/.venv-$v" "$base" test
+  done
 }
 
 # --------------------------------------------------------------------------- 3. dockerd
@@ -393,6 +422,7 @@ start_trees # runs in the background while the next steps go on
 
 step "python venv"
 ensure_venv
+ensure_claimed_venvs
 
 step "test user"
 ensure_test_user

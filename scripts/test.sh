@@ -2,7 +2,8 @@
 # scripts/test.sh [PYTEST ARGS...] — the project's test command (README, Makefile, CI).
 #
 # Runs scripts/setup.sh (idempotent: seconds when the environment is up), then
-# pytest (default: the whole tests/ tree), ruff check, ruff format --check and mypy.
+# pytest (default: the whole tests/ tree, then tests/unit once more in the venv of every
+# other Python pyproject.toml claims, .venv-3.X), ruff check, ruff format --check and mypy.
 # Every check runs even when an earlier one fails; the exit status is non-zero if any failed.
 #
 #   ROCMENV_REQUIRE_ENGINE=1   every skip is a failure (a missing engine, registry, git,
@@ -70,6 +71,25 @@ if [ $# -eq 0 ]; then
   fi
 else
   run_check pytest "$BIN/pytest" --junitxml="$JUNIT_DIR/args.xml" "$@"
+fi
+# The unit tests on every other Python the package claims (pyproject's classifiers; the
+# venvs are scripts/setup.sh's): the host side runs where pyproject says it does. A claimed
+# Python without its venv is a failure under ROCMENV_REQUIRE_ENGINE (CI), else a warning.
+if [ $# -eq 0 ]; then
+  main_py=$("$BIN/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  for v in $("$BIN/python" tests/support/pythons.py claimed); do
+    [ "$v" = "$main_py" ] && continue
+    if [ -x "$REPO/.venv-$v/bin/pytest" ]; then
+      run_check "pytest tests/unit (Python $v)" "$REPO/.venv-$v/bin/pytest" -p no:cacheprovider \
+        -n "$workers" -m "not serial and not soak" --junitxml="$JUNIT_DIR/unit-$v.xml" tests/unit
+    else
+      case "${ROCMENV_REQUIRE_ENGINE:-}" in
+        1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss]) failed+=("Python $v (claimed): no $REPO/.venv-$v") ;;
+        *) printf 'test: warning: Python %s is claimed but %s is missing (scripts/setup.sh)\n' \
+          "$v" "$REPO/.venv-$v" >&2 ;;
+      esac
+    fi
+  done
 fi
 # The skip count, from pytest's own reports (junit testsuite attributes).
 skips=$("$BIN/python" -c '

@@ -14,14 +14,15 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rocmenv import __version__
 from rocmenv.adopt.scan import FoundSuite
 from rocmenv.suite.registered import DEFAULT_SUITE_NAME
 
-#: Where the composite action lives (``action.yml`` at the root of rocmenv's repository),
-#: pinned by commit (the tag in a comment): the example workflows and the printed steps use
-#: it; point it at your copy of the action.
+#: Where the composite action lives (``action.yml`` at the root of rocmenv's repository,
+#: pyproject's ``project.urls``), pinned by commit (the release tag of this version in a
+#: comment): the example workflows and the printed steps use it; point it at your copy.
 ACTION = "rocmenv/rocmenv"
-ACTION_TAG = "v0.1.0"
+ACTION_TAG = f"v{__version__}"
 ACTION_SHA = "b6663cf0ced35994783f47af01088561c74a5e82"
 ACTION_REF = f"{ACTION}@{ACTION_SHA}"
 #: The other actions the steps use, pinned by the commit of their release tag.

@@ -262,10 +262,14 @@ def _only_daemon_threads_left() -> bool:
     dial-ahead and token threads), which it would abandon anyway. rocmenv registers no
     ``atexit`` handlers; a command that leaves a worker thread running ends the usual way,
     as does a process measured or traced (coverage.py, cProfile: their data is saved at
-    exit)."""
+    exit). From Python 3.12 cProfile (and coverage.py, debuggers) may use ``sys.monitoring``
+    instead of ``sys.setprofile``: any tool registered there counts too."""
     import threading
 
     if "coverage" in sys.modules or sys.getprofile() or sys.gettrace():
+        return False
+    monitoring = getattr(sys, "monitoring", None)  # Python 3.12+
+    if monitoring is not None and any(monitoring.get_tool(i) for i in range(6)):
         return False
     main = threading.main_thread()
     return all(t.daemon or t is main for t in threading.enumerate())

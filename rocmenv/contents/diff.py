@@ -39,7 +39,7 @@ def _canonical(name: str) -> str:
 
 
 def _direction(before: str, after: str) -> Change:
-    from packaging.version import InvalidVersion, Version
+    from rocmenv.launcher._vendor.packaging.version import InvalidVersion, Version
 
     try:
         return "upgraded" if Version(after) > Version(before) else "downgraded"
@@ -112,7 +112,7 @@ def diff_shims(
 
 
 def _major_minor(version: str | None) -> tuple[int, ...] | None:
-    from packaging.version import InvalidVersion, Version
+    from rocmenv.launcher._vendor.packaging.version import InvalidVersion, Version
 
     if version is None:
         return None

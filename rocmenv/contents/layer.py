@@ -1,7 +1,8 @@
 """One layer, read once: stream it, decompress it, walk its tar, keep the little that matters.
 
 Media types: Docker and OCI gzip (``…tar.gzip``, ``…tar+gzip``), OCI zstd (``…tar+zstd``,
-through the ``zstandard`` package — the standard library has zstd only from Python 3.14) and
+through the ``zstandard`` package of the ``rocmenv[zstd]`` extra — the standard library has
+zstd only from Python 3.14; without it such a layer is a :class:`ConfigError` naming it) and
 uncompressed tars (``…tar``, ``…diff.tar``). The stream is never written to disk: the tar is
 read in ``r|`` (stream) mode and only these are kept, as a :class:`LayerIndexJson`:
 
@@ -43,7 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, TypedDict, cast
 
 from rocmenv.contents.budget import Budget
-from rocmenv.errors import RegistryProtocolError
+from rocmenv.errors import ConfigError, RegistryProtocolError
 from rocmenv.settings.registry import RegistrySettings
 
 INDEX_VERSION = 2  # bump whenever what is kept changes: older indexes are then re-read
@@ -216,14 +217,20 @@ class _HeaderTooLarge(tarfile.TarError):
 class _BoundedTarInfo(tarfile.TarInfo):
     """Extended headers (PAX, GNU long names) are read whole into memory by ``tarfile``: one
     announcing gigabytes would be read whole. Go's ``archive/tar`` (what Docker unpacks layers
-    with) refuses those over 1 MiB; so do we."""
+    with) refuses those over 1 MiB; so do we, as each 512-byte header block is decoded — by
+    the documented ``TarInfo.frombuf``, which ``tarfile`` calls on the ``tarinfo`` class for
+    every header, the one after a PAX or GNU header included — before its data is read.
+    Public API only: no private ``tarfile`` method is overridden (they change between
+    CPython releases); the unit tests run on every claimed Python (scripts/test.sh)."""
 
-    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
-        if self.type in _EXTENDED and self.size > MAX_EXTENDED_HEADER:
+    @classmethod
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> _BoundedTarInfo:
+        info = super().frombuf(buf, encoding, errors)
+        if info.type in _EXTENDED and info.size > MAX_EXTENDED_HEADER:
             raise _HeaderTooLarge(
-                f"an extended tar header of {self.size} bytes (over {MAX_EXTENDED_HEADER})"
+                f"an extended tar header of {info.size} bytes (over {MAX_EXTENDED_HEADER})"
             )
-        return super()._proc_member(tarfile_)  # type: ignore[misc,no-any-return]
+        return info
 
 
 _EXTENDED = (
@@ -240,8 +247,14 @@ def _decompressed(media_type: str, raw: IO[bytes]) -> IO[bytes]:
     if media_type.endswith(("gzip", "+gzip")):
         return cast(IO[bytes], _Gunzip(raw))
     if media_type.endswith("+zstd"):
-        import zstandard
-
+        try:
+            import zstandard
+        except ImportError:
+            raise ConfigError(
+                f"a {media_type} layer needs the zstandard package, which is not installed",
+                hint="install rocmenv's zstd extra: `pip install 'rocmenv[zstd]'` (pipx: "
+                "`pipx inject rocmenv zstandard`)",
+            ) from None
         reader: IO[bytes] = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
         return reader
     if media_type.endswith(("tar", ".tar")):
@@ -275,7 +288,6 @@ def index_layer(
         budget = Budget.of(RegistrySettings(), lambda: float("inf"))
     targets = sorted(set(targets))
     raw = _ChunkReader(chunks, lambda: budget.check(digest))
-    metered = _Metered(_decompressed(media_type, io.BufferedReader(raw, CHUNK)), digest, budget)
     index: LayerIndexJson = {
         "index_version": INDEX_VERSION,
         "digest": digest,
@@ -289,6 +301,8 @@ def index_layer(
         "size": 0,
     }
     try:
+        stream = _decompressed(media_type, io.BufferedReader(raw, CHUNK))
+        metered = _Metered(stream, digest, budget)
         with tarfile.open(
             fileobj=io.BufferedReader(metered, CHUNK), mode="r|", tarinfo=_BoundedTarInfo
         ) as tar:

@@ -206,7 +206,7 @@ def newer_than_pin(entry: LockEntry, tags: Sequence[TagInfo]) -> tuple[Basis, li
     if pin.family == "floating" and pin.moving:
         return "moving", [], ""  # its new builds show up as "moved"
     if pin.family == "release":
-        from packaging.version import Version
+        from rocmenv.launcher._vendor.packaging.version import Version
 
         have = Version(pin.sglang or "0")
         found = [

@@ -312,6 +312,7 @@ class DockerPyWire:
     def __init__(self, env: Mapping[str, str], timeout: float = 60.0) -> None:
         import docker
         import docker.errors
+        import docker.utils
         import requests
 
         self.where = env.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
@@ -344,7 +345,7 @@ class DockerPyWire:
     ) -> tuple[int, dict[str, str], bytes]:
         import requests
 
-        url = self.api._url("/{0}", path.lstrip("/"))  # docker-py's versioned URL builder
+        url = self._url(path)
         params = {
             k: ("1" if v is True else "0" if v is False else str(v))
             for k, v in (query or {}).items()
@@ -378,12 +379,19 @@ class DockerPyWire:
         raw.settimeout(None)
         return raw, b""
 
+    def _url(self, path: str) -> str:
+        """The versioned URL as docker-py's own (private) ``APIClient._url`` builds it."""
+        import urllib.parse
+
+        quoted = urllib.parse.quote(path.lstrip("/"), safe="/:")
+        return f"{self.api.base_url}/v{self.api.api_version}/{quoted}"
+
     def stream(
         self, path: str, *, query: Query | None = None, timeout: float | None = 60.0
     ) -> tuple[int, bytes, Iterator[bytes]]:
         import requests
 
-        url = self.api._url("/{0}", path.lstrip("/"))
+        url = self._url(path)
         try:
             resp = self.api.get(url, params=dict(query or {}), stream=True, timeout=timeout)
         except requests.exceptions.RequestException as err:

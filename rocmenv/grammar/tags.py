@@ -259,7 +259,7 @@ GPU_CONSTRAINT = Pattern(r"mi[0-9]{2,3}x|gfx[0-9]{3,4}[a-z]?", re.ASCII)
 def _specifier_set(text: str) -> object | None:
     """The SpecifierSet ``text`` means (a bare version: ``==``), or ``None`` if it is not one
     (checked by comparing once: a version too long for int() only fails there)."""
-    from packaging.specifiers import SpecifierSet
+    from rocmenv.launcher._vendor.packaging.specifiers import SpecifierSet
 
     spec_text = text.strip()
     if spec_text and spec_text[0].isdigit():
@@ -320,8 +320,8 @@ def failed_constraints(info: TagInfo, c: Constraints) -> list[str]:
     ):
         failed.append("project")
     if c.sglang is not None:
-        from packaging.specifiers import SpecifierSet
-        from packaging.version import Version
+        from rocmenv.launcher._vendor.packaging.specifiers import SpecifierSet
+        from rocmenv.launcher._vendor.packaging.version import Version
 
         spec = sglang_specifier(c.sglang)
         assert isinstance(spec, SpecifierSet)
@@ -345,7 +345,7 @@ def failed_constraints(info: TagInfo, c: Constraints) -> list[str]:
 
 @functools.lru_cache(maxsize=1024)
 def _version(text: str) -> object:
-    from packaging.version import Version
+    from rocmenv.launcher._vendor.packaging.version import Version
 
     return Version(text)
 

@@ -4,7 +4,7 @@ Format (JSON, sorted keys, two-space indent)::
 
     {
       "lock_version": 1,
-      "generator": "rocmenv 0.1.0",
+      "generator": "rocmenv X.Y.Z",        # the version that wrote it
       "profiles": {
         "ci": {
           "repository": "docker.io/rocm/sgl-dev",

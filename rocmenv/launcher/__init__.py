@@ -8,7 +8,7 @@ the bundle builder (:mod:`rocmenv.shims.bundle`) assembles into a launcher bundl
     <bundle>/_rocmenv_launcher/_runtime.py decisions, version matching, logging, reports
     <bundle>/_rocmenv_launcher/_index.py   generated: full metadata of the bundled shims
     <bundle>/_rocmenv_launcher/shims/*.py  the shim files (catalogue + entry points)
-    <bundle>/_rocmenv_launcher/_vendor/packaging/  packaging 24.2, private name
+    <bundle>/_rocmenv_launcher/_vendor/packaging/  packaging 26.2, private name
 
 Everything in this directory except this file must import only the standard library. The
 supported floor is Python 3.9, the oldest Python it is tested on in real containers (the

@@ -2,7 +2,7 @@
 
 Lives in a launcher bundle as ``_rocmenv_launcher._runtime`` and is imported only when a
 shim's target module is imported (never at interpreter start-up). Standard library only,
-Python 3.8+. Version questions are answered by the vendored ``packaging`` 24.2
+Python 3.8+. Version questions are answered by the vendored ``packaging`` 26.2
 (``_rocmenv_launcher._vendor.packaging``), never by the container's own ``packaging``.
 
 Environment (read when a target is imported, not at start-up):

@@ -1,16 +1,14 @@
-"""Registry authentication: challenges, bearer tokens, Basic auth, stored logins.
+"""Registry authentication: challenges, bearer tokens, Basic auth.
 
-Credentials come from where podman, skopeo and Docker keep them (:func:`credential_files`:
-``REGISTRY_AUTH_FILE``, containers' ``auth.json`` under ``$XDG_RUNTIME_DIR`` and
-``$XDG_CONFIG_HOME``, then the Docker config), read through docker-py's ``docker.auth``
-(entries and credential helpers, the same format), imported only when a registry actually
-challenges us, and looked up by the host actually contacted (a mirror never gets Docker
-Hub's; an auth.json login for one namespace is not widened to its host). They are sent only over HTTPS or to
-loopback, follow a token realm only on the registry's own host name (or ``auth.docker.io``
-for Docker Hub), and an ``IdentityToken`` is used as an OAuth2 refresh-token grant. A token
-service's 401/429 is not retried with the same credentials. Anonymous tokens may come from,
-and go to, :mod:`rocmenv.registry.token_cache`. Every secret handled is registered with
-:mod:`rocmenv.redact`, so it never appears in a message.
+Logins come from where podman, skopeo and Docker keep them, and from Docker credential
+helpers (:mod:`rocmenv.registry.credentials`, the standard library only), looked up by the
+host actually contacted (a mirror never gets Docker Hub's; an auth.json login for one
+namespace is not widened to its host), once per host and command. They are sent only over
+HTTPS or to loopback, follow a token realm only on the registry's own host name (or
+``auth.docker.io`` for Docker Hub), and an ``IdentityToken`` is used as an OAuth2
+refresh-token grant. A token service's 401/429 is not retried with the same credentials.
+Anonymous tokens may come from, and go to, :mod:`rocmenv.registry.token_cache`. Every secret
+handled is registered with :mod:`rocmenv.redact`, so it never appears in a message.
 """
 
 from __future__ import annotations
@@ -19,26 +17,20 @@ import base64
 import json
 import threading
 import urllib.parse
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocmenv.context import Context
 from rocmenv.errors import RegistryAuthError, RegistryProtocolError
 from rocmenv.grammar.reference import is_loopback_host
 from rocmenv.record import record
-from rocmenv.redact import redact, register_secret
-from rocmenv.registry.manifest import DOCKER_HUB, DOCKER_HUB_API
+from rocmenv.redact import register_secret
+from rocmenv.registry.credentials import HUB_HOSTS, IDENTITY_TOKEN
 from rocmenv.registry.response import Response
 from rocmenv.registry.transport import Transport
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from rocmenv.registry.challenge_cache import AskAhead, ChallengeCache
     from rocmenv.registry.token_cache import TokenCache
-
-IDENTITY_TOKEN = "<token>"
-HUB_HOSTS = frozenset({DOCKER_HUB_API, "index.docker.io", DOCKER_HUB})
 
 
 @record
@@ -79,65 +71,6 @@ def parse_challenge(value: str) -> _Challenge | None:
     if not scheme:
         return None
     return _Challenge(scheme=scheme.lower(), params=params)
-
-
-#: The largest credentials file read (a real one is a few kilobytes).
-MAX_AUTH_FILE = 4 << 20
-
-
-def credential_files(env: Mapping[str, str]) -> list[tuple[Path, str]]:
-    """Where logins are kept, in the order they are consulted (``containers-auth.json(5)``,
-    then Docker's): ``REGISTRY_AUTH_FILE``; ``$XDG_RUNTIME_DIR/containers/auth.json`` (where
-    ``podman login`` writes); ``$XDG_CONFIG_HOME/containers/auth.json`` (default
-    ``~/.config``); ``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``. The first
-    file with an entry (or a helper) for the host contacted answers."""
-    home = env.get("HOME") or str(Path.home())
-    files: list[tuple[Path, str]] = []
-    if env.get("REGISTRY_AUTH_FILE"):
-        files.append((Path(env["REGISTRY_AUTH_FILE"]), "containers"))
-    if env.get("XDG_RUNTIME_DIR"):
-        files.append((Path(env["XDG_RUNTIME_DIR"]) / "containers" / "auth.json", "containers"))
-    config_home = env.get("XDG_CONFIG_HOME") or str(Path(home) / ".config")
-    files.append((Path(config_home) / "containers" / "auth.json", "containers"))
-    docker_dir = env.get("DOCKER_CONFIG") or str(Path(home) / ".docker")
-    files.append((Path(docker_dir) / "config.json", "docker"))
-    return files
-
-
-def _host_entries(raw: dict[str, object]) -> dict[str, object]:
-    """An auth.json's entries for whole hosts only: podman also keeps logins for one
-    namespace (``quay.io/org``), which docker-py would widen to the whole host."""
-    auths = raw.get("auths")
-    if isinstance(auths, dict):
-
-        def whole_host(key: str) -> bool:
-            bare = key.split("://", 1)[-1]
-            return "/" not in bare.rstrip("/") or bare.startswith("index.docker.io/v1")
-
-        raw = {**raw, "auths": {k: v for k, v in auths.items() if whole_host(str(k))}}
-    return raw
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def _secret_pair(entry: Mapping[str, object]) -> tuple[str, str] | None:
-    """``(user, password)`` or ``("<token>", identity token)`` of a docker-py entry, each
-    secret registered for redaction."""
-    username = entry.get("Username") or entry.get("username")
-    password = entry.get("Password") or entry.get("password")
-    token = entry.get("IdentityToken") or entry.get("identitytoken")
-    register_secret(str(password) if password else None)
-    register_secret(str(token) if token else None)
-    if token:
-        return (IDENTITY_TOKEN, str(token))
-    if username and password:
-        return (str(username), str(password))
-    return None
 
 
 class RegistryAuth:
@@ -186,41 +119,12 @@ class RegistryAuth:
         return creds
 
     def _load_credentials(self, host: str) -> tuple[str, str] | None:
-        """The first login for ``host`` in :func:`credential_files` (podman's and skopeo's,
-        then Docker's), read through docker-py's ``docker.auth`` (entries and helpers)."""
-        for path, kind in credential_files(self.ctx.env):
-            if not _is_file(path):
-                continue
-            entry = self._entry(host, path, kind)
-            if entry:
-                return _secret_pair(entry)
-        return None
+        """The first login for ``host`` (:func:`~rocmenv.registry.credentials.find_login`);
+        a credential helper gets what is left of the command's deadline, at most a minute."""
+        from rocmenv.registry.credentials import HELPER_TIMEOUT, find_login
 
-    def _entry(self, host: str, path: Path, kind: str) -> dict[str, str] | None:
-        try:
-            from docker import auth as docker_auth
-        except ImportError:  # pragma: no cover - docker is a dependency
-            return None
-        # Docker Hub's registry host keeps its credentials under the index name.
-        lookup = DOCKER_HUB if host in HUB_HOSTS else host
-        hint = (
-            "fix the Docker config (or its credential helper), or run `docker login`"
-            if kind == "docker"
-            else f"fix {path} (podman/skopeo's auth.json), or run `podman login`"
-        )
-        try:
-            raw = json.loads(path.read_bytes()[:MAX_AUTH_FILE])
-            if not isinstance(raw, dict):
-                raise ValueError("not a JSON object")
-            if kind == "containers":
-                raw = _host_entries(raw)
-            authconfig = docker_auth.load_config(config_dict=raw, credstore_env=dict(self.ctx.env))
-            entry = docker_auth.resolve_authconfig(authconfig, registry=lookup)
-        except Exception as err:  # docker-py raises several kinds for broken helpers/configs
-            raise RegistryAuthError(
-                f"cannot read credentials for {host} from {path}: {redact(str(err))}", hint=hint
-            ) from err
-        return dict(entry) if entry else None
+        timeout = max(1.0, min(HELPER_TIMEOUT, self.transport.deadline_left()))
+        return find_login(host, self.ctx.env, timeout=timeout)
 
     def header(self, host: str, scope: str) -> dict[str, str]:
         with self._lock:

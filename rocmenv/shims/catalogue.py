@@ -150,7 +150,7 @@ def parse_shim_file(
     """Read and validate one shim file without importing it (:class:`ConfigError` if bad)."""
     import ast
 
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from rocmenv.launcher._vendor.packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     def bad(what: str, hint: str) -> ConfigError:
         where = f" (entry point {entry_point!r} of {package})" if entry_point else ""
@@ -222,9 +222,6 @@ def parse_shim_file(
         raise bad(
             f"SPECIFIER {spec!r} is not a valid PEP 440 specifier: {err}", "fix SPECIFIER"
         ) from None
-    problem = launcher_specifier_problem(spec)
-    if problem is not None:
-        raise bad(f"SPECIFIER {spec!r}: {problem}", LAUNCHER_SPECIFIER_RULES)
     missing_text = constants.get("MISSING")
     if missing_text is not None and not isinstance(missing_text, str):
         raise bad(
@@ -244,73 +241,6 @@ def parse_shim_file(
         entry_point=entry_point,
         path=path,
     )
-
-
-LAUNCHER_SPECIFIER_RULES = (
-    "the launcher answers with packaging 24.2, which differs from newer packaging on some "
-    "spellings: write versions in normalised form (no 'v', 'rev', '-', '_'), and use neither "
-    "'>' nor '===' nor '<' with a post-release (write '>=X.dev0' or '<X.postN.dev0' instead)"
-)
-
-
-def _probe_versions(version: str) -> list[str]:
-    """Versions around a specifier's bound where PEP 440's special cases live."""
-    from packaging.version import Version
-
-    v = Version(version)
-    release = list(v.release)
-    bases = {".".join(map(str, release + extra)) for extra in ([], [0], [1])}
-    bases.add(".".join(map(str, [*release[:-1], release[-1] + 1])))
-    if len(release) > 1:
-        bases.add(".".join(map(str, release[:-1])))
-    prefix = f"{v.epoch}!" if v.epoch else ""
-    out = {str(v), f"{v}+l.1" if v.local is None else str(v)}
-    for base in bases:
-        for suffix in ("", "a1", "rc0", ".dev0", ".dev7", ".post1", ".post1.dev0", ".post2"):
-            out.add(f"{prefix}{base}{suffix}")
-            out.add(f"{prefix}{base}{suffix}+g1a2b3c")
-    return sorted(out)
-
-
-def launcher_specifier_problem(spec: str) -> str | None:
-    """Why the launcher's packaging 24.2 could answer `spec` unlike the host's, or None.
-
-    Rules found by comparing 24.2 with packaging 26 (tests/unit/test_shims_specifiers.py),
-    then a check of both on versions around every bound, pre-releases included as the
-    runtime asks (``contains(v, prereleases=True)``).
-    """
-    import importlib
-
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
-
-    vendored_spec = importlib.import_module("rocmenv.launcher._vendor.packaging.specifiers")
-    vendored_ver = importlib.import_module("rocmenv.launcher._vendor.packaging.version")
-    host = SpecifierSet(spec)
-    for one in host:
-        op, text = one.operator, one.version
-        if op in (">", "==="):
-            return f"operator {op!r} is not allowed"
-        bound = text[:-2] if text.endswith(".*") else text
-        if str(Version(bound)) != bound:
-            return f"{text!r} is not in normalised form (write {str(Version(bound))!r})"
-        if op == "<" and Version(bound).is_postrelease and not Version(bound).is_prerelease:
-            return f"'<' with the post-release {bound!r} is not allowed"
-    try:
-        vendored = vendored_spec.SpecifierSet(spec)
-    except vendored_spec.InvalidSpecifier:
-        return "packaging 24.2 (in the launcher) cannot parse it"
-    for one in host:
-        bound = one.version[:-2] if one.version.endswith(".*") else one.version
-        for candidate in _probe_versions(bound):
-            ours = vendored.contains(vendored_ver.Version(candidate), prereleases=True)
-            theirs = host.contains(Version(candidate), prereleases=True)
-            if ours != theirs:
-                return (
-                    f"packaging 24.2 (in the launcher) says {ours} for {candidate!r} where the "
-                    f"host's packaging says {theirs}"
-                )
-    return None
 
 
 def _locate_module_file(module: str) -> Path | None:

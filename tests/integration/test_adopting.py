@@ -90,7 +90,7 @@ def matrix_lines(out: str) -> list[dict[str, Any]]:
 
 def _cases(path: Path, tmp: Path) -> dict[str, Any]:
     root, _ = check_junit(path.read_text(), tmp)
-    return {c.get("name"): c for c in root.iter("testcase")}
+    return {c.get("name", ""): c for c in root.iter("testcase")}
 
 
 def _children(case: Any) -> list[str]:
@@ -229,8 +229,8 @@ def test_the_sglang_walkthrough_as_written(tmp_path: Path) -> None:
     assert sorted(json.loads(gpus.stdout)["pool"]["indices"]) == [2, 5]
     # this step checks placement, not timing: a 5 s timeout (est_time 3) is the walk's to
     # test; on a loaded runner a container start alone can take longer
-    toml = work / "rocmenv.toml"
-    toml.write_text(toml.read_text().replace("min-timeout = 5\n", "min-timeout = 300\n"))
+    config = work / "rocmenv.toml"
+    config.write_text(config.read_text().replace("min-timeout = 5\n", "min-timeout = 300\n"))
     ran = subprocess.run(
         [sys.executable, "-m", "rocmenv", "suite", "run", "stage-b-test-1-gpu-small-amd-mi35x",
          "--profile", "local", "--json"],

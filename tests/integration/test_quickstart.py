@@ -26,7 +26,7 @@ def quick_start() -> str:
     section = readme.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
     assert len(blocks) == 1, "the README's quick start is one command block"
-    return blocks[0]
+    return str(blocks[0])
 
 
 def test_the_readme_quick_start_pins_and_runs_with_the_shim_applied(tmp_path: Path) -> None:

@@ -91,9 +91,9 @@ def toml_document(
     for key, table in tables.items():
         lines.append(f"\n[{prefix}{key}]")
         lines += [f"{json.dumps(k)} = {toml_value(v)}" for k, v in table.items()]
-    for name, table in profiles.items():
+    for name, profile in profiles.items():
         lines.append(f"\n[{prefix}profiles.{json.dumps(name)}]")
-        lines += [f"{json.dumps(k)} = {toml_value(v)}" for k, v in table.items()]
+        lines += [f"{json.dumps(k)} = {toml_value(v)}" for k, v in profile.items()]
     return "\n".join(lines) + "\n"
 
 

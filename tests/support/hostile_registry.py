@@ -398,7 +398,7 @@ def _layers(mode: str) -> list[bytes]:
             (f"{SITE}/pkg_b{i}-1.0.dist-info/METADATA", _metadata(f"pkg-b{i}"))
             for i in range(20000)
         ]
-        return [tar_gz(_python() + many), tar_gz(more)]
+        return [tar_gz([*_python(), *many]), tar_gz(more)]
     flood = "".join(f"/opt/flood/d{i}\n" for i in range(20000)).encode()
     return [tar_gz([*_python(), (f"{SITE}/flood.pth", flood), *many])]
 

@@ -60,8 +60,8 @@ def install(rendezvous: Path, me: str, other: str, *, timeout: float = 60.0) -> 
         _wait_for((rendezvous / f"{other}.blocked", rendezvous / f"{other}.writing"), timeout)
         real_write(path, lock, **kwargs)
 
-    fcntl.flock = flock  # type: ignore[assignment]
-    lock_module.write_lock = write_lock  # type: ignore[assignment]
+    fcntl.flock = flock
+    lock_module.write_lock = write_lock
 
 
 class _HalfWriter:

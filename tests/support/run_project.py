@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,15 +201,16 @@ def containers_labelled(label: str) -> list[str]:
     return found
 
 
-def inspect(container: str) -> dict[str, object]:
+def inspect(container: str) -> dict[str, Any]:
     for cli in _engines_clis():
         done = cli("inspect", "--type=container", container, check=False)
         if done.returncode == 0:
-            return json.loads(done.stdout)[0]  # type: ignore[no-any-return]
+            found: dict[str, Any] = json.loads(done.stdout)[0]
+            return found
     raise RuntimeError(f"no engine here knows the container {container}")
 
 
-def wait_for(predicate, timeout: float, interval: float = 0.05) -> bool:  # type: ignore[no-untyped-def]
+def wait_for(predicate, timeout: float, interval: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 from tests.support.run_project import Project
 
@@ -59,34 +60,32 @@ def write_suite(project: Project, suite: str, specs: Sequence[Spec], *, extra: s
     return tests / "out"
 
 
-def records(out: Path) -> dict[str, dict[str, object]]:
+def records(out: Path) -> dict[str, dict[str, Any]]:
     return {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
 
 
 def check_schedule(
-    recs: Mapping[str, Mapping[str, object]],
+    recs: Mapping[str, Mapping[str, Any]],
     specs: Sequence[Spec],
-    report: Mapping[str, object],
+    report: Mapping[str, Any],
     render_of: Mapping[int, str],
     pool_size: int,
 ) -> None:
     """Every test saw exactly its GPUs; overlapping tests never shared one; the pool was
     never over-committed."""
     by_spec = {s.name: s for s in specs}
-    tests = {str(t["name"]): t for t in report["tests"]}  # type: ignore[attr-defined]
+    tests = {str(t["name"]): t for t in report["tests"]}
     for name, rec in recs.items():
-        seen = list(rec["render"])  # type: ignore[call-overload]
+        seen = list(rec["render"])
         assigned = tests[name]["assigned"]
         assert len(seen) == by_spec[name].gpus, (name, seen)
         assert sorted(seen) == sorted(render_of[i] for i in assigned), (name, seen, assigned)
     for a, b in combinations(recs.values(), 2):
-        if float(a["start"]) < float(b["end"]) and float(b["start"]) < float(a["end"]):  # type: ignore[arg-type]
-            assert not set(a["render"]) & set(b["render"]), (a, b)  # type: ignore[call-overload]
+        if float(a["start"]) < float(b["end"]) and float(b["start"]) < float(a["end"]):
+            assert not set(a["render"]) & set(b["render"]), (a, b)
     for rec in recs.values():
-        t = float(rec["start"])  # type: ignore[arg-type]
+        t = float(rec["start"])
         busy = sum(
-            len(o["render"])  # type: ignore[arg-type]
-            for o in recs.values()
-            if float(o["start"]) <= t < float(o["end"])  # type: ignore[arg-type]
+            len(o["render"]) for o in recs.values() if float(o["start"]) <= t < float(o["end"])
         )
         assert busy <= pool_size

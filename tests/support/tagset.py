@@ -201,7 +201,7 @@ class TagSet:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self):
         return iter(self.entries)
 
     def __getitem__(self, tag: str) -> ExpectedTag:

@@ -75,7 +75,7 @@ def test_the_suite_summary_table_and_junit_show_hostile_names_and_reasons(
         runner.process(line)
         assert runner.commands == [] and "\x1b" not in line
     root, _ = check_junit(junit_xml(report), tmp_path)
-    names = [c.get("name") for c in root.iter("testcase")]
+    names = [c.get("name", "") for c in root.iter("testcase")]
     assert sorted(names) == sorted([*map(shown, NAMES), "off.py"])  # as a reporter prints them
     failure = root.find("testsuite/testcase/failure")
     assert failure is not None and failure.text is not None

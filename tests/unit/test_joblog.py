@@ -10,7 +10,7 @@ import os
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -46,7 +46,7 @@ def attacked(log: JobLog, stdout: io.TextIOWrapper | io.StringIO) -> None:
                        stdin=subprocess.DEVNULL, timeout=30, check=True)  # fmt: skip
 
 
-def assert_only_rocmenv_commands(runner: Runner, worst_stdout: list[object]) -> None:
+def assert_only_rocmenv_commands(runner: Runner, worst_stdout: Sequence[object]) -> None:
     assert worst_stdout == []
     assert not [c for c in runner.commands if "PWNED" in repr(c) or "passed" in c.data]
     assert not runner.failed

@@ -32,6 +32,8 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[
     """``(module imported, line)`` for every import statement anywhere in the file."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]

@@ -64,8 +64,8 @@ def test_the_install_commands_name_the_wheel_pip_builds_by_a_path() -> None:
     """Debian 12's pipx takes a bare ``rocmenv-….whl`` for a package name (issue 30): every
     wheel the install commands name — the README's and docs/install.md's — is a ``./dist/``
     path, of this version, built by the ``pip wheel -w dist`` they show; no placeholder URL."""
-    pyproject = (ROOT / "pyproject.toml").read_text()
-    version = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)  # type: ignore[union-attr]
+    from rocmenv import __version__ as version  # the one place (hatch's version source)
+
     install = (ROOT / "docs" / "install.md").read_text()
     for section in (_section(README, "Install"), install):
         commands = "".join(re.findall(r"```sh\n(.*?)```", section, re.S))

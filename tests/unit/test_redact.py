@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rocmenv import redact as redact_module
@@ -268,7 +270,8 @@ def test_a_run_of_a_self_overlapping_secret_is_one_mask() -> None:
 def test_argv_and_json_are_redacted_item_by_item() -> None:
     from pathlib import Path
 
-    assert redact_argv(["curl", "https://u:tok3n@h/x", 8080, Path("/a")]) == [
+    argv: list[Any] = ["curl", "https://u:tok3n@h/x", 8080, Path("/a")]  # not all str
+    assert redact_argv(argv) == [
         "curl", "https://***@h/x", "8080", "/a"
     ]  # fmt: skip
     doc = redact_json({"token=abc": ("token=def", 1, None, [True, "https://t@h"])})

@@ -53,7 +53,7 @@ def test_an_unknown_name_of_a_module_with_aliases_is_still_an_attribute_error() 
     import rocmenv.settings.choices as choices
 
     with pytest.raises(AttributeError):
-        choices.EngineNames  # noqa: B018
+        choices.EngineNames  # type: ignore[attr-defined]  # noqa: B018
     with pytest.raises(AttributeError):
         literal({"A": ("a",)})("B")
 
@@ -61,7 +61,7 @@ def test_an_unknown_name_of_a_module_with_aliases_is_still_an_attribute_error() 
 def test_the_stand_ins_do_nothing() -> None:
     T = TypeVar("T")
 
-    class Job(Generic[T]):
+    class Job(Generic[T]):  # type: ignore[type-arg,valid-type]  # the run-time stand-ins
         pass
 
     class Shape(Protocol):

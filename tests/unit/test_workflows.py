@@ -187,7 +187,7 @@ def test_actionlint_catches_a_broken_workflow(linter: str, tmp_path: Path) -> No
 # ------------------------------------------------------------------ generated options
 
 
-def load_render():  # type: ignore[no-untyped-def]
+def load_render():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("render_workflows", WORKFLOWS / "render.py")

@@ -1,9 +1,9 @@
 """``rocmenv bootstrap`` for real, inside containers of the test image family.
 
 How rocmenv gets into the container: the images have Python 3.11 but no pip and no git, so
-the repository is bind-mounted read-only at /opt/rocmenv-src and put on ``PYTHONPATH``,
-with ``packaging`` (rocmenv's one run-time need on this path: reading the shim catalogue)
-from the host venv at /opt/rocmenv-deps. For the override tests:
+the repository is bind-mounted read-only at /opt/rocmenv-src and put on ``PYTHONPATH``;
+nothing else: this path needs no third-party package (PEP 440 answers come from the
+launcher's vendored ``packaging``). For the override tests:
 
 * **git**: the host's ``/usr/bin/git`` and ``/usr/lib/git-core`` are bind-mounted read-only.
   The host and the ``py311`` image are both Debian bookworm, so git's libraries (libc,
@@ -71,11 +71,10 @@ def docker_run(
     name = f"rocmenv-bootstrap-test-{uuid.uuid4().hex[:10]}"
     argv = ["docker", "run", "--rm", "--name", name, "--label", LABEL]
     argv += ["-v", f"{REPO}:/opt/rocmenv-src:ro"]
-    argv += ["-v", f"{_package_dir('packaging')}:/opt/rocmenv-deps/packaging:ro"]
     for source, target in mounts.items():
         argv += ["-v", f"{source}:{target}"]
     base_env = {
-        "PYTHONPATH": "/opt/rocmenv-src:/opt/rocmenv-deps",
+        "PYTHONPATH": "/opt/rocmenv-src",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     for key, value in {**base_env, **env}.items():
@@ -402,7 +401,7 @@ def override_mounts(upstream: Upstream, out_dir: Path) -> dict[str, str]:
     }
 
 
-OVERRIDE_ENV = {"PYTHONPATH": "/opt/rocmenv-src:/opt/rocmenv-deps:/opt/hostpip"}
+OVERRIDE_ENV = {"PYTHONPATH": "/opt/rocmenv-src:/opt/hostpip"}
 BOOT = (
     "python3 -m rocmenv bootstrap --no-gpu-wait --no-reap --no-shims "
     "--pip-arg=--break-system-packages"
@@ -570,11 +569,11 @@ EOF
         image,
         script,
         mounts={str(out_dir): "/out"},
-        env={"PYTHONPATH": "/opt/rocmenv-src:/opt/rocmenv-deps"},
+        env={"PYTHONPATH": "/opt/rocmenv-src"},
     )
     assert ran.code == 0, ran.stderr
     lines = (out_dir / "github_env").read_text().splitlines()
-    assert lines == ["PYTHONPATH=/opt/rocmenv/launcher:/opt/rocmenv-src:/opt/rocmenv-deps"]
+    assert lines == ["PYTHONPATH=/opt/rocmenv/launcher:/opt/rocmenv-src"]
     assert ran.stdout == ""  # nothing to eval when $GITHUB_ENV carries it
     assert (out_dir / "shim.txt").read_text().strip() == "True"
     summary = (out_dir / "summary.md").read_text()
@@ -617,7 +616,7 @@ def _no_leftover_containers() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def target_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """rocmenv installed as docs/workflows recommends: a wheel, ``pip install --no-deps
-    --target DIR`` with ``packaging`` beside it (built and installed offline from this repo)."""
+    --target DIR`` and nothing beside it (built and installed offline from this repo)."""
     root = tmp_path_factory.mktemp("target")
     wheels = root / "wheels"
     build = subprocess.run(
@@ -635,7 +634,6 @@ def target_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )  # fmt: skip
     if install.returncode:
         pytest.fail(f"cannot install the rocmenv wheel: {install.stderr[-2000:]}")
-    shutil.copytree(_package_dir("packaging"), target / "packaging")
     return target
 
 

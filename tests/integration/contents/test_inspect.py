@@ -182,8 +182,15 @@ def members(family: testenv.Family) -> Iterator[dict[str, str]]:
         subprocess.run(["docker", "image", "rm", ref], capture_output=True, check=False)
 
 
-def rocmenv(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "XDG_CACHE_HOME": str(home / "cache"), "XDG_DATA_HOME": str(home)}
+def rocmenv(
+    home: Path, *args: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_DATA_HOME": str(home),
+        **(env or {}),
+    }
     env.pop("GITHUB_ACTIONS", None)
     return subprocess.run(
         [sys.executable, "-m", "rocmenv", *args],
@@ -259,6 +266,23 @@ def test_whiteouts_and_a_second_site_directory_are_read_as_the_image_has_them(
     assert "/sgl-workspace/aiter" in develop["python"]["site_dirs"]
     (shim,) = develop["shims"]
     assert shim["would_apply"] is True and "shuffle_scale_a16w4" in shim["reason"]
+
+
+def test_without_the_zstd_extra_a_zstd_layer_is_exit_2_naming_it_and_gzip_still_works(
+    members: dict[str, str], tmp_path: Path
+) -> None:
+    """zstandard is the rocmenv[zstd] extra: where it is not installed (a module of that name
+    that cannot be imported shadows the installed one), a zstd image is a usage error naming
+    the extra, a gzip image reads as before, and nothing half-made stays cached."""
+    absent = tmp_path / "no-zstandard"
+    absent.mkdir()
+    (absent / "zstandard.py").write_text("raise ImportError('no zstandard here (test)')\n")
+    env = {"PYTHONPATH": str(absent)}
+    done = rocmenv(tmp_path, "inspect", members["zstd"], "--json", env=env)
+    assert done.returncode == 2, done.stderr
+    assert "rocmenv[zstd]" in done.stderr and "Traceback" not in done.stderr
+    assert rocmenv(tmp_path, "inspect", members["base"], "--json", env=env).returncode == 0
+    assert inspect_json(tmp_path, members["zstd"])["source"] == "registry"  # with the extra
 
 
 def test_diff_names_exactly_the_changed_distributions(

@@ -9,12 +9,13 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rocmenv.image.lock import read_lock, update_lock
+from rocmenv.image.lock import Lock, LockEntry, read_lock, update_lock
 from tests.support import testenv
 from tests.support.faultproxy import FaultProxy, Match, status
 
@@ -41,6 +42,10 @@ def rocmenv(
         text=True,
         timeout=timeout,
     )
+
+
+def add_far(lock: Lock, *, n: int, entry: LockEntry) -> Lock:
+    return lock.with_reference(f"far{n}", entry)
 
 
 def drift_json(*args: str, cwd: Path, env: dict[str, str] | None = None) -> tuple[int, Any]:
@@ -304,11 +309,7 @@ def test_unreachable_registry_is_could_not_check_exit_3(
     with FaultProxy.unreachable() as nowhere:
         for n in range(3):
             moved_entry = replace(entry, repository=f"{nowhere.host}/{scratch_repo}-{n}")
-            update_lock(
-                lock_path,
-                lambda lock, e=moved_entry, n=n: lock.with_reference(f"far{n}", e),
-                within=project,
-            )
+            update_lock(lock_path, partial(add_far, n=n, entry=moved_entry), within=project)
         code, data = drift_json(cwd=project, env={"ROCMENV_REGISTRY_RETRIES": "1"})
     assert code == 3
     errors = [i for i in data["images"] if i["status"] == "error"]

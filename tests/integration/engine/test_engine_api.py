@@ -10,6 +10,7 @@ import hashlib
 import os
 import subprocess
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ def fake_engine(family: testenv.Family) -> Engine:
         )
         for image in family
     }
-    return FakeEngine(images=images)  # type: ignore[return-value]
+    return FakeEngine(images=images)
 
 
 def made(param: str, family: testenv.Family) -> Engine:
@@ -98,7 +99,7 @@ def test_capture_keeps_the_streams_apart_and_the_exit_code(
 
 def test_run_capture_separates_streams_and_removes_the_container(
     real_engine: Engine, family: testenv.Family, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     engine = real_engine
     (tmp_path / "f.txt").write_text("mounted\n")
     result = capture(
@@ -193,7 +194,7 @@ def test_pull_fetches_from_the_registry(
     ref = registry.ref(repo, "t1")
     if isinstance(engine, FakeEngine):  # its registry is a dict: publish the same reference
         engine.registry[ref] = engine.images[family["demo"].ref]
-    events = []
+    events: list[Any] = []
     try:
         assert not engine.image_exists(ref)
         engine.pull(ref, progress=events.append)

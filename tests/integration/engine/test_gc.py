@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 import pytest
 
@@ -34,7 +35,7 @@ def _dead_pid() -> int:
     return child.pid
 
 
-def _cli(engine: str):  # type: ignore[no-untyped-def]
+def _cli(engine: str) -> Callable[..., subprocess.CompletedProcess[str]]:
     """The CLI of the engine under test (podman's containers live in podman's store)."""
     return podman if engine == "podman" else docker
 
@@ -119,7 +120,7 @@ def test_gc_cleans_up_after_a_run_that_was_killed(project: Project, engine: str)
     try:
         assert wait_for(
             lambda: any(inspect(c)["State"]["Running"] for c in project.containers()), 30
-        )  # type: ignore[index]
+        )
     finally:
         os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up
         proc.wait()

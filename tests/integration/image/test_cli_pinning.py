@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from packaging.version import Version
+
+from rocmenv.launcher._vendor.packaging.version import Version
 
 pytestmark = pytest.mark.integration
 

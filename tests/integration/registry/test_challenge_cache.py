@@ -202,7 +202,7 @@ class _Unavailable(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.seen.append(self.path)
-        port = self.server.server_address[1]
+        port = self.server.server_port  # type: ignore[attr-defined]
         if self.path.startswith("/token"):
             self.send_response(503)
             self.send_header("Content-Length", "0")

@@ -7,6 +7,7 @@ Docker config and its helpers). The helper is a real program speaking the helper
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -90,3 +91,38 @@ def test_without_the_helper_the_private_repository_is_refused(
     assert auth_registry.host in done.stderr
     assert "Traceback" not in done.stderr
     assert log.read_text().startswith("get ")  # the helper was asked
+
+
+def imported(stderr: str) -> set[str]:
+    """The modules ``-X importtime`` reported."""
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}  # fmt: skip
+
+
+@pytest.mark.parametrize("names_the_host", [False, True], ids=["other-hosts", "this-host"])
+def test_a_docker_config_is_read_without_docker_py(
+    auth_registry: testenv.AuthRegistry, tmp_path: Path, names_the_host: bool
+) -> None:
+    """A registry command beside a Docker config as CI runners have after docker/login-action:
+    logins for other hosts and a helper for another host (never run), or a login for this
+    host; the command answers with docker-py never imported."""
+    config: dict[str, object] = {
+        "auths": {"ghcr.io": {"auth": "Z2g6Z2gtcHc="}, "quay.io": {}},
+        "credHelpers": {"quay.io": "rocmenvtest"},
+    }
+    if names_the_host:
+        login = f"{auth_registry.username}:{auth_registry.password}".encode()
+        config["auths"] = {auth_registry.host: {"auth": base64.b64encode(login).decode()}}
+    env, log = setup_helper(tmp_path, auth_registry, config)
+    repo = auth_registry.private_repo if names_the_host else auth_registry.public_repo
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "rocmenv", "tags", "list",
+         f"{auth_registry.host}/{repo}", "--json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["tags"]
+    modules = imported(done.stderr)
+    assert "rocmenv.registry.credentials" in modules  # the files were read
+    assert not {m for m in modules if m == "docker" or m.startswith("docker.")}
+    assert not log.exists()  # the helper for another host never ran

@@ -17,7 +17,7 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
 )
 
 
-def run(project: Project, engine: str, *args: str, profile: str = "gpu-test", **kw: object):  # type: ignore[no-untyped-def]
+def run(project: Project, engine: str, *args: str, profile: str = "gpu-test", **kw: object):
     return project.run(
         "run",
         "--engine",
@@ -278,7 +278,7 @@ def _running(container: str) -> bool:
     from tests.support.run_project import inspect
 
     try:
-        return bool(inspect(container)["State"]["Running"])  # type: ignore[index]
+        return bool(inspect(container)["State"]["Running"])
     except Exception:  # gone meanwhile
         return False
 
@@ -290,7 +290,7 @@ def test_containers_are_removed_and_labelled(project: Project, engine: str) -> N
     assert kept is not None
     from tests.support.run_project import inspect, remove_containers
 
-    labels = inspect(kept.group(1))["Config"]["Labels"]  # type: ignore[index]
+    labels = inspect(kept.group(1))["Config"]["Labels"]
     remove_containers([kept.group(1)])
     assert labels["rocmenv.profile"] == "plain"
     assert re.fullmatch(r"[0-9a-f]{12}", labels["rocmenv.session"])
@@ -350,7 +350,7 @@ def test_pull_never_with_an_absent_image_says_so(project: Project, engine: str) 
     assert "not present" in done.stderr and "--pull is never" in done.stderr
 
 
-def test_an_image_pythonpath_survives_the_launcher(project: Project, engine: str, family) -> None:  # type: ignore[no-untyped-def]
+def test_an_image_pythonpath_survives_the_launcher(project: Project, engine: str, family) -> None:
     image = family["aiter-old-pythonpath"].ref
     probe = ["python3", "-c", "import os; print(os.environ['PYTHONPATH'])"]
     base = ["run", "--engine", engine, "--profile", "plain", "--image", image]
@@ -423,7 +423,7 @@ def test_a_run_imports_neither_docker_py_nor_python_on_whales(project: Project, 
 
 def test_docker_api_works_from_a_sibling_container_with_only_the_socket(
     project: Project, family
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """A runner container with /var/run/docker.sock mounted and no docker CLI: rocmenv
     starts a sibling container and says that bind sources are the engine host's paths."""
     import subprocess
@@ -453,7 +453,7 @@ def test_docker_api_works_from_a_sibling_container_with_only_the_socket(
 @one_engine
 def test_an_image_for_another_gpu_family_is_warned_about(
     project: Project, engine: str, family
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     image = family["sgl-new"].ref  # ...-mi35x-... on the fake MI300X (gfx942) host
     done = project.run(
         "run",
@@ -477,7 +477,7 @@ def test_an_image_for_another_gpu_family_is_warned_about(
 @pytest.mark.parametrize("policy", ["missing", "always"])
 def test_pull_policies_fetch_an_absent_image(
     project: Project, engine: str, policy: str, registry
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     import subprocess
 
     repo = registry.unique_repo(f"run-pull-{policy}")
@@ -510,7 +510,7 @@ def test_pull_policies_fetch_an_absent_image(
 
 
 @one_engine
-def test_a_pinned_profile_runs_the_locked_digest(project: Project, engine: str, family) -> None:  # type: ignore[no-untyped-def]
+def test_a_pinned_profile_runs_the_locked_digest(project: Project, engine: str, family) -> None:
     from tests.support.run_project import inspect, remove_containers
 
     demo = family["demo"]
@@ -528,5 +528,5 @@ def test_a_pinned_profile_runs_the_locked_digest(project: Project, engine: str, 
     assert done.returncode == 0 and kept is not None, done.stderr
     doc = inspect(kept.group(1))
     remove_containers([kept.group(1)])
-    assert doc["Config"]["Image"].endswith("@" + digest.group(1))  # type: ignore[index]
-    assert doc["Config"]["Labels"]["rocmenv.image-digest"] == digest.group(1)  # type: ignore[index]
+    assert doc["Config"]["Image"].endswith("@" + digest.group(1))
+    assert doc["Config"]["Labels"]["rocmenv.image-digest"] == digest.group(1)

@@ -175,4 +175,4 @@ def test_run_with_a_tty_creates_the_container_with_the_terminals_size(
             # without wrapping CMD). Known and open: the closing note of stop 24.
             pytest.xfail(f"podman sized the terminal after the command read it: {out!r}")
     else:  # honoured on Linux from API 1.42 (Docker 23); older daemons resize after the start
-        assert doc["HostConfig"]["ConsoleSize"] == [rows, cols], json.dumps(doc["HostConfig"])  # type: ignore[index]
+        assert doc["HostConfig"]["ConsoleSize"] == [rows, cols], json.dumps(doc["HostConfig"])

@@ -56,7 +56,7 @@ def _communicate_or_dump(proc: subprocess.Popen[str], timeout: float) -> str:
 def _running(project: Project) -> bool:
     for c in project.containers():
         try:
-            if inspect(c)["State"]["Running"]:  # type: ignore[index]
+            if inspect(c)["State"]["Running"]:
                 return True
         except Exception:  # gone meanwhile
             continue

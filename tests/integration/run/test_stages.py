@@ -38,7 +38,7 @@ def _state(project: Project) -> str:
     if not found:
         return NO_CONTAINER
     assert len(found) == 1, found
-    return RUNNING if inspect(found[0])["State"]["Running"] else CREATED  # type: ignore[index]
+    return RUNNING if inspect(found[0])["State"]["Running"] else CREATED
 
 
 def _command(stage: str) -> tuple[str, ...]:

@@ -181,7 +181,7 @@ def test_gha_options_with_an_absent_optional_source_are_accepted_by_docker_creat
     try:
         assert made.returncode == 0, made.stderr
         host = inspect(made.stdout.strip())["HostConfig"]
-        assert f"{absent}:/root/models" in host["Binds"]  # type: ignore[index]
+        assert f"{absent}:/root/models" in host["Binds"]
         assert not absent.exists()  # created, not started: nothing made on the host yet
     finally:
         remove_containers([made.stdout.strip()] if made.returncode == 0 else [])

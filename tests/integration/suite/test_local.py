@@ -107,7 +107,7 @@ def _running(project: Project) -> int:
     running = 0
     for container in project.containers():
         try:
-            running += bool(inspect(container)["State"]["Running"])  # type: ignore[index]
+            running += bool(inspect(container)["State"]["Running"])
         except RuntimeError:  # gone meanwhile
             continue
     return running

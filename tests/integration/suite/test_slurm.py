@@ -141,7 +141,7 @@ def test_each_test_runs_in_slurm_on_exactly_its_allocated_gpus(
         assert marker, log
         slurm_indices = [int(i) for i in marker.group(1).split(",")]
         expected = sorted(Path(gres[i].path).name for i in slurm_indices)
-        assert sorted(recs[name]["render"]) == expected  # type: ignore[call-overload]
+        assert sorted(recs[name]["render"]) == expected
     # rocmenv's packing: every test a step of one allocation; Slurm's: a job each
     steps = {_step_of(Path(t["log"]).read_text()) for t in by.values()}
     assert len(steps) == len(SPECS)
@@ -231,9 +231,9 @@ def test_a_test_without_gpus_takes_none_of_the_allocation(project: Project, slur
                        timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stderr
     recs = records(out)
-    assert recs["z0"]["render"] == [] and len(recs["f8"]["render"]) == 8  # type: ignore[arg-type]
+    assert recs["z0"]["render"] == [] and len(recs["f8"]["render"]) == 8
     z, f = recs["z0"], recs["f8"]
-    assert float(z["start"]) < float(f["end"]) and float(f["start"]) < float(z["end"]), recs  # type: ignore[arg-type]
+    assert float(z["start"]) < float(f["end"]) and float(f["start"]) < float(z["end"]), recs
 
 
 def test_with_half_the_gpus_taken_the_suite_holds_the_free_half(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import sys
 import textwrap
 from pathlib import Path
 
@@ -162,7 +163,10 @@ def test_init_refuses_a_joined_flag_it_cannot_express_and_writes_nothing(
 def test_init_adopts_a_read_only_mount_with_an_option_list_as_read_only(
     tmp_path: Path, spec: str
 ) -> None:
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10 (.venv-3.10)
+        import tomli as tomllib
 
     code, toml = _init(tmp_path, f"--device=/dev/kfd --device=/dev/dri -v {spec}")
     assert code == 0

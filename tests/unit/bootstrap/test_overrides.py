@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -136,7 +137,7 @@ def test_pr_body_values_are_validated_by_the_plan(tmp_path: Path) -> None:
 def test_plan_requires_a_target_for_a_patch_when_it_is_ambiguous(tmp_path: Path) -> None:
     patch = tmp_path / "p.patch"
     patch.write_text("")
-    refs = {"sglang": ("#1", "flag"), "megatron": ("main", "flag")}
+    refs: dict[Any, tuple[str, str]] = {"sglang": ("#1", "flag"), "megatron": ("main", "flag")}
     with pytest.raises(UsageError, match="say which checkout"):
         make_plan(refs=refs, patches=["p.patch"], paths={}, subdirs={}, cwd=tmp_path)
     plan = make_plan(refs=refs, patches=["megatron=p.patch"], paths={}, subdirs={}, cwd=tmp_path)
@@ -216,7 +217,7 @@ def plan_for(up: dict[str, str], value: str | None, patches: tuple[str, ...] = (
     )
 
 
-def run(up: dict[str, str], plan: TargetPlan):  # type: ignore[no-untyped-def]
+def run(up: dict[str, str], plan: TargetPlan):
     return run_target(plan, remote="origin", python=up["python"], pip_args=(), env=dict(os.environ),
                       git_timeout=60, install_timeout=60)  # fmt: skip
 

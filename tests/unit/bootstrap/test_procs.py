@@ -4,6 +4,7 @@ ancestors, SIGTERM then SIGKILL. (The real thing runs in a container: tests/inte
 from __future__ import annotations
 
 import signal
+from collections.abc import Set
 from pathlib import Path
 
 import pytest
@@ -167,7 +168,9 @@ def write_proc(
 class FakeSignaller:
     """Records signals; processes die on SIGTERM unless listed as stubborn (then SIGKILL)."""
 
-    def __init__(self, stubborn: set[int] = frozenset(), unkillable: set[int] = frozenset()):
+    def __init__(
+        self, stubborn: Set[int] = frozenset(), unkillable: Set[int] = frozenset()
+    ) -> None:
         self.sent: list[tuple[int, int]] = []
         self.dead: set[int] = set()
         self.stubborn = set(stubborn)

@@ -173,8 +173,8 @@ def test_help_is_formatted_to_the_width_argparse_itself_would_use(
     for parser in (theirs, *theirs._subparsers._group_actions[0].choices.values()):  # type: ignore[union-attr]
         parser.formatter_class = argparse.HelpFormatter  # shutil.get_terminal_size's width
     assert ours.format_help() == theirs.format_help()
-    run_ours = ours._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
-    run_theirs = theirs._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    run_ours = ours._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr,index]
+    run_theirs = theirs._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr,index]
     assert run_ours.format_help() == run_theirs.format_help()
 
 
@@ -183,12 +183,14 @@ def test_collection_resumes_with_what_start_up_made_frozen() -> None:
 
     from rocmenv.cli import resume_collection
 
+    # Python 3.12 starts with a few hundred objects in the permanent generation already
+    before = gc.get_freeze_count()
     resume_collection()  # enabled (a test, an embedding): nothing to do
-    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert gc.isenabled() and gc.get_freeze_count() == before
     gc.disable()  # as `rocmenv run` does for its start-up
     try:
         resume_collection()
-        assert gc.isenabled() and gc.get_freeze_count() > 0
+        assert gc.isenabled() and gc.get_freeze_count() > before
     finally:
         gc.unfreeze()
         gc.enable()

@@ -198,7 +198,7 @@ def test_egg_info_files_and_directories_are_distributions() -> None:
     assert [(d.name, d.version) for d in dists] == [("bar", "2.0"), ("foo", "1.0")]
 
 
-def test_the_layer_store_reads_a_layer_once_and_again_for_new_shim_targets(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_layer_store_reads_a_layer_once_and_again_for_new_shim_targets(tmp_path) -> None:
     import threading
 
     from rocmenv.contents.store import LayerStore

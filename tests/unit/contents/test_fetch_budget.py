@@ -213,18 +213,14 @@ def test_a_stored_index_larger_than_the_default_file_cap_is_read_when_the_index_
 ) -> None:
     """The cache's file cap follows ``limits.layer-index`` (twice it): a large index made
     under a raised limit is not read again from the registry."""
-    from rocmenv.contents import fetch as fetch_module
-
     store, refs, indexes = cached
     kept = sum(index_size(i) for i in indexes)
-    original = fetch_module.MAX_INDEX_FILE
-    try:
-        fetch_module.MAX_INDEX_FILE = 10  # every stored file is "too large" by the default cap
+    with pytest.MonkeyPatch.context() as patch:
+        # every stored file is "too large" by the default cap
+        patch.setattr("rocmenv.contents.fetch.MAX_INDEX_FILE", 10)
         done = run(store, refs, **{"layer-index": 1 << 20})  # 2 MiB cap: they fit
         assert [made for _, made in done] == [False, False, False]
         assert kept <= 1 << 20
-    finally:
-        fetch_module.MAX_INDEX_FILE = original
 
 
 def test_the_empty_image_has_no_layers_to_read(tmp_path: Path) -> None:

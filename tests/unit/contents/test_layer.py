@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import sys
 import tarfile
 import tracemalloc
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ import zstandard
 
 from rocmenv.contents.budget import Budget, Stopped
 from rocmenv.contents.layer import index_layer, index_size
-from rocmenv.errors import RegistryProtocolError, RegistryUnavailable
+from rocmenv.errors import ConfigError, RegistryProtocolError, RegistryUnavailable
 from tests.support.hostile_layers import tar_gz, zero_bomb
 
 GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
@@ -67,6 +68,28 @@ def test_a_zstd_bomb_stops_at_the_layer_limit() -> None:
         index_layer(digest(), ZSTD, iter(Counted(blob)), [], budget(layer=8 * MiB))
 
 
+def test_a_zstd_layer_without_the_zstd_extra_is_a_config_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``zstandard`` is the rocmenv[zstd] extra: not installed (``None`` in sys.modules makes
+    its import fail as a missing module does), a zstd layer is refused before a byte is
+    read; the same layer with it installed is read."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        tar.addfile(tarfile.TarInfo("etc"))
+    blob = zstandard.ZstdCompressor().compress(raw.getvalue())
+    with monkeypatch.context() as patched:
+        patched.setitem(sys.modules, "zstandard", None)
+        chunks = Counted(blob)
+        with pytest.raises(ConfigError) as err:
+            index_layer(digest(), ZSTD, iter(chunks), [], budget())
+        assert "rocmenv[zstd]" in (err.value.hint or "")
+        assert chunks.taken == 0
+    assert index_layer(digest(), ZSTD, iter(Counted(blob)), [], budget())["size"] == len(
+        raw.getvalue()
+    )
+
+
 def test_the_image_limit_counts_every_layer_of_the_image() -> None:
     shared = budget(layer=32 * MiB, image=12 * MiB)
     first = index_layer(digest(1), GZIP, iter(Counted(zero_bomb(8 * MiB))), [], shared)
@@ -106,15 +129,64 @@ def test_a_failure_elsewhere_stops_the_layer_at_its_next_read() -> None:
         index_layer(digest(), GZIP, iter(Counted(zero_bomb(MiB))), [], shared)
 
 
-def test_an_extended_tar_header_over_1_mib_is_refused_before_it_is_read() -> None:
-    header = tarfile.TarInfo("././@PaxHeader")
-    header.type, header.size = tarfile.XHDTYPE, 2 * MiB
+def _extended(kind: bytes, size: int, name: str = "././@LongLink") -> bytes:
+    header = tarfile.TarInfo(name)
+    header.type, header.size = kind, size
+    return header.tobuf(tarfile.USTAR_FORMAT)
+
+
+EXTENDED_KINDS = {
+    "pax": tarfile.XHDTYPE,
+    "pax-global": tarfile.XGLTYPE,
+    "solaris": tarfile.SOLARIS_XHDTYPE,
+    "gnu-longname": tarfile.GNUTYPE_LONGNAME,
+    "gnu-longlink": tarfile.GNUTYPE_LONGLINK,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXTENDED_KINDS))
+def test_an_extended_tar_header_over_1_mib_is_refused_before_it_is_read(kind: str) -> None:
+    """The header announces 1 GiB; the stream would serve it (zeros, generated): refused
+    after the first chunks, never read into memory."""
+    taken = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal taken
+        yield _extended(EXTENDED_KINDS[kind], 1 << 30)
+        while True:
+            taken += 1
+            yield bytes(64 * 1024)
+
+    with pytest.raises(RegistryProtocolError, match=r"extended tar header of 1073741824 bytes"):
+        index_layer(digest(), TAR, chunks(), [], budget())
+    assert taken * 64 * 1024 < 4 * MiB  # the reader's buffers, not the header's gigabyte
+
+
+def test_an_extended_header_after_another_is_bounded_too() -> None:
+    """tarfile reads the header that follows a PAX header itself (nested): that one is
+    checked the same way."""
     raw = io.BytesIO()
-    raw.write(header.tobuf(tarfile.USTAR_FORMAT))
-    raw.write(b"9 a=bcde\n".ljust(2 * MiB, b"x"))
-    raw.write(bytes(1024))
+    record = b"19 path=short-name\n"
+    raw.write(_extended(tarfile.XHDTYPE, len(record), "././@PaxHeader"))
+    raw.write(record.ljust(512, b"\0"))
+    raw.write(_extended(tarfile.GNUTYPE_LONGNAME, 2 * MiB))
+    raw.write(bytes(2 * MiB + 1024))
     with pytest.raises(RegistryProtocolError, match=r"extended tar header of 2097152 bytes"):
         index_layer(digest(), TAR, iter(Counted(raw.getvalue())), [], budget())
+
+
+def test_extended_headers_up_to_the_limit_are_read() -> None:
+    """A long name (PAX and GNU) under 1 MiB is a normal member: its file is kept."""
+    name = "usr/lib/python3/dist-packages/" + "x" * 300 + ".dist-info/METADATA"
+    data = b"Name: x\nVersion: 1.0\n"
+    for fmt in (tarfile.PAX_FORMAT, tarfile.GNU_FORMAT):
+        raw = io.BytesIO()
+        with tarfile.open(fileobj=raw, mode="w", format=fmt) as tar:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        index = index_layer(digest(), TAR, iter(Counted(raw.getvalue())), [], budget())
+        assert name in index["files"], fmt
 
 
 def test_the_headers_of_walked_members_are_not_kept() -> None:
@@ -150,7 +222,7 @@ def _gunzip_all(blob: bytes, chunk: int, ask: int = 1 << 20) -> bytes:
     from rocmenv.contents.layer import _ChunkReader, _Gunzip
 
     source = io.BufferedReader(
-        _ChunkReader(iter(Counted(blob, chunk)), lambda: None),  # type: ignore[arg-type]
+        _ChunkReader(iter(Counted(blob, chunk)), lambda: None),
         1 << 20,
     )
     reader, out, buffer = _Gunzip(source), bytearray(), bytearray(ask)

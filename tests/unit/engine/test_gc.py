@@ -33,7 +33,7 @@ class Processes:
         self.state: dict[int, str] = {}
         self.started: dict[int, str | None] = {}
         self.probed: list[tuple[int, int]] = []
-        monkeypatch.setattr(gc.os, "kill", self.kill)
+        monkeypatch.setattr("rocmenv.engine.gc.os.kill", self.kill)
         monkeypatch.setattr(gc, "process_start", lambda pid: self.started.get(pid))
 
     def kill(self, pid: int, sig: int) -> None:

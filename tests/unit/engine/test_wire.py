@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rocmenv.engine.answer import MAX_BODY
-from rocmenv.engine.docker_api import demux
+from rocmenv.engine.attach import demux
 from rocmenv.engine.wire import (
     API_MAX,
     UnixWire,
@@ -86,7 +86,7 @@ def serve(tmp_path: Path) -> Iterator[object]:
         s.close()
 
 
-def test_content_length_body_and_versioned_path(serve) -> None:  # type: ignore[no-untyped-def]
+def test_content_length_body_and_versioned_path(serve) -> None:
     wire, server = serve(b'HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{"Id":"ab"}')
     status, _headers, body = wire.request(
         "POST", "/containers/create", query={"name": "x"}, body={"Image": "i"}
@@ -97,7 +97,7 @@ def test_content_length_body_and_versioned_path(serve) -> None:  # type: ignore[
     assert sent.endswith(b'{"Image": "i"}')
 
 
-def test_chunked_body_is_decoded(serve) -> None:  # type: ignore[no-untyped-def]
+def test_chunked_body_is_decoded(serve) -> None:
     reply = (
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
         b'5\r\n{"Sta\r\nb;ext=1\r\ntusCode":3}\r\n0\r\n\r\n'
@@ -107,13 +107,13 @@ def test_chunked_body_is_decoded(serve) -> None:  # type: ignore[no-untyped-def]
     assert json.loads(body) == {"StatusCode": 3}
 
 
-def test_body_until_close_and_error_status(serve) -> None:  # type: ignore[no-untyped-def]
+def test_body_until_close_and_error_status(serve) -> None:
     wire, _ = serve(b'HTTP/1.1 404 Not Found\r\n\r\n{"message":"No such image: x"}')
     status, _, body = wire.request("GET", "/images/x/json")
     assert status == 404 and b"No such image" in body
 
 
-def test_hijack_keeps_stream_bytes_that_came_with_the_headers(serve) -> None:  # type: ignore[no-untyped-def]
+def test_hijack_keeps_stream_bytes_that_came_with_the_headers(serve) -> None:
     frame = b"\x01\x00\x00\x00\x00\x00\x00\x03hi\n"
     wire, server = serve(b"HTTP/1.1 101 UPGRADED\r\nUpgrade: tcp\r\n\r\n" + frame)
     sock, initial = wire.hijack("/containers/x/attach", query={"stream": 1, "stdout": 1})
@@ -122,7 +122,7 @@ def test_hijack_keeps_stream_bytes_that_came_with_the_headers(serve) -> None:  #
     assert b"Upgrade: tcp" in server.requests[1]
 
 
-def test_hijack_error_carries_the_message(serve) -> None:  # type: ignore[no-untyped-def]
+def test_hijack_error_carries_the_message(serve) -> None:
     wire, _ = serve(
         b'HTTP/1.1 404 Not Found\r\nContent-Length: 28\r\n\r\n{"message":"No such cont x"}'
     )
@@ -131,7 +131,7 @@ def test_hijack_error_carries_the_message(serve) -> None:  # type: ignore[no-unt
     assert info.value.status == 404 and info.value.message == "No such cont x"
 
 
-def test_timeout_and_unreachable_socket(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_timeout_and_unreachable_socket(serve, tmp_path: Path) -> None:
     wire, _ = serve(b"SLEEP")
     with pytest.raises(WireTimeout):
         wire.request("POST", "/containers/x/wait", timeout=0.3)
@@ -231,7 +231,7 @@ OK_HEAD = b"HTTP/1.1 200 OK\r\n"
         (b"HTTP/1.1 200 OK\r\nContent-Le", "inside the headers"),
     ],
 )
-def test_a_malformed_answer_is_an_engine_error(serve, reply: bytes, detail: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_malformed_answer_is_an_engine_error(serve, reply: bytes, detail: str) -> None:
     wire, _ = serve(reply)
     with pytest.raises(EngineProtocolError) as info:
         wire.request("GET", "/containers/x/json")
@@ -240,13 +240,13 @@ def test_a_malformed_answer_is_an_engine_error(serve, reply: bytes, detail: str)
     assert "GET /v1.41/containers/x/json" in info.value.what  # names the request
 
 
-def test_a_body_until_close_is_capped(serve) -> None:  # type: ignore[no-untyped-def]
+def test_a_body_until_close_is_capped(serve) -> None:
     wire, _ = serve(OK_HEAD + b"\r\n" + b"x" * (MAX_BODY + 65536))
     with pytest.raises(EngineProtocolError, match="body over"):
         wire.request("GET", "/containers/x/logs")
 
 
-def test_a_malformed_hijack_answer_is_an_engine_error(serve) -> None:  # type: ignore[no-untyped-def]
+def test_a_malformed_hijack_answer_is_an_engine_error(serve) -> None:
     wire, _ = serve(b"HTTP/1.1 1O1 UPGRADED\r\n\r\n")
     with pytest.raises(EngineProtocolError, match="status line"):
         wire.hijack("/containers/x/attach")

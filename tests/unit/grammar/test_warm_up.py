@@ -11,7 +11,7 @@ def test_after_warm_up_classifying_a_tag_list_compiles_and_imports_nothing() -> 
     probe = (
         "import sys, re\n"
         "from rocmenv.grammar import tags\n"
-        "assert 'packaging.version' not in sys.modules\n"
+        "assert 'rocmenv.launcher._vendor.packaging.version' not in sys.modules\n"
         "tags.warm_up()\n"
         "before = set(sys.modules)\n"
         "re.purge()\n"

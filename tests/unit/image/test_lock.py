@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv import __version__
 from rocmenv.errors import LockError
 from rocmenv.image.lock import (
     LOCK_VERSION,
@@ -95,7 +96,8 @@ def test_future_lock_version_says_upgrade(tmp_path: Path) -> None:
     with pytest.raises(LockError) as info:
         read_lock(path)
     assert info.value.what == (
-        f"{path} has lock_version {LOCK_VERSION + 1}; this rocmenv (0.1.0) reads up to {LOCK_VERSION}"
+        f"{path} has lock_version {LOCK_VERSION + 1}; this rocmenv ({__version__}) reads up to "
+        f"{LOCK_VERSION}"
     )
     assert info.value.hint == (
         "upgrade rocmenv (it was written by a newer version); do not edit the file by hand"

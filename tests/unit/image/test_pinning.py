@@ -222,5 +222,5 @@ def test_pin_records_the_resolved_tag_the_constraints_and_the_platform() -> None
     assert pinned.tag == NEWER and pinned.digest == D2 and pinned.platform_digest == P1
     assert dict(pinned.constraints) == {"gpu": "mi30x"}
     assert client.asked[-1] == f"platform {parse('rocm/sgl-dev:' + NEWER)}"
-    by_digest = pin_spec(client, ImageSpec(repository="docker.io/rocm/sgl-dev", digest=D1))
+    by_digest = pin_spec(client, ImageSpec(repository="docker.io/rocm/sgl-dev", digest=D1))  # type: ignore[arg-type]
     assert by_digest.tag is None and dict(by_digest.constraints) == {}

@@ -21,6 +21,7 @@ import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -260,6 +261,7 @@ def test_the_real_loader_is_back_once_the_module_executed(lab: Lab) -> None:
     lab.finder()
     module = importlib.import_module(lab.target)
     assert type(module.__loader__) is importlib.machinery.SourceFileLoader
+    assert module.__spec__ is not None
     assert type(module.__spec__.loader) is importlib.machinery.SourceFileLoader
     assert module.__spec__.loader is module.__loader__
 
@@ -293,14 +295,14 @@ class _CreatingLoader(importlib.abc.Loader):
         return _CustomModule(spec.name)
 
     def exec_module(self, module: types.ModuleType) -> None:
-        module.made_by = "creating loader"
+        module.made_by = "creating loader"  # type: ignore[attr-defined]
 
 
 class _PlainLoader:
     """A loader with ``exec_module`` only (no ``create_module``: the default object)."""
 
     def exec_module(self, module: types.ModuleType) -> None:
-        module.made_by = "plain loader"
+        module.made_by = "plain loader"  # type: ignore[attr-defined]
 
 
 class _OneModuleFinder:
@@ -674,11 +676,11 @@ class _SlottedModule:
 
 
 class _SlottedLoader(importlib.abc.Loader):
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> object:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
         return _SlottedModule()
 
     def exec_module(self, module: types.ModuleType) -> None:
-        module.made_by = "slotted loader"
+        module.made_by = "slotted loader"  # type: ignore[attr-defined]
 
 
 def test_a_module_object_without_spec_or_loader_attributes_is_shimmed(lab: Lab) -> None:
@@ -690,8 +692,9 @@ def test_a_module_object_without_spec_or_loader_attributes_is_shimmed(lab: Lab) 
         sys, "meta_path", [*sys.meta_path, _OneModuleFinder(name, _SlottedLoader())]
     )
     lab.finder(name)
-    module = importlib.import_module(name)
-    assert type(module) is _SlottedModule
+    module: Any = importlib.import_module(name)
+    slotted = type(module) is _SlottedModule
+    assert slotted
     assert (module.made_by, module.feature) == ("slotted loader", "shimmed")
 
 

@@ -15,16 +15,14 @@ import pytest
 from rocmenv.context import Context
 from rocmenv.errors import RegistryAuthError, RegistryProtocolError
 from rocmenv.redact import redact
-from rocmenv.registry.auth import (
-    IDENTITY_TOKEN,
-    RegistryAuth,
-    _host_entries,
-    _same_owner,
-    _secret_pair,
-    credential_files,
-    parse_challenge,
-)
+from rocmenv.registry.auth import RegistryAuth, _same_owner, parse_challenge
 from rocmenv.registry.challenge_cache import ChallengeCache
+from rocmenv.registry.credentials import (
+    IDENTITY_TOKEN,
+    credential_files,
+    host_entries,
+    secret_pair,
+)
 from rocmenv.registry.token_cache import TokenCache
 from rocmenv.registry.transport import Transport
 from rocmenv.settings.registry import RegistrySettings
@@ -132,7 +130,7 @@ def test_without_home_in_the_environment_login_files_are_under_the_users_home() 
 
 
 def test_a_namespace_login_is_dropped_a_host_login_kept() -> None:
-    raw = {
+    raw: dict[str, object] = {
         "credsStore": "x",
         "auths": {
             "quay.io/org": {"auth": "a"},
@@ -144,7 +142,7 @@ def test_a_namespace_login_is_dropped_a_host_login_kept() -> None:
             "https://index.docker.io/v1/": {"auth": "e"},
         },
     }
-    assert _host_entries(raw) == {
+    assert host_entries(raw) == {
         "credsStore": "x",
         "auths": {
             "quay.io": {"auth": "c"},
@@ -152,7 +150,7 @@ def test_a_namespace_login_is_dropped_a_host_login_kept() -> None:
             "https://index.docker.io/v1/": {"auth": "e"},
         },
     }
-    assert _host_entries({"auths": "odd"}) == {"auths": "odd"}
+    assert host_entries({"auths": "odd"}) == {"auths": "odd"}
 
 
 @pytest.mark.parametrize(
@@ -169,14 +167,14 @@ def test_a_namespace_login_is_dropped_a_host_login_kept() -> None:
 def test_a_login_entry_gives_user_and_password_or_the_identity_token(
     entry: dict[str, str], pair: tuple[str, str] | None
 ) -> None:
-    assert _secret_pair(entry) == pair
+    assert secret_pair(entry) == pair
 
 
 def test_every_secret_of_a_login_entry_is_redacted_even_unused_ones() -> None:
     pw, tok = f"pw-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"  # new to this process
-    _secret_pair({"Password": pw, "IdentityToken": tok})
+    secret_pair({"Password": pw, "IdentityToken": tok})
     assert redact(f"pw {pw} tok {tok}") == "pw *** tok ***"
-    _secret_pair({"Username": "u"})  # nothing more to register: not the word "None"
+    secret_pair({"Username": "u"})  # nothing more to register: not the word "None"
     assert redact("value None") == "value None"
 
 

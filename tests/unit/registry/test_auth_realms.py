@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from rocmenv.registry.auth import HUB_HOSTS, RegistryAuth
+from rocmenv.registry.auth import RegistryAuth
+from rocmenv.registry.credentials import HUB_HOSTS
 from rocmenv.registry.response import Response
 from tests.unit.registry.test_auth import SCOPE, bearer, login, make_auth
 

@@ -333,7 +333,7 @@ def test_a_token_asked_ahead_is_not_waited_for_once_the_deadline_has_passed() ->
     from rocmenv.registry.challenge_cache import AskAhead
 
     gate = threading.Event()
-    slow = AskAhead(lambda: (gate.wait(5), None)[1])  # type: ignore[func-returns-value]
+    slow = AskAhead(lambda: (gate.wait(5), None)[1])  # type: ignore[arg-type,return-value]
     slow.start()
     start = time.monotonic()
     assert slow.result(0.0) is None and slow.result(-3) is None

@@ -184,7 +184,11 @@ def test_credentials_are_looked_up_by_the_host_contacted(tmp_path: Path) -> None
             }
         )
     )
-    auth = RegistryAuth(Context(env={"DOCKER_CONFIG": str(tmp_path)}), transport=None)  # type: ignore[arg-type]
+    from rocmenv.registry.transport import Transport
+    from rocmenv.settings.registry import RegistrySettings
+
+    env = {"DOCKER_CONFIG": str(tmp_path)}
+    auth = RegistryAuth(Context(env=env), transport=Transport(RegistrySettings(), env))
     assert auth._credentials("registry-1.docker.io") == ("hub", "hub-secret")
     assert auth._credentials("mirror.example:5000") == ("m", "mirror-secret")
     assert auth._credentials("other-mirror.example:5000") is None  # never the Hub's

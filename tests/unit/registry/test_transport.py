@@ -11,6 +11,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,10 +51,10 @@ def response(body: bytes, status: str = "200 OK", extra: str = "") -> bytes:
     return head.encode() + body
 
 
-def transport(**settings: object) -> Transport:
+def transport(**settings: Any) -> Transport:
     return Transport(
         RegistrySettings(**settings), {"ROCMENV_REGISTRY_BACKOFF": "0"}, lambda s: None
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_gzip_content_encoding_is_decoded() -> None:
@@ -565,9 +566,9 @@ def test_proxy_credentials_go_in_a_header_unquoted_and_are_redacted() -> None:
 def test_a_proxy_url_keeps_its_host_and_port_and_drops_its_credentials() -> None:
     t = Transport(RegistrySettings(), {})
     v6 = t._manager("http://u:pw-v6-secret@[::1]:3128")
-    assert str(v6.proxy) == "http://[::1]:3128"  # type: ignore[attr-defined]
+    assert str(v6.proxy) == "http://[::1]:3128"
     bare = t._manager("http://u@proxy.example")
-    assert str(bare.proxy) == "http://proxy.example:80"  # type: ignore[attr-defined]
+    assert str(bare.proxy) == "http://proxy.example:80"
     assert bare.proxy_headers["proxy-authorization"] == (  # type: ignore[attr-defined]
         "Basic " + base64.b64encode(b"u:").decode()
     )
@@ -617,12 +618,14 @@ def test_a_realm_s_connection_trusts_its_registry_s_certs_d_too(tmp_path: Path) 
     t = Transport(RegistrySettings(), {"ROCMENV_CERTS_D": str(tmp_path)})
     for_registry = t._ssl_context("auth.example", "reg.example", True)
     names = [
-        dict(x[0] for x in c["subject"]).get("commonName") for c in for_registry.get_ca_certs()
+        dict(x[0] for x in c["subject"]).get("commonName")  # type: ignore[misc]
+        for c in for_registry.get_ca_certs()
     ]
     assert "rocmenv test registry CA" in names
     alone = t._ssl_context("auth.example", "auth.example", True)
     assert "rocmenv test registry CA" not in [
-        dict(x[0] for x in c["subject"]).get("commonName") for c in alone.get_ca_certs()
+        dict(x[0] for x in c["subject"]).get("commonName")  # type: ignore[misc]
+        for c in alone.get_ca_certs()
     ]
 
 
@@ -768,7 +771,7 @@ def test_the_fall_back_to_plain_http_keeps_the_whole_url() -> None:
 def test_no_backoff_is_slept_once_the_command_s_deadline_has_passed() -> None:
     import time
 
-    late, slept = [0.0], []  # the clock runs as the connection's does, plus ``late``
+    late, slept = [0.0], list[float]()  # the clock runs as the connection's does, plus ``late``
 
     def busy_then_late(req: Request) -> Answer:
         late[0] = 11.0  # the answer came after the command's deadline (10 s)

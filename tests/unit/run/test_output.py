@@ -59,7 +59,7 @@ def engine_with(data: bytes) -> tuple[FakeEngine, str]:
     return engine, cid
 
 
-def copy(data: bytes, dest: Path, **kw: object):  # type: ignore[no-untyped-def]
+def copy(data: bytes, dest: Path, **kw: object):
     engine, cid = engine_with(data)
     return copy_out(engine, cid, SOURCE, dest, checkout=kw.pop("checkout", None), **kw)  # type: ignore[arg-type]
 

@@ -46,6 +46,9 @@ class Collect:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
+    def pull(self, settings: Any, engine: Any, image: str) -> None:
+        raise AssertionError(f"these runs use an image the engine has, not {image}")
+
 
 def capped(path: Path, mode: int = 0o755) -> Path:
     shutil.copy("/bin/true", path)
@@ -340,7 +343,6 @@ def test_six_changes_are_five_shown_and_a_count(tmp_path: Path) -> None:
 
 
 def _refusing(monkeypatch: pytest.MonkeyPatch, name: str, what: str, error: OSError) -> None:
-    from rocmenv.run import planted
 
     real = getattr(os, what)
 
@@ -350,7 +352,7 @@ def _refusing(monkeypatch: pytest.MonkeyPatch, name: str, what: str, error: OSEr
             raise error
         return real(target, *args, **kwargs)
 
-    monkeypatch.setattr(planted.os, what, refuse)
+    monkeypatch.setattr(f"rocmenv.run.planted.os.{what}", refuse)
 
 
 @pytest.mark.parametrize(
@@ -422,8 +424,8 @@ def test_a_subdirectory_listing_that_fails_is_reported_and_its_siblings_walked(
             raise PermissionError(13, "Permission denied")
         return real(target)
 
-    monkeypatch.setattr(planted.os, "open", opening)
-    monkeypatch.setattr(planted.os, "scandir", listing)
+    monkeypatch.setattr("rocmenv.run.planted.os.open", opening)
+    monkeypatch.setattr("rocmenv.run.planted.os.scandir", listing)
     done = planted.sweep(str(root))
     assert done.failed == [f"{root}/bad: Permission denied"]
     assert sorted(done.stripped) == sorted(others)

@@ -87,7 +87,7 @@ def bare(tmp_path: Path) -> Path:
     return root
 
 
-def resolved(root: Path, flags: Flags | None = None, **env: str) -> Settings:
+def resolved(root: Path, flags: Flags | None = None, /, **env: str) -> Settings:
     return settings_for(Context(env={"HOME": str(root), **env}, cwd=root), flags)
 
 
@@ -404,8 +404,8 @@ def test_a_policy_file_inside_the_checkout_is_refused(project: Path) -> None:
     with pytest.raises(ConfigError, match="inside the checkout"):
         resolved(project, Flags(untrusted=True), **env)
     with pytest.raises(ConfigError, match="inside the checkout"):
-        resolved(project / "sub" if (project / "sub").mkdir() is None else project,
-                 Flags(untrusted=True), **env)  # fmt: skip
+        (project / "sub").mkdir()
+        resolved(project / "sub", Flags(untrusted=True), **env)
 
 
 def test_a_relative_lockfile_from_the_flag_or_the_variable_is_the_working_directorys(

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,8 +71,6 @@ def test_the_first_shim_declares_what_the_design_says():
         ({"NAME": None}, GOOD_BODY, "does not define NAME"),
         ({}, GOOD_BODY.replace("def apply", "def apply_"), "does not define apply"),
         ({"SPECIFIER": ">=1.0 and <2"}, GOOD_BODY, "is not a valid PEP 440 specifier"),
-        ({"SPECIFIER": ">1.0"}, GOOD_BODY, "operator '>' is not allowed"),
-        ({"SPECIFIER": "<v1.0"}, GOOD_BODY, "is not in normalised form (write '1.0')"),
         ({"TARGET": "aiter/ops/shuffle"}, GOOD_BODY, "is not a dotted module name"),
         ({"DISTRIBUTIONS": ()}, GOOD_BODY, "is not a non-empty tuple of distribution names"),
         ({"DISTRIBUTIONS": "amd-aiter"}, GOOD_BODY, "is not a non-empty tuple"),
@@ -287,7 +286,8 @@ class LocalEngine:
     """Runs the probe on this machine's Python with the bundle path mapped (a real run)."""
 
     def __init__(self, python: str, site: Path | None) -> None:
-        self.python, self.site, self.calls = python, site, []
+        self.python, self.site = python, site
+        self.calls: list[Any] = []
 
     def run_capture(self, image, argv, *, mounts, env, timeout):
         import subprocess

@@ -1,45 +1,86 @@
-"""The launcher's vendored packaging 24.2 answers version questions as the host's packaging.
+"""Host and container answer version questions with one copy of packaging.
 
-The launcher must give the same answers as ``packaging.specifiers`` (no PEP 440 parser of
-our own): it runs the real packaging, vendored under a private name. These property tests
-compare the vendored copy with the host's (newer) packaging on generated versions and
-specifiers, and pin down the first shim's range.
+The launcher runs the real ``packaging``, vendored under a private name (no PEP 440 parser
+of our own); the host answers every PEP 440 question — a shim's SPECIFIER when it reads the
+catalogue, ``shims check --image``'s static verdict, tag constraints, drift, diff — with the
+same vendored copy, and rocmenv does not depend on an installed ``packaging``. So host and
+container decide alike by construction: these tests check the construction (no other
+``packaging`` imported anywhere, the bundle carries the very same bytes) and the outcome (the
+bundle's runtime on the oldest Pythons answers as the host does), and pin down the first
+shim's range.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
+import json
+import re
+import subprocess
 from pathlib import Path
 
-import packaging.specifiers as host_specifiers
-import packaging.version as host_version
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import rocmenv.launcher._vendor.packaging.specifiers as vendored_specifiers
 import rocmenv.launcher._vendor.packaging.version as vendored_version
-from rocmenv.launcher import SOURCE_DIR
-from rocmenv.shims.catalogue import launcher_specifier_problem
+from rocmenv.launcher import PACKAGE, SOURCE_DIR
+from rocmenv.launcher._runtime import specifier_contains
+from tests.support.launcher import make_bundle
+from tests.support.pythons import find_python
 
 REPO = Path(__file__).resolve().parents[3]
+VENDOR = SOURCE_DIR / "_vendor" / "packaging"
 
 
-def test_vendored_packaging_is_24_2_and_private():
+def _imports(path: Path) -> list[tuple[str, int]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.module, node.lineno))
+    return out
+
+
+def test_the_vendored_packaging_is_what_the_vendor_script_fetches_and_stays_private() -> None:
     import rocmenv.launcher._vendor.packaging as vendored
 
-    assert vendored.__version__ == "24.2"
-    assert vendored_specifiers.SpecifierSet is not host_specifiers.SpecifierSet
-    # only relative imports inside, so the private name holds
-    for path in (SOURCE_DIR / "_vendor" / "packaging").glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 0:
-                assert not (node.module or "").startswith("packaging"), path
-            if isinstance(node, ast.Import):
-                assert not any(a.name.startswith("packaging") for a in node.names), path
+    script = (REPO / "scripts" / "vendor-packaging.sh").read_text()
+    wanted = re.search(r'^VERSION="([^"]+)"', script, re.M)
+    assert wanted is not None
+    assert vendored.__version__ == wanted.group(1)
+    assert int(vendored.__version__.split(".")[0]) >= 26
+    assert f"packaging {wanted.group(1)}, unmodified" in (VENDOR / "VENDORED.txt").read_text()
+    # only relative imports inside, so the private name holds; 3.8 syntax for old containers
+    for path in VENDOR.glob("*.py"):
+        ast.parse(path.read_text(), feature_version=(3, 8))
+        assert not [m for m, _ in _imports(path) if m.split(".")[0] == "packaging"], path
     for name in ("LICENSE", "LICENSE.APACHE", "LICENSE.BSD"):
-        assert (SOURCE_DIR / "_vendor" / "packaging" / name).is_file()
+        assert (VENDOR / name).is_file()
+
+
+def test_no_rocmenv_module_imports_an_installed_packaging() -> None:
+    """Every PEP 440 answer of the host comes from the vendored copy the launcher carries."""
+    offenders = []
+    for root in (REPO / "rocmenv", REPO / "shims"):
+        for path in root.rglob("*.py"):
+            if "_vendor" in path.parts:
+                continue
+            offenders += [
+                f"{path.relative_to(REPO)}:{line}"
+                for module, line in _imports(path)
+                if module.split(".")[0] == "packaging"
+            ]
+    assert offenders == []
+
+
+def test_the_bundle_carries_the_hosts_packaging_byte_for_byte(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path / "cache")
+    shipped = bundle.host_dir / PACKAGE / "_vendor" / "packaging"
+    ours = {p.name: p.read_bytes() for p in VENDOR.iterdir() if p.is_file()}
+    theirs = {p.name: p.read_bytes() for p in shipped.iterdir() if p.is_file()}
+    assert theirs == ours
 
 
 # ----------------------------------------------------------------- strategies
@@ -73,12 +114,12 @@ def versions(draw: st.DrawFn) -> str:
 
 @st.composite
 def specifiers(draw: st.DrawFn) -> str:
+    """Any operator (``>``, ``===`` and ``<`` with a post-release included: no spelling is
+    refused any more), versions in any spelling."""
+
     def one() -> str:
         op = draw(st.sampled_from(["==", "!=", "<=", ">=", "<", ">", "~=", "===", "=="]))
         v = draw(versions())
-        if draw(st.integers(0, 4)):  # mostly normalised, as rocmenv requires of shims
-            with contextlib.suppress(host_version.InvalidVersion):
-                v = str(host_version.Version(v))
         if op in ("==", "!=") and draw(st.integers(0, 3)) == 0:
             v = ".".join(str(draw(_small)) for _ in range(draw(st.integers(1, 3)))) + ".*"
         if op == "~=" and "." not in v:
@@ -88,129 +129,84 @@ def specifiers(draw: st.DrawFn) -> str:
     return ",".join(one() for _ in range(draw(st.integers(1, 3))))
 
 
-def _answer(mod_spec, mod_ver, spec: str, version: str, prereleases):
+def _host_answer(spec: str, version: str) -> bool | str | None:
     try:
-        s = mod_spec.SpecifierSet(spec)
-    except mod_spec.InvalidSpecifier:
+        vendored_specifiers.SpecifierSet(spec)
+    except vendored_specifiers.InvalidSpecifier:
         return "invalid-specifier"
+    return specifier_contains(spec, version)
+
+
+#: The bundle's runtime asked in another interpreter: ``[[spec, version], …]`` on stdin, the
+#: answers (or "invalid-specifier") as JSON on stdout.
+_ASK = f"""
+import json, sys
+from {PACKAGE}._runtime import specifier_contains
+from {PACKAGE}._vendor.packaging.specifiers import InvalidSpecifier, SpecifierSet
+out = []
+for spec, version in json.load(sys.stdin):
     try:
-        v = mod_ver.Version(version)
-    except mod_ver.InvalidVersion:
-        return "invalid-version"
-    return s.contains(v, prereleases=prereleases)
+        SpecifierSet(spec)
+    except InvalidSpecifier:
+        out.append("invalid-specifier")
+        continue
+    out.append(specifier_contains(spec, version))
+print(json.dumps(out))
+"""
+
+_CASES: list[tuple[str, str]] = []
 
 
-@st.composite
-def normalised_versions(draw: st.DrawFn, *, post: bool = True, min_parts: int = 1) -> str:
-    """A version in packaging's normal form, built so: release, pre, post, dev, local."""
-    text = ".".join(str(draw(_small)) for _ in range(draw(st.integers(min_parts, 4))))
-    if draw(st.integers(0, 9)) == 0:
-        text = f"{draw(st.integers(1, 2))}!{text}"
-    if draw(st.booleans()):
-        text += draw(st.sampled_from(["a", "b", "rc"])) + str(draw(_small))
-    if post and draw(st.booleans()):
-        text += f".post{draw(_small)}"
-    if draw(st.booleans()):
-        text += f".dev{draw(st.integers(0, 200))}"
-    return text
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=specifiers(), version=versions())
+@example(spec=">=0.1.6.post2.dev0,<0.1.14rc0", version="0.1.12.post2.dev150+ga6bb49937")
+@example(spec="<0.1.14rc0", version="0.1.14.dev3")
+@example(spec="==1.0.*", version="1.0.0+local")
+# the spellings packaging 24.2 (the launcher's copy until 0.1.0) answered unlike 26
+@example(spec="~=v1.0", version="1.5")
+@example(spec="~=4.2.rev12", version="4.11.post12")
+@example(spec=">1.1.1.post0", version="1.1.1.post1+g1a2b3c")
+@example(spec=">8.dev0", version="8.post2")
+@example(spec="<7.post0", version="7.dev170")
+def _collect(spec: str, version: str) -> None:
+    _CASES.append((spec, version))
 
 
-@st.composite
-def accepted_specifiers(draw: st.DrawFn) -> str:
-    """Specifiers of the shape rocmenv accepts in a shim (normalised versions; no '>', no
-    '===', no '<' with a post-release): generated directly rather than filtered, so the
-    property test does not discard most of what it draws."""
-
-    def one() -> str:
-        op = draw(st.sampled_from(["==", "!=", "<=", ">=", "<", "~="]))
-        if op in ("==", "!=") and draw(st.integers(0, 3)) == 0:
-            return op + ".".join(str(draw(_small)) for _ in range(draw(st.integers(1, 3)))) + ".*"
-        version = draw(normalised_versions(post=op != "<", min_parts=2 if op == "~=" else 1))
-        return op + draw(st.sampled_from(["", " "])) + version
-
-    return ",".join(one() for _ in range(draw(st.integers(1, 3))))
-
-
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spec=accepted_specifiers(), version=versions(), prereleases=st.booleans())
-@example(
-    spec=">=0.1.6.post2.dev0,<0.1.14rc0", version="0.1.12.post2.dev150+ga6bb49937", prereleases=True
-)
-@example(spec="<0.1.14rc0", version="0.1.14.dev3", prereleases=True)
-@example(spec="==1.0.*", version="1.0.0+local", prereleases=False)
-@example(spec=">=1.0", version="1.0.post1", prereleases=True)
-@example(spec="~=2.2.post3", version="2.3", prereleases=False)
-def test_vendored_specifiers_answer_like_host_packaging(spec, version, prereleases):
-    """For every specifier rocmenv accepts in a shim, both packagings give the same answer.
-
-    rocmenv.shims.parse_shim_file validates SPECIFIER with the host's packaging and
-    :func:`launcher_specifier_problem` (normalised versions; no '>', '===', '<' post-release:
-    packaging 24.2 and 26 disagree there), so nothing else reaches a container.
-    """
-    host = _answer(host_specifiers, host_version, spec, version, prereleases)
-    assert host != "invalid-specifier", spec  # the generator makes valid ones only
-    # the launcher's own probe refuses a rare few more (24.2 and 26 disagree around a bound)
-    assume(launcher_specifier_problem(spec) is None)
-    vendored = _answer(vendored_specifiers, vendored_version, spec, version, prereleases)
-    assert vendored == host, (spec, version, prereleases)
+@pytest.mark.parametrize("python", ["3.8", "3.9"])
+def test_the_bundle_on_the_oldest_pythons_answers_as_the_host(tmp_path: Path, python: str) -> None:
+    """The launcher bundle's runtime, run by Python 3.8 (its syntax floor) and 3.9 (the
+    oldest Python of the test family's containers), gives the host's answer for every
+    generated specifier and version."""
+    interpreter = find_python(python)
+    if interpreter is None:
+        pytest.skip(f"no Python {python} on this machine (PATH or pyenv)")
+    if not _CASES:
+        _collect()
+    bundle = make_bundle(tmp_path / "cache")
+    done = subprocess.run(
+        [str(interpreter), "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(bundle.host_dir)!r})\n{_ASK}"],
+        input=json.dumps(_CASES), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    theirs = json.loads(done.stdout)
+    ours = [_host_answer(spec, version) for spec, version in _CASES]
+    assert len(theirs) == len(ours) > 100
+    assert [c for c, a, b in zip(_CASES, ours, theirs, strict=True) if a != b] == []
+    # and the cases were not all one answer
+    assert {True, False, "invalid-specifier"} <= set(ours)
 
 
-@pytest.mark.parametrize(
-    ("spec", "version"),
-    [
-        # the disagreements between packaging 24.2 and 26 that the rules keep out
-        ("~=v1.0", "1.5"),
-        ("~=4.2.rev12", "4.11.post12"),
-        (">1.1.1.post0", "1.1.1.post1+g1a2b3c"),
-        (">8.dev0", "8.post2"),
-        ("<7.post0", "7.dev170"),
-    ],
-)
-def test_specifiers_where_packagings_disagree_are_refused(spec, version):
-    vendored = vendored_specifiers.SpecifierSet(spec).contains(version, prereleases=True)
-    host = host_specifiers.SpecifierSet(spec).contains(version, prereleases=True)
-    assert vendored != host
-    assert launcher_specifier_problem(spec) is not None
+def test_specifiers_once_refused_are_now_accepted_and_decided_alike(tmp_path: Path) -> None:
+    """'>', '===' and unnormalised spellings were refused while the launcher had an older
+    packaging than the host; now one copy decides, so a shim may use any PEP 440 specifier."""
+    from rocmenv.shims.catalogue import parse_shim_file
+    from tests.support.launcher import write_shim
 
-
-def test_implicit_prereleases_changed_in_packaging_26():
-    """Why the runtime passes prereleases=True: packaging 26.0 changed the default.
-
-    With ``prereleases=None`` 24.2 rejects a dev/pre version that no specifier mentions,
-    26.x accepts it ("a single version has no alternatives"). Explicit True/False agree.
-    """
-    spec, version = "<0.1.14", "0.1.12.post2.dev150+ga6bb49937"
-    assert vendored_specifiers.SpecifierSet(spec).contains(version) is False
-    assert host_specifiers.SpecifierSet(spec).contains(version) is True
-    for pre in (True, False):
-        assert vendored_specifiers.SpecifierSet(spec).contains(
-            version, prereleases=pre
-        ) is host_specifiers.SpecifierSet(spec).contains(version, prereleases=pre)
-
-
-def _host_major() -> int:
-    from importlib.metadata import version
-
-    return host_version.Version(version("packaging")).major
-
-
-def test_the_host_packaging_is_26_or_newer():
-    """The comparisons above are against packaging >= 26 (pyproject's dev extra pins it): on
-    an older host packaging they would test nothing, so that is a failure, not a skip."""
-    assert _host_major() >= 26, "install the dev extra: pip install -e '.[dev]' (packaging>=26)"
-
-
-@settings(max_examples=500, deadline=None)
-@given(a=versions(), b=versions())
-def test_vendored_version_ordering_matches_host(a, b):
-    try:
-        va, vb = vendored_version.Version(a), vendored_version.Version(b)
-    except vendored_version.InvalidVersion:
-        with pytest.raises(host_version.InvalidVersion):
-            host_version.Version(a), host_version.Version(b)
-        return
-    ha, hb = host_version.Version(a), host_version.Version(b)
-    assert (va < vb, va == vb, str(va)) == (ha < hb, ha == hb, str(ha))
+    body = "def probe(module):\n    return True, 't'\n\ndef static_probe(find_source):\n"
+    body += "    return True, 't'\n\ndef apply(module):\n    pass\n"
+    for spec in (">1.1.1.post0", "~=v1.0", "<7.post0", "===1.0"):
+        shim = parse_shim_file(write_shim(tmp_path, "s", body, SPECIFIER=spec))
+        assert shim.specifier == spec
 
 
 # ----------------------------------------------------------------- the first shim's range
@@ -247,21 +243,15 @@ def _shim_specifier() -> str:
         ("0.1.22+rocm7.2.0.git8449f41", False),
     ],
 )
-def test_first_shim_range(version, expected):
+def test_first_shim_range(version: str, expected: bool) -> None:
     spec = _shim_specifier()
-    for mod_spec, mod_ver in (
-        (vendored_specifiers, vendored_version),
-        (host_specifiers, host_version),
-    ):
-        assert (
-            mod_spec.SpecifierSet(spec).contains(mod_ver.Version(version), prereleases=True)
-            is expected
-        )
+    got = vendored_specifiers.SpecifierSet(spec).contains(
+        vendored_version.Version(version), prereleases=True
+    )
+    assert got is expected
 
 
-def test_runtime_uses_prereleases_true():
+def test_runtime_uses_prereleases_true() -> None:
     """A dev build like sglang's aiter pin matches whatever packaging's default is."""
-    from rocmenv.launcher import _runtime
-
-    assert _runtime.specifier_contains("<0.1.14", "0.1.12.post2.dev150+ga6bb49937") is True
-    assert _runtime.specifier_contains("<0.1.14", "not-a-version") is None
+    assert specifier_contains("<0.1.14", "0.1.12.post2.dev150+ga6bb49937") is True
+    assert specifier_contains("<0.1.14", "not-a-version") is None

@@ -6,6 +6,7 @@ import json
 import shlex
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,7 +154,7 @@ def test_cpu_profile_has_no_gpu_devices_groups_ulimits_or_security_options(
     host: FakeHost, tmp_path: Path
 ) -> None:
     spec = spec_for(CPU, host, tmp_path)
-    assert spec.devices == spec.group_add == spec.ulimits == spec.security_opt == spec.cap_add == ()
+    assert not (spec.devices or spec.group_add or spec.ulimits or spec.security_opt or spec.cap_add)
 
 
 def test_a_missing_extra_device_is_an_error(host: FakeHost, tmp_path: Path) -> None:
@@ -299,7 +300,7 @@ def test_untrusted_mode_passes_no_secrets_and_mounts_data_read_only(tmp_path: Pa
         pass_env=("HIP_VISIBLE_DEVICES",),
     )
     env = {"WANDB_API_KEY": "k" * 10, "HIP_VISIBLE_DEVICES": "1"}
-    ok = {"existing": {"/data/miles_ci/x"}, "image": "rocm/sgl-dev:v1"}
+    ok: dict[str, Any] = {"existing": {"/data/miles_ci/x"}, "image": "rocm/sgl-dev:v1"}
     for spec in (
         spec_for(profile, None, tmp_path, untrusted_flag=True, env=env, **ok),
         spec_for(replace(profile, untrusted=True), None, tmp_path, env=env, **ok),

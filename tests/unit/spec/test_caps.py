@@ -31,7 +31,7 @@ def facts(tmp_path: Path, memory: int | None = 64 * GIB, here: bool = True) -> H
     )  # fmt: skip
 
 
-def fork(tmp_path: Path, policy: Policy = DEFAULT_POLICY, **changes: object) -> RunSpec:
+def fork(tmp_path: Path, policy: Policy = DEFAULT_POLICY, /, **changes: object) -> RunSpec:
     profile = replace(BUILTIN_PROFILES["cpu"], **FORK, mounts=(), **changes)  # type: ignore[arg-type]
     return build_spec(profile, Overrides(), facts(tmp_path), image="IMAGE",
                       guard=Guard(policy=policy))  # fmt: skip

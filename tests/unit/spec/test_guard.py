@@ -478,7 +478,7 @@ def guard_facts(tmp_path: Path, env: Mapping[str, str] | None = None) -> tuple[H
     return facts, checkout
 
 
-def spec_with_mount(tmp_path: Path, source: str, **env: str):  # type: ignore[no-untyped-def]
+def spec_with_mount(tmp_path: Path, source: str, **env: str):
     facts, checkout = guard_facts(tmp_path, env)
     profile = replace(
         BUILTIN_PROFILES["cpu"], name="fork", source=str(checkout / "rocmenv.toml"),

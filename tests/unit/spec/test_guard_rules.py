@@ -41,7 +41,7 @@ def facts(tmp_path: Path) -> HostFacts:
     )  # fmt: skip
 
 
-def untrusted(profile_changes: dict[str, object], tmp_path: Path, guard: Guard | None = None):  # type: ignore[no-untyped-def]
+def untrusted(profile_changes: dict[str, object], tmp_path: Path, guard: Guard | None = None):
     profile = replace(BUILTIN_PROFILES["cpu"], name="fork", source="/fork/rocmenv.toml",
                       **profile_changes)  # type: ignore[arg-type]  # fmt: skip
     return build_spec(profile, Overrides(), facts(tmp_path), image="IMAGE", guard=guard or Guard())
@@ -97,7 +97,7 @@ def test_a_policy_allows_exactly_the_capabilities_it_names(tmp_path: Path) -> No
 FORK = {"name": "fork", "source": "/fork/rocmenv.toml"}
 
 
-def fork_of(base: str, tmp_path: Path, guard: Guard, **changes: object):  # type: ignore[no-untyped-def]
+def fork_of(base: str, tmp_path: Path, guard: Guard, **changes: object):
     profile = replace(BUILTIN_PROFILES[base], **FORK, **changes)  # type: ignore[arg-type]
     return build_spec(profile, Overrides(), facts(tmp_path), image="IMAGE", guard=guard)
 

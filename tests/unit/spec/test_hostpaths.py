@@ -273,7 +273,7 @@ def test_an_unreadable_directory_is_skipped_and_the_scan_goes_on(
         sock.bind(str(path))
     real_scandir, calls = os.scandir, []
 
-    def scandir(path: str):  # type: ignore[no-untyped-def]
+    def scandir(path: str):
         calls.append(path)
         if len(calls) == 2:
             raise PermissionError(13, "Permission denied", path)

@@ -9,6 +9,7 @@ import os
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,7 +61,7 @@ def test_every_spelling_of_the_pods_list_names_the_same_nodes(tmp_path: Path) ->
         "\t--device /dev/dri/renderD128\r\n/dev/dri/renderD136 /dev/dri/renderD128\r\n",
     ):
         assert listed(tmp_path / "list", text, dev) == want, text
-    assert listed(tmp_path / "list", "--device /dev/dri/card1", dev) == {"card1"}
+    assert listed(tmp_path / "list", "--device /dev/dri/card1", dev) == frozenset({"card1"})
     # a pod not pinned to GPUs: every GPU present
     assert listed(tmp_path / "list", "--device /dev/dri", dev) is None
 
@@ -98,7 +99,9 @@ def test_a_list_larger_than_the_cap_is_refused_unread(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="larger than 64 KiB"):
         read_device_list(path, Path("/dev"), setting="gpus-from")
     path.write_bytes(line * (MAX_LIST_BYTES // len(line)))  # just under: read
-    assert read_device_list(path, Path("/dev"), setting="gpus-from").names == {"renderD128"}
+    assert read_device_list(path, Path("/dev"), setting="gpus-from").names == frozenset(
+        {"renderD128"}
+    )
 
 
 def test_a_fifo_or_a_directory_is_refused_without_blocking(tmp_path: Path) -> None:
@@ -126,7 +129,9 @@ def test_the_downward_apis_link_to_the_file_is_followed(tmp_path: Path) -> None:
     data.write_text("--device /dev/dri/renderD130\n")
     link = tmp_path / "gha-render-devices"
     link.symlink_to(data.relative_to(tmp_path))
-    assert read_device_list(link, Path("/dev"), setting="podinfo-devices").names == {"renderD130"}
+    assert read_device_list(link, Path("/dev"), setting="podinfo-devices").names == frozenset(
+        {"renderD130"}
+    )
 
 
 # -- which list applies, and the pool -------------------------------------------------------
@@ -139,9 +144,9 @@ def test_the_pods_list_is_the_pool_and_only_present_gpus_are_in_it(pod: FakePod)
     assert [g.present for g in inv.gpus] == [i in (2, 5) for i in range(8)]
     # the card nodes the pod lacks are not offered either
     assert all((g.card_node is not None) == g.present for g in inv.gpus)
-    as_json = inv.to_json()
+    as_json: dict[str, Any] = dict(inv.to_json())
     assert as_json["pool"] == {"indices": [2, 5], "source": str(pod.podinfo)}
-    assert [g["in_pool"] for g in as_json["gpus"]] == [i in (2, 5) for i in range(8)]  # type: ignore[index]
+    assert [g["in_pool"] for g in as_json["gpus"]] == [i in (2, 5) for i in range(8)]
 
 
 def test_a_list_cannot_widen_the_pool_past_the_nodes_present(pod: FakePod, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from rocmenv.suite.discovery import parse_signature, registrations
 MILES = parse_signature("est_time, suite, *, labels=None, nightly=False, disabled=None", "sig")
 
 
-def _read(source: str, calls: str | list[str] = "register_rocm_ci", signature=MILES):  # type: ignore[no-untyped-def]
+def _read(source: str, calls: str | list[str] = "register_rocm_ci", signature=MILES):
     return registrations(textwrap.dedent(source), calls, signature=signature, filename="t.py")
 
 

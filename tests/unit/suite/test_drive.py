@@ -38,7 +38,7 @@ class Backend:
         return Outcome(status="passed" if code == 0 else "failed", exit_code=code, log=str(log))
 
 
-def _run(backend: Backend, jobs: list[Job], pool: list[int], **kw: object):  # type: ignore[no-untyped-def]
+def _run(backend: Backend, jobs: list[Job], pool: list[int], **kw: object):
     events: list[SuiteEvent] = []
     results = run_packed(jobs, pool, backend.launch, threading.Event(),
                          RunOptions(on_event=events.append, **kw))  # type: ignore[arg-type]  # fmt: skip

@@ -28,7 +28,7 @@ def _write(path: Path, text: str) -> None:
     path.write_text(textwrap.dedent(text))
 
 
-def _suite(tmp_path: Path, table: dict[str, object], name: str = "s"):  # type: ignore[no-untyped-def]
+def _suite(tmp_path: Path, table: dict[str, object], name: str = "s"):
     """The suite as ``suite run`` loads it: its Slurm settings through the settings resolver."""
     suites: dict[str, object] = table.get("suites", {})  # type: ignore[assignment]
     project = Project(path=None, root=tmp_path, suites=suites)

@@ -53,7 +53,7 @@ def test_longest_expected_first_and_backfill_when_the_head_does_not_fit() -> Non
         Job(name="eight", gpus=8, estimate=90),
         Job(name="short4", gpus=4, estimate=10),
     ]
-    packer = Packer(jobs, range(8))  # type: ignore[arg-type]
+    packer = Packer(jobs, range(8))
     first = packer.take()
     assert [(j.name, g) for j, g in first] == [("long4", (0, 1, 2, 3)), ("short4", (4, 5, 6, 7))]
     packer.release("short4")
@@ -87,7 +87,7 @@ def test_all_four_gpu_reference_shape_beats_the_static_split() -> None:
     assert dynamic <= static
 
 
-def _run(jobs: list[Job], pool: list[int], launch, **kw):  # type: ignore[no-untyped-def]
+def _run(jobs: list[Job], pool: list[int], launch, **kw):
     events: list[SuiteEvent] = []
     stop = kw.pop("stop", threading.Event())
     results = run_packed(jobs, pool, launch, stop, RunOptions(on_event=events.append, **kw))
@@ -133,7 +133,12 @@ def test_fail_fast_cancels_running_tests_and_skips_the_rest() -> None:
             time.sleep(0.1)
             return Outcome(status="failed", exit_code=1)
         gone = threading.Event()
-        cancel.on_cancel(lambda: (stopped.append(job.name), gone.set()))
+
+        def on_cancel() -> None:
+            stopped.append(job.name)
+            gone.set()
+
+        cancel.on_cancel(on_cancel)
         gone.wait(120)  # not cancelled: the run takes this long
         return Outcome(status="failed", exit_code=137)
 
@@ -274,7 +279,7 @@ def test_a_retry_starts_before_the_tests_still_waiting() -> None:
 
 def test_a_retry_on_lanes_runs_next_on_its_own_lane() -> None:
     jobs = [Job(name=f"t{i}", gpus=4, estimate=100 - i) for i in range(6)]
-    packer = Packer(jobs, range(8))  # type: ignore[arg-type]
+    packer = Packer(jobs, range(8))
     started = {gpus: job for job, gpus in packer.take()}
     second = (4, 5, 6, 7)
     failed = started[second]
