@@ -41,7 +41,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     )
     p.add_argument("--origin", action="store_true", help="the level and source of each value")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("-p", "--profile", metavar="NAME", help="as a command with --profile NAME")
+    p.add_argument("--profile", metavar="NAME", help="as a command with --profile NAME")
     p.add_argument("--engine", choices=ENGINE_NAMES, help="as a command with --engine")
     p.add_argument("--lock", type=Path, metavar="FILE", help="as a command with --lock FILE")
     p.add_argument("--untrusted", action="store_true", help="as a command with --untrusted")

@@ -17,7 +17,7 @@ PULL_CHOICES = ("always", "missing", "never")
 
 def add_container_args(parser: Any) -> None:
     """Flags shared by run, shell and options."""
-    parser.add_argument("-p", "--profile", metavar="NAME", help="profile (default: rocm)")
+    parser.add_argument("--profile", metavar="NAME", help="profile (default: rocm)")
     parser.add_argument("--image", metavar="REF", help="image reference (overrides the lock)")
     parser.add_argument(
         "--gpus",

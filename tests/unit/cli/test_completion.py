@@ -72,7 +72,7 @@ def test_bash_completes_a_flag_of_the_subcommand(script: Path, project: Path) ->
 
 
 def test_bash_completes_the_projects_profile_names(script: Path, project: Path) -> None:
-    assert completions(script, project, "rocmenv run -p ") == [
+    assert completions(script, project, "rocmenv run --profile ") == [
         "rocm",
         "cpu",
         "ci-gpu",
