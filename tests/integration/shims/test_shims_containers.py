@@ -511,7 +511,15 @@ def test_readme_demo_shows_the_shim_in_main_and_worker_process(family):
     image = family["demo"]
     repo = Path(__file__).resolve().parents[3]
     r = rocmenv(
-        "run", "--profile", "cpu", "--image", image.ref, "--", "python3", "examples/test_x.py", cwd=repo
+        "run",
+        "--profile",
+        "cpu",
+        "--image",
+        image.ref,
+        "--",
+        "python3",
+        "examples/test_x.py",
+        cwd=repo,
     )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()

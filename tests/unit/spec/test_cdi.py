@@ -144,7 +144,9 @@ def test_untrusted_refuses_a_cdi_name_the_selection_did_not_make(
 ) -> None:
     """The guard's allowed devices are the selected GPUs' names: a profile's own
     ``amd.com/gpu=all`` would reach every GPU."""
-    trusted = run(fake, tmp_path, "options", "--format", "docker", "--profile", "cdi-extra", "--gpus", "1")
+    trusted = run(
+        fake, tmp_path, "options", "--format", "docker", "--profile", "cdi-extra", "--gpus", "1"
+    )
     assert trusted[0] == 0 and "amd.com/gpu=all" in devices_of(trusted[1])
     code, _, err = run(fake, tmp_path, "options", "--format", "docker", "--profile", "cdi-extra",
                        "--gpus", "1", "--untrusted")  # fmt: skip
@@ -155,7 +157,9 @@ def test_untrusted_refuses_a_cdi_name_the_selection_did_not_make(
 def test_compose_and_the_engine_api_name_cdi_devices_as_docker_does(
     fake: FakeHost, tmp_path: Path
 ) -> None:
-    code, out, _ = run(fake, tmp_path, "options", "--format", "compose", "--profile", "cdi", "--gpus", "0")
+    code, out, _ = run(
+        fake, tmp_path, "options", "--format", "compose", "--profile", "cdi", "--gpus", "0"
+    )
     assert code == 0
     service = next(iter(yaml.safe_load(out)["services"].values()))
     assert service["devices"] == ["amd.com/gpu=0"]
