@@ -16,19 +16,17 @@ from pathlib import Path
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.hostfs import is_under
 from rocmenv.record import record, replace
+from rocmenv.settings.declared import default, keys, setting
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
     from typing import Any, Final
 
-UNTRUSTED_ENV: Final = "ROCMENV_UNTRUSTED"
-POLICY_ENV: Final = "ROCMENV_POLICY"
+UNTRUSTED_ENV: Final = setting("profile", "untrusted").env or ""
+POLICY_ENV: Final = "ROCMENV_POLICY"  # declared in rocmenv.settings.declared.VARIABLES
 TRUE_WORDS: Final = ("1", "true", "yes")
 FALSE_WORDS: Final = ("0", "false", "no")
-POLICY_KEYS: Final = (
-    "cap-add", "security-opt", "group-add", "devices", "network", "images", "mount-sources",
-    "pass-env",
-)  # fmt: skip
+POLICY_KEYS: Final = keys("policy")  # declared, with their defaults, in settings.declared
 
 
 def untrusted_env(env: Mapping[str, str]) -> bool:
@@ -55,9 +53,9 @@ class Policy:
     source: str = "built-in"
     cap_add: tuple[str, ...] = ()
     security_opt: tuple[str, ...] = ()
-    group_add: tuple[str, ...] = ("video", "render")
+    group_add: tuple[str, ...] = tuple(default("policy", "group-add"))
     devices: tuple[str, ...] = ()  # host device nodes beyond /dev/kfd and the GPUs'
-    network: tuple[str, ...] = ("bridge", "default", "none")
+    network: tuple[str, ...] = tuple(default("policy", "network"))
     images: tuple[str, ...] = ()  # empty: the trusted config's repositories, else rocm/sgl-dev
     mount_sources: tuple[str, ...] = ()  # data mounts only under these (empty: the trusted
     # config's profile mounts, e.g. /data/miles_ci: rocmenv.spec.guard.guard_for)

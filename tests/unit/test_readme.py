@@ -7,7 +7,8 @@ from pathlib import Path
 
 from rocmenv import errors
 from rocmenv.cli import COMMANDS
-from rocmenv.settings.profiles import MOUNT_KEYS, PROFILE_KEYS
+from rocmenv.settings.declared import MOUNT_KEYS
+from rocmenv.settings.profiles import PROFILE_KEYS
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
