@@ -4,7 +4,7 @@ itself.
 The script is argcomplete's (``eval "$(rocmenv completion bash)"``; zsh and fish alike):
 on TAB the shell runs ``rocmenv`` with ``_ARGCOMPLETE`` set, :func:`complete` builds the
 whole parser — every command, its flags and choices, generated from the very parser the
-command line uses — and answers. Profile names (``-p``/``--profile``) and suite names come
+command line uses — and answers. Profile names (``--profile``) and suite names come
 from the configuration of the directory the user is in. Ordinary runs pay one environment
 lookup for this (``rocmenv --help`` still builds only the parser it prints).
 
