@@ -181,12 +181,23 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         from rocmenv.redact import redact
 
+        for hidden in self._hidden_commands():  # internal: never offered
+            message = message.replace(f", {hidden!r}", "")
         self.print_usage(sys.stderr)
         sys.stderr.write(
             f"rocmenv: error: {redact(message)}{self._suggestion(message)}\n"
             f"hint: see `{self.prog} --help`\n"
         )
         raise SystemExit(EXIT_USAGE)
+
+    def _hidden_commands(self) -> list[str]:
+        """Subcommands added without a help line (``suite slurm-exec``): working, not listed."""
+        out: list[str] = []
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                listed = {a.dest for a in action._choices_actions}
+                out += [name for name in action.choices if name not in listed]
+        return out
 
     def _suggestion(self, message: str) -> str:
         """ " (did you mean …?)" for an invalid choice or an unknown flag."""

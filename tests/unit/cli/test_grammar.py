@@ -92,6 +92,14 @@ def test_internal_commands_are_hidden_from_help_but_work(parsers: list[Any]) -> 
     assert args.func.__name__ == "run_slurm_exec"
 
 
+def test_a_wrong_subcommand_is_not_answered_with_the_internal_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, _ = _run(["suite", "nosuch"], tmp_path)
+    err = capsys.readouterr().err
+    assert code == 2 and "'run'" in err and "slurm" not in err
+
+
 def _run(argv: list[str], tmp_path: Path) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     ctx = Context(env={"HOME": str(tmp_path), "COLUMNS": str(WIDTH)}, cwd=tmp_path, stdout=out,
