@@ -54,6 +54,23 @@ class Context:
         return _isatty(self.stderr)
 
     @property
+    def live(self) -> bool:
+        """Whether a live display may draw on stderr — redraw a line in place (``\\r``, erase,
+        cursor moves): stderr is a terminal, ``TERM`` is not ``dumb``, and this is not a
+        GitHub Actions step (whose log keeps every redraw). The one terminal decision: pull
+        progress, drift's progress and the suite board all take it; elsewhere they write
+        plain lines."""
+        return (
+            self.stderr_is_tty and self.env.get("TERM", "") != "dumb" and not self.in_github_actions
+        )
+
+    @property
+    def styled(self) -> bool:
+        """Whether a live display may also style its text (the suite board's reverse
+        video): :attr:`live`, and ``NO_COLOR`` unset or empty (no-color.org)."""
+        return self.live and not self.env.get("NO_COLOR")
+
+    @property
     def joblog(self) -> JobLog:
         """The one writer of workflow commands and untrusted output on this context's stderr
         (:mod:`rocmenv.joblog`)."""

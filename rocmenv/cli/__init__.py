@@ -54,7 +54,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "init",
         "write rocmenv.toml from a workflow's job container and the tests' registrations",
     ),
+    "help": ("help", "show the help of a command: rocmenv help COMMAND [SUBCOMMAND]"),
 }
+
+#: Spellings an option had before it had one (issue 33): refused with the one it has now.
+RENAMED: dict[str, str] = {"-p": "--profile"}
 
 
 #: A variable is secret-looking when its name, upper-cased, contains one of these...
@@ -100,10 +104,62 @@ def _terminal_columns() -> int:
 
 
 class _Formatter(argparse.HelpFormatter):
+    """Every help reads alike: plain text wrapped to the terminal's width. A description or
+    epilog keeps its paragraphs (blank lines) and its indented lines (lists, tables, kept as
+    written); the other lines of a paragraph are filled."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # argparse passes keywords
         if kwargs.get("width") is None and len(args) < 4:
             kwargs["width"] = _terminal_columns() - 2  # what argparse does with shutil's
         super().__init__(*args, **kwargs)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(
+            _fill_block(block, width, indent) for block in text.strip("\n").split("\n\n")
+        )
+
+
+def _fill_block(block: str, width: int, indent: str) -> str:
+    """One paragraph filled. An indented line starts an item of a list (``  1  text``), which
+    the lines indented deeper continue, filled under its text; a line ending in ``:`` (a
+    heading) stays a line of its own."""
+    import re
+    import textwrap
+
+    lines: list[str] = []
+    words: list[str] = []
+    first = rest = indent  # the indents of the item being gathered
+    in_item = False
+    item_lead = 0
+
+    def flush() -> None:
+        if words:
+            lines.extend(textwrap.wrap(" ".join(words), width, initial_indent=first,
+                                       subsequent_indent=rest, break_on_hyphens=False))  # fmt: skip
+            words.clear()
+
+    for line in block.splitlines():
+        lead = len(line) - len(line.lstrip())
+        if (in_item and lead > item_lead) or (words and not in_item and not lead):
+            words.append(line.strip())  # the item, or the paragraph, goes on
+            continue
+        flush()
+        in_item, first, rest = False, indent, indent
+        if lead:  # an item: its text hangs under itself, after a short marker
+            marker = re.match(r"\s*\S{1,4}\s+", line)
+            in_item, item_lead = True, lead
+            first = indent + " " * lead
+            rest = indent + " " * (len(marker.group()) if marker else lead + 2)
+        words.append(line.strip())
+        if not lead and line.endswith(":"):  # a heading
+            flush()
+    flush()
+    return "\n".join(lines)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -115,15 +171,33 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        """Each old spelling of an option this parser has (:data:`RENAMED`) is refused."""
+        for old, new in RENAMED.items():
+            if new in self._option_string_actions and old not in self._option_string_actions:
+                self.add_argument(old, action=_Renamed, nargs="?", help=argparse.SUPPRESS)
+        return super().parse_known_args(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         from rocmenv.redact import redact
 
+        for hidden in self._hidden_commands():  # internal: never offered
+            message = message.replace(f", {hidden!r}", "")
         self.print_usage(sys.stderr)
         sys.stderr.write(
             f"rocmenv: error: {redact(message)}{self._suggestion(message)}\n"
             f"hint: see `{self.prog} --help`\n"
         )
         raise SystemExit(EXIT_USAGE)
+
+    def _hidden_commands(self) -> list[str]:
+        """Subcommands added without a help line (``suite slurm-exec``): working, not listed."""
+        out: list[str] = []
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                listed = {a.dest for a in action._choices_actions}
+                out += [name for name in action.choices if name not in listed]
+        return out
 
     def _suggestion(self, message: str) -> str:
         """ " (did you mean …?)" for an invalid choice or an unknown flag."""
@@ -152,6 +226,14 @@ class _Parser(argparse.ArgumentParser):
                     hints.append(f"{name!r}: did you mean {close[0]!r}?")
             return f" ({'; '.join(hints)})" if hints else ""
         return ""
+
+
+class _Renamed(argparse.Action):
+    """An option's old spelling: a usage error naming the new one (exit 2), never kept."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any, **__: Any) -> None:
+        old = self.option_strings[0]
+        parser.error(f"{old!r} is spelled {RENAMED[old]!r} now")
 
 
 def _flags_of(parser: argparse.ArgumentParser) -> list[str]:
@@ -306,9 +388,17 @@ def _end_now(status: int) -> NoReturn:
 def _main(args_in: list[str], command: str | None, ctx: Context | None) -> int:
     parser = build_parser(command)
     args = parser.parse_args(args_in)
-    if args.rocmenv_command is None:
-        parser.print_help()
-        return EXIT_USAGE
+    if args.rocmenv_command is None:  # `rocmenv` alone: what it takes, briefly
+        import textwrap
+
+        out = ctx.stdout if ctx is not None else sys.stdout
+        names = textwrap.fill(", ".join(COMMANDS), _terminal_columns() - 2,
+                              initial_indent="commands: ", subsequent_indent="  ")  # fmt: skip
+        out.write(
+            f"{parser.format_usage()}{names}\n"
+            "see `rocmenv --help` for what each does, `rocmenv help COMMAND` for one\n"
+        )
+        return EXIT_OK
     from pathlib import Path
 
     from rocmenv.context import Context

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-FAMILY_CHOICES = ("nightly", "release", "floating", "date-only")
+from rocmenv.settings.choices import FAMILIES
 
 
 def seconds_arg(text: str) -> float:
@@ -39,7 +39,7 @@ def add_constraint_args(parser: Any) -> None:
     )
     group.add_argument(
         "--family",
-        choices=FAMILY_CHOICES,
+        choices=FAMILIES,
         help="tag family (default: nightly, then release, then date-only)",
     )
     group.add_argument("--before", metavar="YYYYMMDD", help="only tags dated before this day")

@@ -40,8 +40,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     gpu = p.add_argument_group("GPU wait")
     gpu.add_argument("--no-gpu-wait", action="store_true", help="don't wait for the GPUs")
     gpu.add_argument(
-        "--gpu-timeout", type=seconds_arg, default=120.0, metavar="S",
-        help="give up after S seconds (default 120)",
+        "--gpu-timeout", type=seconds_arg, default=120.0, metavar="SECONDS",
+        help="give up after this many seconds (default 120)",
     )  # fmt: skip
     gpu.add_argument(
         "--gpu-tools", metavar="LIST", default="rocm-smi,amd-smi,rocminfo",
@@ -56,7 +56,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "--no-reap", action="store_true", help="don't end stale Ray/SGLang processes"
     )
     procs.add_argument(
-        "--reap-grace", type=seconds_arg, default=5.0, metavar="S",
+        "--reap-grace", type=seconds_arg, default=5.0, metavar="SECONDS",
         help="seconds between SIGTERM and SIGKILL (default 5)",
     )  # fmt: skip
     procs.add_argument("--proc-root", metavar="DIR", default="/proc", help=argparse.SUPPRESS)
@@ -74,10 +74,14 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     )  # fmt: skip
     ov.add_argument("--sglang-pr", metavar="REF", help="#N, branch/tag, or commit of SGLang")
     ov.add_argument("--megatron-pr", metavar="REF", help="#N, branch/tag, or commit of Megatron-LM")
-    ov.add_argument("--sglang-path", metavar="P", help="SGLang checkout (/sgl-workspace/sglang)")
-    ov.add_argument("--megatron-path", metavar="P", help="Megatron-LM checkout (/root/Megatron-LM)")
-    ov.add_argument("--sglang-subdir", metavar="D", help="project dir inside the checkout (python)")
-    ov.add_argument("--megatron-subdir", metavar="D", help="project dir inside the checkout (.)")
+    ov.add_argument("--sglang-path", metavar="PATH", help="SGLang checkout (/sgl-workspace/sglang)")
+    ov.add_argument(
+        "--megatron-path", metavar="PATH", help="Megatron-LM checkout (/root/Megatron-LM)"
+    )
+    ov.add_argument(
+        "--sglang-subdir", metavar="DIR", help="project dir inside the checkout (python)"
+    )
+    ov.add_argument("--megatron-subdir", metavar="DIR", help="project dir inside the checkout (.)")
     ov.add_argument("--remote", default="origin", help="git remote to fetch from (origin)")
     ov.add_argument(
         "--patch", action="append", default=[], metavar="[sglang=|megatron=]FILE",

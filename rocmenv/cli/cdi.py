@@ -27,7 +27,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "Roots: [host] sysfs-root/dev-root, ROCMENV_SYSFS_ROOT, ROCMENV_DEV_ROOT.",
     )
     p.add_argument(
-        "--output", "-o", type=Path, metavar="FILE", help="write here (e.g. /etc/cdi/amd.json)"
+        "--output",
+        "-o",
+        type=Path,
+        metavar="PATH",
+        help="write the spec to this file (e.g. /etc/cdi/amd.json)",
     )
     p.set_defaults(func=run_generate)
 

@@ -4,7 +4,7 @@ itself.
 The script is argcomplete's (``eval "$(rocmenv completion bash)"``; zsh and fish alike):
 on TAB the shell runs ``rocmenv`` with ``_ARGCOMPLETE`` set, :func:`complete` builds the
 whole parser — every command, its flags and choices, generated from the very parser the
-command line uses — and answers. Profile names (``-p``/``--profile``) and suite names come
+command line uses — and answers. Profile names (``--profile``) and suite names come
 from the configuration of the directory the user is in. Ordinary runs pay one environment
 lookup for this (``rocmenv --help`` still builds only the parser it prints).
 
@@ -46,7 +46,20 @@ def complete(parser: argparse.ArgumentParser) -> None:
 
     for action, kind in _name_actions(parser):
         action.completer = _names(kind)  # type: ignore[attr-defined]
+    _drop_hidden(parser)
     argcomplete.autocomplete(parser)
+
+
+def _drop_hidden(parser: argparse.ArgumentParser) -> None:
+    """Internal subcommands (``suite slurm-exec``: no help line) are not offered; this parser
+    only answers the shell, so they are taken out of it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            listed = {a.dest for a in action._choices_actions}
+            for name in [n for n in action.choices if n not in listed]:
+                del action.choices[name]
+            for child in action.choices.values():
+                _drop_hidden(child)
 
 
 def _name_actions(parser: argparse.ArgumentParser) -> Iterator[tuple[argparse.Action, str]]:

@@ -11,7 +11,10 @@ answer to "why did it do that?"). JSON (``show_version`` 1)::
    "notes": [str]}
 
 ``schema`` prints the JSON Schema of the project file (``rocmenv.toml``, ``[tool.rocmenv]``)
-and the site and user configuration, generated from rocmenv's own key tables.
+and the site and user configuration, generated from the one declaration of every setting
+(:mod:`rocmenv.settings.declared`): each key with a description and a default. ``docs``
+prints the same declaration as Markdown: ``docs/settings.md`` is its output (a test fails
+when the file is stale).
 
 Exit codes: 0, 2 (a bad configuration: the error names the file and key).
 """
@@ -41,7 +44,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     )
     p.add_argument("--origin", action="store_true", help="the level and source of each value")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("-p", "--profile", metavar="NAME", help="as a command with --profile NAME")
+    p.add_argument("--profile", metavar="NAME", help="as a command with --profile NAME")
     p.add_argument("--engine", choices=ENGINE_NAMES, help="as a command with --engine")
     p.add_argument("--lock", type=Path, metavar="FILE", help="as a command with --lock FILE")
     p.add_argument("--untrusted", action="store_true", help="as a command with --untrusted")
@@ -58,6 +61,13 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "and the user's; policy: the file ROCMENV_POLICY names",
     )
     p.set_defaults(func=run_schema)
+    p = configsub.add_parser(
+        "docs",
+        help="every setting and ROCMENV_* variable as a Markdown table (docs/settings.md)",
+        description="Every setting and ROCMENV_* variable, from the declaration the readers "
+        "and the schema use, as Markdown: rocmenv config docs > docs/settings.md",
+    )
+    p.set_defaults(func=run_docs)
 
 
 def run_show(args: argparse.Namespace, ctx: Context) -> int:
@@ -112,3 +122,10 @@ def schema_for(kind: str) -> dict[str, Any]:
     if kind == "policy":
         return policy_schema()
     return project_schema(suite_schema(), labels_schema())
+
+
+def run_docs(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.cli.settings_docs import settings_markdown
+
+    ctx.stdout.write(settings_markdown())
+    return 0

@@ -26,6 +26,17 @@ if TYPE_CHECKING:
     from rocmenv.registry.client import RegistryClient
     from rocmenv.settings.resolve import Settings
 
+DESCRIPTION = """\
+Checks, each independent (one failing does not hide the others): the configuration, the
+lockfile, the container engine, the registries the project uses (GET /v2/: reachable, and
+whether they want authentication), the AMD GPUs, and the shim catalogue. Exit 0 when every
+check passes or only warns, 1 when one fails.
+
+Registries are judged the way pulls will happen: the host the engine pulls each image from
+(the canonical registry, or with [registry] pull-from-mirror the mirror that served the pin,
+and for an unpinned image the registry's first mirror) must answer; any other host that does
+not answer is a warning while another host of the same registry answers."""
+
 Status = Literal["ok", "warn", "fail"]
 MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
 
@@ -58,12 +69,14 @@ class _Route:
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> None:
-    parser = sub.add_parser(
-        name, help=help_text, description=__doc__.split("\n\n", 1)[1] if __doc__ else None
-    )
+    from rocmenv.settings.choices import ENGINE_NAMES
+
+    parser = sub.add_parser(name, help=help_text, description=DESCRIPTION)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument(
-        "--engine", help="check this engine instead of the configured/auto-detected one"
+        "--engine",
+        choices=ENGINE_NAMES,
+        help="check this engine instead of the configured/auto-detected one",
     )
     parser.set_defaults(func=run)
 

@@ -69,14 +69,13 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "inside: packages, ROCm, Python, and which shims became (un)necessary. "
         "Images are checked concurrently.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_lock_arg(parser)
     parser.add_argument(
         "--profile",
         action="append",
         default=[],
-        metavar="P",
+        metavar="NAME",
         help="check only this pinned profile (repeatable; default: every lock entry)",
     )
     parser.add_argument(
@@ -149,7 +148,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         ):
             changed.append(name)
 
-    progress = _progress(ctx) if ctx.stderr_is_tty and not ctx.in_github_actions else None
+    progress = _progress(ctx) if ctx.live else None
     probes = 0
     inspect_bytes: int | None = None
     with make_client(ctx, config) as client:

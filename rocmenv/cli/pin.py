@@ -28,7 +28,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "refs", nargs="*", metavar="REF", help="bare references to pin (keyed by reference)"
     )
     parser.add_argument(
-        "--profile", action="append", default=[], metavar="P", help="profile to pin (repeatable)"
+        "--profile", action="append", default=[], metavar="NAME", help="profile to pin (repeatable)"
     )
     parser.add_argument(
         "--update", action="store_true", help="re-resolve entries that are already pinned"

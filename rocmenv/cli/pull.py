@@ -17,7 +17,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     parser = sub.add_parser(name, help=help_text, description=help_text)
     parser.add_argument("refs", nargs="*", metavar="REF", help="image references to pull")
     parser.add_argument(
-        "-p", "--profile", action="append", default=[], metavar="NAME",
+        "--profile", action="append", default=[], metavar="NAME",
         help="pull the profile's image (the locked digest when pinned); repeatable",
     )  # fmt: skip
     parser.add_argument("--engine", choices=ENGINE_NAMES, help="container engine")
@@ -29,7 +29,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "--retries", type=int, default=5, metavar="N", help="attempts per image (default 5)"
     )
     parser.add_argument(
-        "--retry-delay", type=float, default=2.0, metavar="S",
+        "--retry-delay", type=float, default=2.0, metavar="SECONDS",
         help="first backoff delay in seconds, doubled each time (default 2)",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="machine-readable output")

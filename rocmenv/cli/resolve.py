@@ -25,8 +25,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     )
     parser.add_argument("repository", metavar="REPO[:TAG]", nargs="?", help="e.g. rocm/sgl-dev")
     parser.add_argument(
-        "--profile", metavar="P",
-        help="use the image and constraints of profile P (default, without REPO: the default "
+        "--profile", metavar="NAME",
+        help="use the image and constraints of this profile (default, without REPO: the default "
         "profile's)",
     )  # fmt: skip
     add_constraint_args(parser)

@@ -18,7 +18,7 @@ PULL_CHOICES = ("always", "missing", "never")
 
 def add_container_args(parser: Any) -> None:
     """Flags shared by run, shell and options."""
-    parser.add_argument("-p", "--profile", metavar="NAME", help="profile (default: rocm)")
+    parser.add_argument("--profile", metavar="NAME", help="profile (default: rocm)")
     parser.add_argument("--image", metavar="REF", help="image reference (overrides the lock)")
     parser.add_argument(
         "--gpus",
@@ -58,9 +58,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     if not shell:
         parser.add_argument("-i", "--interactive", action="store_true", help="attach stdin")
         parser.add_argument(
-            "--output", metavar="DIR", type=Path,
+            "--output", "-o", metavar="PATH", type=Path,
             help="copy the container's output directory ($ROCMENV_OUTPUT, the profile's "
-            "output) into DIR after the command: regular files only, modes 0644/0755",
+            "output) into the directory PATH after the command: regular files only, modes 0644/0755",
         )  # fmt: skip
         parser.add_argument(
             "--backend", choices=("local", "slurm"), default="local",

@@ -53,12 +53,18 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--image", metavar="REF", help="image reference to probe")
     which.add_argument(
-        "-p", "--profile", metavar="NAME", help="probe the profile's image (the lock's digest)"
+        "--profile", metavar="NAME", help="probe the profile's image (the lock's digest)"
     )
-    p.add_argument("--python", default="python3", help="interpreter in the image (python3)")
+    p.add_argument(
+        "--python", metavar="PATH", default="python3", help="interpreter in the image (python3)"
+    )
     p.add_argument("--engine", choices=ENGINE_NAMES, help="container engine (default: auto)")
     p.add_argument(
-        "--timeout", type=seconds_arg, default=300.0, help="seconds for the probe (default 300)"
+        "--timeout",
+        type=seconds_arg,
+        default=300.0,
+        metavar="SECONDS",
+        help="seconds for the probe (default 300)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_check)

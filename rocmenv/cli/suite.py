@@ -104,8 +104,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "rocmenv-suite-logs/NAME, else $XDG_STATE_HOME/rocmenv/suite-logs/NAME)",
     )
     p.add_argument(
-        "--output", metavar="DIR",
-        help="copy each test's output directory ($ROCMENV_OUTPUT) into DIR/TEST after it "
+        "--output", "-o", metavar="PATH",
+        help="copy each test's output directory ($ROCMENV_OUTPUT) into PATH/TEST after it "
         "(regular files only; with --backend slurm a directory the nodes share)",
     )  # fmt: skip
     p.add_argument("--backend", choices=("local", "slurm"), default="local", help="where tests run")
@@ -117,24 +117,27 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_run)
 
+    # internal: what `suite run --backend slurm` runs on the nodes (working, not listed)
     p = suitesub.add_parser(
         "slurm-exec",
-        help="(inside a Slurm job, as --backend slurm runs it) a test's container on exactly "
-        "the allocated GPUs",
+        description="(internal: inside a Slurm job, as --backend slurm runs it) a test's "
+        "container on exactly the allocated GPUs",
     )
     p.add_argument("--profile", metavar="NAME")
     p.add_argument("--engine", choices=ENGINE_NAMES)
     p.add_argument("--gres-conf", metavar="FILE")
     p.add_argument("--no-gpus", action="store_true", help="the test asked for no GPUs")
-    p.add_argument("--output", metavar="DIR", help="copy the test's output directory into DIR")
+    p.add_argument(
+        "--output", "-o", metavar="PATH", help="copy the test's output directory into PATH"
+    )
     p.add_argument("--untrusted", action="store_true", help=UNTRUSTED_HELP)
     p.add_argument("command", nargs=argparse.REMAINDER)
     p.set_defaults(func=run_slurm_exec, access_check=None, on_exit=None)
 
     p = suitesub.add_parser(
         "slurm-warm",
-        help="(inside a Slurm allocation, as --backend slurm runs it) the node-side runner the "
-        "suite's job steps hand their tests to",
+        description="(internal: inside a Slurm allocation, as --backend slurm runs it) the "
+        "node-side runner the suite's job steps hand their tests to",
     )
     p.add_argument("--socket-dir", metavar="DIR", required=True)
     p.add_argument("--untrusted", action="store_true", help="run only untrusted steps")
@@ -387,7 +390,8 @@ class _EventPrinter:
         import time
 
         self.ctx = ctx
-        self.board = ctx.stderr_is_tty and not ctx.in_github_actions
+        self.board = ctx.live  # the one terminal decision (TTY, TERM=dumb, GitHub Actions)
+        self.styled = ctx.styled  # NO_COLOR: the board without reverse video
         self.running: dict[str, tuple[str, float]] = {}
         self.done: dict[str, int] = {}
         self.clock = time.monotonic
@@ -430,7 +434,8 @@ class _EventPrinter:
         now = self.clock()
         runs = " ".join(f"{shown(n)}[{on}] {now - t0:.0f}s" for n, (on, t0) in self.running.items())
         done = ", ".join(f"{v} {k}" for k, v in sorted(self.done.items())) or "none done"
-        return f"\x1b[7m running {len(self.running)}: {runs or '-'} | {done} \x1b[0m"[:400]
+        text = f" running {len(self.running)}: {runs or '-'} | {done} "[:393]
+        return f"\x1b[7m{text}\x1b[0m" if self.styled else text
 
     def close(self) -> None:
         if self.board:

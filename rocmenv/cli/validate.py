@@ -21,7 +21,9 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
     )
     parser.add_argument("ref", nargs="?", metavar="REF")
     parser.add_argument(
-        "--profile", metavar="P", help="validate profile P (its pin, or its tag if not pinned)"
+        "--profile",
+        metavar="NAME",
+        help="validate this profile (its pin, or its tag if not pinned)",
     )
     add_lock_arg(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")

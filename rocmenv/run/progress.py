@@ -6,7 +6,8 @@ the terminal's width, read at each redraw (so a resize is followed): the image r
 shortened (its digest to 12 hex digits, then its name in the middle), never the numbers. A
 redraw moves up by the rows the last frame occupies at the current width (a terminal that
 re-wraps lines on a resize — tmux, VTE, kitty, iTerm2 — may have made one line two) and
-erases to the end of the screen. ``TERM=dumb`` gets the plain lines below. Hand-written
+erases to the end of the screen. Whether stderr is such a terminal is :attr:`Context.live`'s
+call (``TERM=dumb`` gets the plain lines below). Hand-written
 rather than ``rich``: the display is a dozen lines of ANSI, and ``rich`` (not otherwise a
 dependency) would add a package and ~60 ms of imports to every ``run`` that pulls.
 
@@ -274,7 +275,7 @@ def pull_with_display(
     display = PullDisplay(
         ctx.stderr,
         image,
-        tty=ctx.stderr_is_tty and ctx.env.get("TERM") != "dumb",
+        tty=ctx.live,
         github=ctx.in_github_actions,
         quiet=quiet,
         ticker=True,

@@ -27,7 +27,7 @@ __all__, __getattr__ = surface(
         "Ulimit": "profiles",
         "BUILTIN_PROFILES": "profiles",
         "RegistrySettings": "registry",
-        "RESPONSE_LIMITS": "registry",
+        "RESPONSE_LIMITS": "declared",
         "SlurmSettings": "slurm",
         "Policy": "policy",
         "DEFAULT_POLICY": "policy",

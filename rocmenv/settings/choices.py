@@ -23,6 +23,9 @@ ENGINE_NAMES: Final[tuple[EngineName, ...]] = ("auto", *ENGINE_KINDS)
 PULL_POLICIES: Final[tuple[PullPolicy, ...]] = ("always", "missing", "never")
 GPU_ISOLATIONS: Final[tuple[GpuIsolation, ...]] = ("devices", "env")
 GPU_DEVICE_NAMINGS: Final[tuple[GpuDeviceNaming, ...]] = ("nodes", "cdi")
+FAMILIES: Final[tuple[str, ...]] = ("nightly", "release", "floating", "date-only")  # of tags
+GPU_REQUEST_STYLES: Final[tuple[str, ...]] = ("gres", "gpus")  # [slurm] gpu-request
+PACKINGS: Final[tuple[str, ...]] = ("rocmenv", "slurm")  # [slurm] packing
 
 if not TYPE_CHECKING:  # the aliases at run time, for whoever asks (the package's surface)
     from rocmenv.typecheck import literal

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from rocmenv.context import Context
+from rocmenv.settings.declared import default
 from rocmenv.settings.host import HOST_KEYS
 from rocmenv.settings.policy import POLICY_ENV, POLICY_KEYS
-from rocmenv.settings.registry import REGISTRY_ENV, REGISTRY_KEYS, RESPONSE_LIMITS
+from rocmenv.settings.registry import REGISTRY_ENV, REGISTRY_KEYS
 from rocmenv.settings.resolve import CASCADE, HOST_ENV, Origin, Settings, resolve_policy
 from rocmenv.settings.site import site_paths
 from rocmenv.settings.slurm import SLURM_KEYS
@@ -52,7 +53,7 @@ def effective(ctx: Context, settings: Settings) -> list[Effective]:
     add("shims", settings.shims)
     add("lockfile", settings.lockfile)
     add("disk-reserve", settings.disk_reserve)
-    limits = dict(RESPONSE_LIMITS)
+    limits = dict(default("registry", "limits"))  # every kind, RESPONSE_ and CONTENT_LIMITS
     limits.update(settings.registry.limits)
     for key in REGISTRY_KEYS:
         value = getattr(settings.registry, key.replace("-", "_"))
@@ -64,8 +65,8 @@ def effective(ctx: Context, settings: Settings) -> list[Effective]:
         add(f"slurm.{key}", getattr(settings.slurm, key.replace("-", "_")), "slurm")
     for key in POLICY_KEYS:
         value = getattr(policy, key.replace("-", "_"))
-        if key == "ulimits":  # as the policy file writes them: name = "soft:hard"
-            value = {u.name: u.render().partition("=")[2] for u in value}
+        if key == "ulimits":  # as the policy file writes them: name = N or "soft:hard"
+            value = {u.name: u.soft if u.soft == u.hard else f"{u.soft}:{u.hard}" for u in value}
         add(f"policy.{key}", value, "policy")
     return out
 

@@ -20,20 +20,21 @@ from pathlib import Path
 
 from rocmenv.errors import ConfigError
 from rocmenv.record import record, replace
+from rocmenv.settings.declared import default, keys
 from rocmenv.settings.keys import as_str, check_keys
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
     from typing import Any, Final
 
-HOST_KEYS: Final = ("sysfs-root", "dev-root", "gpus-from", "podinfo-devices")
-PODINFO_DEVICES: Final = Path("/etc/podinfo/gha-render-devices")
+HOST_KEYS: Final = keys("host")  # declared, with their defaults, in rocmenv.settings.declared
+PODINFO_DEVICES: Final = Path(default("host", "podinfo-devices"))
 
 
 @record
 class HostSettings:
-    sysfs_root: Path = Path("/sys")
-    dev_root: Path = Path("/dev")
+    sysfs_root: Path = Path(default("host", "sysfs-root"))
+    dev_root: Path = Path(default("host", "dev-root"))
     gpus_from: Path | None = None  # a device list naming the GPU pool (must exist)
     podinfo_devices: Path | None = PODINFO_DEVICES  # the pod's list, used when it exists
 

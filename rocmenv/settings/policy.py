@@ -16,26 +16,22 @@ from pathlib import Path
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.hostfs import is_under
 from rocmenv.record import record, replace
+from rocmenv.settings.declared import PERCENT_RE, default, keys, setting
 from rocmenv.settings.profiles import Ulimit
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
     from typing import Any, Final
 
-UNTRUSTED_ENV: Final = "ROCMENV_UNTRUSTED"
-POLICY_ENV: Final = "ROCMENV_POLICY"
+UNTRUSTED_ENV: Final = setting("profile", "untrusted").env or ""
+POLICY_ENV: Final = "ROCMENV_POLICY"  # declared in rocmenv.settings.declared.VARIABLES
 TRUE_WORDS: Final = ("1", "true", "yes")
 FALSE_WORDS: Final = ("0", "false", "no")
-#: The policy's lists (what an untrusted container may have beyond the fixed rules).
-LIST_KEYS: Final = (
-    "cap-add", "security-opt", "group-add", "devices", "network", "images", "mount-sources",
-    "pass-env",
-)  # fmt: skip
+POLICY_KEYS: Final = keys("policy")  # declared, with their defaults, in settings.declared
 #: The policy's caps (what an untrusted container gets at most: rocmenv.spec.caps).
 CAP_KEYS: Final = ("pids-limit", "memory", "shm-size", "ulimits", "output-size")
-POLICY_KEYS: Final = (*LIST_KEYS, *CAP_KEYS)
-#: ``memory = "75%"``: a share of this host's memory (or a size, as Docker writes them).
-PERCENT_RE: Final = r"(100|[1-9][0-9]?)(\.[0-9]+)?%"
+#: The policy's lists (what an untrusted container may have beyond the fixed rules).
+LIST_KEYS: Final = tuple(k for k in POLICY_KEYS if k not in CAP_KEYS)
 
 
 def untrusted_env(env: Mapping[str, str]) -> bool:
@@ -62,23 +58,22 @@ class Policy:
     source: str = "built-in"
     cap_add: tuple[str, ...] = ()
     security_opt: tuple[str, ...] = ()
-    group_add: tuple[str, ...] = ("video", "render")
+    group_add: tuple[str, ...] = tuple(default("policy", "group-add"))
     devices: tuple[str, ...] = ()  # host device nodes beyond /dev/kfd and the GPUs'
-    network: tuple[str, ...] = ("bridge", "default", "none")
+    network: tuple[str, ...] = tuple(default("policy", "network"))
     images: tuple[str, ...] = ()  # empty: the trusted config's repositories, else rocm/sgl-dev
     mount_sources: tuple[str, ...] = ()  # data mounts only under these (empty: the trusted
     # config's profile mounts, e.g. /data/miles_ci: rocmenv.spec.guard.guard_for)
     pass_env: tuple[str, ...] = ()  # host variables an untrusted profile may still pass
-    # The caps (rocmenv.spec.caps; README "Running untrusted code" says why these defaults).
-    pids_limit: int = 8192  # processes and threads of the container
-    memory: str = "75%"  # of this host's memory, or a size; swap: none beyond it
-    shm_size: str = "32g"  # the private /dev/shm (the reference CI's own size)
-    ulimits: tuple[Ulimit, ...] = (  # the most a profile may ask; set when it asks nothing
-        Ulimit(name="core", soft=0, hard=0),
-        Ulimit(name="nice", soft=0, hard=0),
-        Ulimit(name="rtprio", soft=0, hard=0),
+    # The caps (rocmenv.spec.caps; docs/security.md "Caps by default" says why these defaults).
+    pids_limit: int = default("policy", "pids-limit")  # processes and threads of the container
+    memory: str = default("policy", "memory")  # of this host's memory, or a size; no swap beyond
+    shm_size: str = default("policy", "shm-size")  # the private /dev/shm (the reference CI's)
+    ulimits: tuple[Ulimit, ...] = tuple(  # the most a profile may ask; set when it asks nothing
+        Ulimit(name=name, soft=limit, hard=limit)
+        for name, limit in default("policy", "ulimits").items()
     )
-    output_size: str = "1g"  # what --output copies out of an untrusted container, in all
+    output_size: str = default("policy", "output-size")  # what --output copies out, in all
 
 
 DEFAULT_POLICY: Final = Policy()

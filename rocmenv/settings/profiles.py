@@ -14,7 +14,14 @@ from pathlib import Path
 from rocmenv.errors import ConfigError, RocmenvError
 from rocmenv.lazy import Pattern
 from rocmenv.record import record, replace
-from rocmenv.settings.choices import ENGINE_NAMES, GPU_DEVICE_NAMINGS, PULL_POLICIES
+from rocmenv.settings.choices import (
+    ENGINE_NAMES,
+    FAMILIES,
+    GPU_DEVICE_NAMINGS,
+    GPU_ISOLATIONS,
+    PULL_POLICIES,
+)
+from rocmenv.settings.declared import MOUNT_KEYS, keys
 from rocmenv.settings.keys import as_bool, as_choice, as_int, as_str, as_str_list, check_keys
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
@@ -23,7 +30,6 @@ if TYPE_CHECKING:
 
     from rocmenv.settings.choices import EngineName, GpuDeviceNaming, GpuIsolation, PullPolicy
 
-FAMILIES: tuple[str, ...] = ("nightly", "release", "floating", "date-only")
 PROXY_VARS: tuple[str, ...] = (
     "http_proxy",
     "https_proxy",
@@ -35,16 +41,9 @@ PROXY_VARS: tuple[str, ...] = (
     "ALL_PROXY",
 )
 
-PROFILE_KEYS = (
-    "extends", "description", "image", "tag", "sglang", "rocm", "gpu", "family", "before",
-    "gpus", "gpu-isolation", "gpu-env", "gpu-devices", "devices", "group-add", "cap-add", "cap-drop",
-    "security-opt", "ipc", "network", "shm-size", "memory", "memory-swap", "pids-limit",
-    "ulimits", "privileged", "mounts", "env", "pass-env", "secret-env", "keep-proxy-env",
-    "workdir", "mount-checkout", "output", "shims", "untrusted", "pull", "engine", "labels",
-)  # fmt: skip
+PROFILE_KEYS = keys("profile")  # declared in rocmenv.settings.declared
 #: Where the files that leave the container (``--output``) are written in it by default.
 DEFAULT_OUTPUT: str = "/rocmenv-output"
-MOUNT_KEYS = ("source", "target", "readonly", "optional")
 
 
 @record
@@ -384,7 +383,7 @@ def parse_profile(name: str, table: Mapping[str, Any], base: Profile, path: Path
             u[key.replace("-", "_")] = as_bool(table[key], f"{where}.{key}")
     if "gpu-isolation" in table:
         u["gpu_isolation"] = as_choice(
-            table["gpu-isolation"], ("devices", "env"), f"{where}.gpu-isolation"
+            table["gpu-isolation"], GPU_ISOLATIONS, f"{where}.gpu-isolation"
         )
     if "gpu-devices" in table:
         u["gpu_devices"] = as_choice(

@@ -78,6 +78,7 @@ from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.record import field, record
 from rocmenv.settings.choices import ENGINE_NAMES
+from rocmenv.settings.declared import keys
 from rocmenv.settings.files import file_trusted, find_project_file
 from rocmenv.settings.keys import as_choice, as_str, check_keys, did_you_mean
 from rocmenv.settings.profile_set import PROFILE_NAME_RE, build_profiles
@@ -93,10 +94,7 @@ if TYPE_CHECKING:
 else:
     from rocmenv.typecheck import cast
 
-TOP_KEYS = (
-    "default-profile", "lockfile", "engine", "registry", "host", "profiles", "suites", "slurm",
-    "labels",
-)  # fmt: skip
+TOP_KEYS = keys("top")  # declared in rocmenv.settings.declared
 
 
 @record

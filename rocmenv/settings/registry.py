@@ -10,70 +10,39 @@ from collections.abc import Mapping
 from rocmenv.errors import ConfigError
 from rocmenv.grammar.reference import check_host
 from rocmenv.record import record, replace
+from rocmenv.settings.declared import (
+    CONTENT_LIMITS,
+    LIMIT_MAX,
+    RESPONSE_LIMITS,
+    default,
+    keys,
+    variables,
+)
 from rocmenv.settings.keys import as_str_list, check_keys
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
     from typing import Any
 
-REGISTRY_KEYS = (
-    "mirrors",
-    "insecure",
-    "timeout",
-    "retries",
-    "request-deadline",
-    "command-deadline",
-    "max-pages",
-    "limits",
-    "proxy",
-    "no-proxy",
-    "pull-from-mirror",
-    "ratelimit-warning",
-)
+REGISTRY_KEYS = keys("registry")  # declared, with their defaults, in rocmenv.settings.declared
 #: The variables that override ``[registry]`` keys, and the key each one sets.
-REGISTRY_ENV: dict[str, str] = {
-    "ROCMENV_MIRRORS": "mirrors",
-    "ROCMENV_INSECURE_REGISTRIES": "insecure",
-    "ROCMENV_REGISTRY_TIMEOUT": "timeout",
-    "ROCMENV_REGISTRY_RETRIES": "retries",
-    "ROCMENV_REGISTRY_DEADLINE": "command-deadline",
-}
-#: Size caps (bytes) on registry responses by kind, enforced while reading.
-RESPONSE_LIMITS: dict[str, int] = {
-    "tags": 16 * 1024 * 1024,
-    "manifest": 4 * 1024 * 1024,
-    "index": 4 * 1024 * 1024,
-    "config": 8 * 1024 * 1024,
-    "token": 1024 * 1024,
-    "error": 1024 * 1024,
-}
-#: Caps (bytes) on what ``inspect``, ``diff`` and ``drift --inspect`` read from an image's
-#: layers: decompressed bytes of one layer and of one image (the largest rocm/sgl-dev images
-#: are ~40 GB unpacked: both leave room), and what is kept of one image's layers as their
-#: index, together (a real image keeps well under 1 MiB).
-CONTENT_LIMITS: dict[str, int] = {
-    "layer": 64 << 30,
-    "image": 128 << 30,
-    "layer-index": 32 << 20,
-}
-#: the largest value each kind of limit takes
-_LIMIT_MAX = {**dict.fromkeys(RESPONSE_LIMITS, 1 << 32), **dict.fromkeys(CONTENT_LIMITS, 1 << 40)}
+REGISTRY_ENV: dict[str, str] = variables("registry")
 
 
 @record
 class RegistrySettings:
     mirrors: tuple[tuple[str, tuple[str, ...]], ...] = ()
     insecure: tuple[str, ...] = ()
-    timeout: float = 30.0  # connect and between reads
-    retries: int = 4
-    request_deadline: float = 120.0  # total per request, retries excluded
-    command_deadline: float = 600.0  # total for every request of one command
-    max_pages: int = 1000  # tag-list pages followed
+    timeout: float = default("registry", "timeout")  # connect and between reads
+    retries: int = default("registry", "retries")
+    request_deadline: float = default("registry", "request-deadline")  # per request
+    command_deadline: float = default("registry", "command-deadline")  # every request of one
+    max_pages: int = default("registry", "max-pages")  # tag-list pages followed
     limits: tuple[tuple[str, int], ...] = ()  # overrides of RESPONSE_/CONTENT_LIMITS
     proxy: str | None = None  # overrides HTTPS_PROXY/HTTP_PROXY/ALL_PROXY
     no_proxy: tuple[str, ...] = ()  # added to NO_PROXY
-    pull_from_mirror: bool = False  # `run` pulls through the first mirror, not canonical
-    ratelimit_warning: int = 10  # warn when ratelimit-remaining falls under this
+    pull_from_mirror: bool = default("registry", "pull-from-mirror")  # through the mirror
+    ratelimit_warning: int = default("registry", "ratelimit-warning")
 
     def limit(self, kind: str) -> int:
         for name, value in self.limits:
@@ -144,10 +113,10 @@ def registry_settings(
         limits = table["limits"]
         if not isinstance(limits, dict):
             raise ConfigError(f"{where}.limits must be a table of kind = bytes")
-        check_keys(limits, tuple(_LIMIT_MAX), f"{where}.limits")
+        check_keys(limits, tuple(LIMIT_MAX), f"{where}.limits")
         pairs = []
         for kind, n in limits.items():
-            top = _LIMIT_MAX[kind]
+            top = LIMIT_MAX[kind]
             if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= top:
                 raise ConfigError(
                     f"{where}.limits.{kind} must be a number of bytes up to "

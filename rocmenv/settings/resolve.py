@@ -31,8 +31,9 @@ from pathlib import Path
 from rocmenv.context import Context, find_checkout
 from rocmenv.errors import ConfigError
 from rocmenv.hostfs import is_under
-from rocmenv.record import field, record
+from rocmenv.record import field, record, replace
 from rocmenv.settings.choices import ENGINE_NAMES
+from rocmenv.settings.declared import VARIABLES, default, setting, variables
 from rocmenv.settings.host import HostSettings, host_settings
 from rocmenv.settings.keys import parse_size
 from rocmenv.settings.policy import (
@@ -76,11 +77,17 @@ if not TYPE_CHECKING:  # the alias at run time, for whoever asks (the package's 
 
     __getattr__ = literal({"Origin": ORIGINS})
 
-DEFAULT_PROFILE: Final = "rocm"
-DEFAULT_ENGINE: Final[EngineName] = "auto"
+# the defaults and variables of rocmenv.settings.declared, named for the cascade below
+DEFAULT_PROFILE: Final[str] = default("top", "default-profile")
+DEFAULT_ENGINE: Final[EngineName] = default("top", "engine")
 DEFAULT_PULL: Final[PullPolicy] = "missing"
-DEFAULT_LOCKFILE: Final = "rocmenv.lock"
-DEFAULT_RESERVE: Final = 2 << 30  # bytes kept free after a pull unless configured
+DEFAULT_LOCKFILE: Final[str] = default("top", "lockfile")
+PROFILE_ENV: Final = setting("top", "default-profile").env or ""
+ENGINE_ENV: Final = setting("top", "engine").env or ""
+LOCKFILE_ENV: Final = setting("top", "lockfile").env or ""
+RESERVE_ENV: Final = "ROCMENV_DISK_RESERVE"
+#: bytes kept free after a pull unless configured
+DEFAULT_RESERVE: Final = parse_size(next(v.default for v in VARIABLES if v.name == RESERVE_ENV))
 
 #: Which levels each setting has: (flag, variable, profile key, site and user key, project
 #: key). Tables cascade key by key.
@@ -103,10 +110,7 @@ CASCADE: Mapping[str, tuple[str | None, str | None, str | None, str | None, str 
     "slurm": (None, None, None, "[slurm]", "[slurm]"),
     "policy": (None, "ROCMENV_POLICY", None, "[policy]", None),
 }
-HOST_ENV: Final = {
-    "ROCMENV_SYSFS_ROOT": "sysfs-root", "ROCMENV_DEV_ROOT": "dev-root",
-    "ROCMENV_GPUS_FROM": "gpus-from", "ROCMENV_PODINFO_DEVICES": "podinfo-devices",
-}  # fmt: skip
+HOST_ENV: Final = variables("host")
 
 
 @record
@@ -211,11 +215,11 @@ def settings_for(
     shims: bool
     reserve_text: str | None
     name, origins["profile"] = pick(
-        ("flag", flags.profile), ("env", env.get("ROCMENV_PROFILE") or None),
+        ("flag", flags.profile), ("env", env.get(PROFILE_ENV) or None),
         ("project", project.default_profile), ("default", DEFAULT_PROFILE),
     )  # fmt: skip
     # the default must exist even when a flag chose another profile (a did-you-mean for typos)
-    project.profile(env.get("ROCMENV_PROFILE") or project.default_profile or DEFAULT_PROFILE)
+    project.profile(env.get(PROFILE_ENV) or project.default_profile or DEFAULT_PROFILE)
     profile = project.profile(name)
 
     untrusted = flags.untrusted or untrusted_env(env) or profile.untrusted
@@ -238,7 +242,7 @@ def settings_for(
     )
     lockfile, origins["lockfile"] = _lockfile(ctx, flags, project, distrusted)
     reserve_text, origins["disk-reserve"] = pick(
-        ("flag", flags.reserve), ("env", env.get("ROCMENV_DISK_RESERVE", "").strip() or None),
+        ("flag", flags.reserve), ("env", env.get(RESERVE_ENV, "").strip() or None),
         ("default", None),
     )  # fmt: skip
     registry = _registry(env, project, distrusted, origins)
@@ -289,15 +293,9 @@ def _host(
         lambda table, where, root, base: host_settings(table, root, where, base),
         HostSettings(), origins, "host",
     )  # fmt: skip
-    sysfs, dev = env.get("ROCMENV_SYSFS_ROOT"), env.get("ROCMENV_DEV_ROOT")
-    gpus_from, podinfo = env.get("ROCMENV_GPUS_FROM"), env.get("ROCMENV_PODINFO_DEVICES")
-    origins.update((f"host.{key}", "env") for var, key in HOST_ENV.items() if env.get(var))
-    return HostSettings(
-        sysfs_root=Path(sysfs) if sysfs else host.sysfs_root,
-        dev_root=Path(dev) if dev else host.dev_root,
-        gpus_from=Path(gpus_from) if gpus_from else host.gpus_from,
-        podinfo_devices=Path(podinfo) if podinfo else host.podinfo_devices,
-    )
+    over = {key: env[var] for var, key in HOST_ENV.items() if env.get(var)}  # a path each
+    origins.update((f"host.{key}", "env") for key in over)
+    return replace(host, **{key.replace("-", "_"): Path(value) for key, value in over.items()})
 
 
 def slurm_settings(
@@ -359,7 +357,7 @@ def _untrusted_origin(flag: bool, env: bool, profile: bool) -> Origin:
 
 
 def _env_engine(env: Mapping[str, str]) -> EngineName | None:
-    value = env.get("ROCMENV_ENGINE", "").strip()
+    value = env.get(ENGINE_ENV, "").strip()
     if not value:
         return None
     if value not in ENGINE_NAMES:
@@ -399,7 +397,7 @@ def _lockfile(
     """``--lock`` or ``ROCMENV_LOCKFILE`` (relative to the working directory), else the
     file's ``lockfile`` (relative to it; inside the project when the file is distrusted)."""
     given, origin = pick(
-        ("flag", flags.lockfile), ("env", _path(ctx.env.get("ROCMENV_LOCKFILE"))),
+        ("flag", flags.lockfile), ("env", _path(ctx.env.get(LOCKFILE_ENV))),
         ("project", _path(project.lockfile)), ("default", Path(DEFAULT_LOCKFILE)),
     )  # fmt: skip
     path: Path = given

@@ -1,55 +1,52 @@
-"""The JSON Schema of rocmenv's configuration files, generated from the key tables the
-readers check (``TOP_KEYS``, ``PROFILE_KEYS``, ``REGISTRY_KEYS``, ``SLURM_KEYS``,
-``HOST_KEYS``, ``POLICY_KEYS``, ``SITE_KEYS``, and the suite tables passed in by the layer
-that owns them): one source of truth, so a key added to a table is in the schema at once,
-and an unknown key fails the schema exactly where it fails rocmenv
-(``additionalProperties: false`` on every table rocmenv checks).
-
-:data:`VALUE_SCHEMAS` describes the values; a key a table gains before it is described
-there is still in the schema, with any value accepted.
+"""The JSON Schema of rocmenv's configuration files, generated from the one declaration of
+every setting (:mod:`rocmenv.settings.declared`: the readers take their key tables from it
+too): each key with its value's schema, a ``description`` and a ``default`` (editors such as
+taplo and Even Better TOML show them), and ``additionalProperties: false`` on every table
+rocmenv checks, so an unknown key fails the schema exactly where it fails rocmenv.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable
 from typing import Any, Final
 
-from rocmenv.settings.choices import ENGINE_NAMES, GPU_DEVICE_NAMINGS, PULL_POLICIES
-from rocmenv.settings.host import HOST_KEYS
-from rocmenv.settings.policy import LIST_KEYS, PERCENT_RE, POLICY_KEYS
+from rocmenv.settings.declared import (
+    INHERITED,
+    MOUNT_SETTINGS,
+    Schema,
+    Setting,
+    settings_of,
+)
 from rocmenv.settings.profile_set import PROFILE_NAME_RE
-from rocmenv.settings.profiles import FAMILIES, MOUNT_KEYS, PROFILE_KEYS
-from rocmenv.settings.project import TOP_KEYS
-from rocmenv.settings.registry import REGISTRY_KEYS, RESPONSE_LIMITS
-from rocmenv.settings.site import SITE_KEYS
-from rocmenv.settings.slurm import GPU_REQUEST_STYLES, PACKINGS, SLURM_KEYS
+from rocmenv.settings.profiles import BUILTIN_PROFILES, Profile
 
-Schema = dict[str, Any]
 SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
-STR: Final[Schema] = {"type": "string"}
-BOOL: Final[Schema] = {"type": "boolean"}
-STR_LIST: Final[Schema] = {"type": "array", "items": STR}
-STR_TABLE: Final[Schema] = {"type": "object", "additionalProperties": STR}
-SIZE: Final[Schema] = {
-    "anyOf": [
-        {"type": "integer", "minimum": 0},
-        {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?[bkmgBKMG]?$"},
+
+def described(setting: Setting, schema: Schema | None = None) -> Schema:
+    """The value's schema with the setting's help (and its variable and flag) as the
+    ``description`` and its default as the ``default``."""
+    out = dict(setting.schema if schema is None else schema)
+    over = [
+        f"variable {setting.env}" if setting.env else "",
+        f"flag {setting.flag}" if setting.flag else "",
     ]
-}
-SECONDS_DAY: Final[Schema] = {"type": "number", "exclusiveMinimum": 0, "maximum": 86400}
+    over = [o for o in over if o]
+    out["description"] = setting.help + (f" (over the files: {', '.join(over)})" if over else "")
+    out["default"] = inherited(setting.key) if setting.default == INHERITED else setting.default
+    return out
 
 
-def enum(values: tuple[str, ...]) -> Schema:
-    return {"type": "string", "enum": list(values)}
-
-
-def table(keys: tuple[str, ...], values: Mapping[str, Schema], **extra: Any) -> Schema:
-    """A table of exactly ``keys`` (every one optional unless ``required`` says)."""
+def table(
+    settings: Iterable[Setting], nested: dict[str, Schema] | None = None, **extra: Any
+) -> Schema:
+    """A table of exactly ``settings`` (every one optional unless ``required`` says);
+    ``nested``: the schema of a key whose value is a table declared elsewhere."""
+    nested = nested or {}
     return {
         "type": "object",
-        "properties": {key: values.get(key, {}) for key in keys},
+        "properties": {s.key: described(s, nested.get(s.key)) for s in settings},
         "additionalProperties": False,
         **extra,
     }
@@ -66,76 +63,41 @@ def tables_of(item: Schema, names: str | None = None) -> Schema:
 MOUNT: Final[Schema] = {
     "anyOf": [
         {"type": "string", "pattern": r"^[^:]+:/[^:]*(:(ro|rw))?$"},
-        table(MOUNT_KEYS, {"source": STR, "target": {"type": "string", "pattern": "^/"},
-                           "readonly": BOOL, "optional": BOOL}, required=["source", "target"]),
+        table(MOUNT_SETTINGS, required=["source", "target"]),
     ]
-}  # fmt: skip
-
-VALUE_SCHEMAS: Final[Mapping[str, Mapping[str, Schema]]] = {
-    "top": {"default-profile": STR, "lockfile": STR, "engine": enum(ENGINE_NAMES)},
-    "profile": {
-        **{k: STR for k in ("extends", "description", "image", "tag", "sglang", "rocm", "gpu",
-                            "gpus", "ipc", "network", "workdir")},
-        **{k: STR_LIST for k in ("gpu-env", "devices", "group-add", "cap-add", "cap-drop",
-                                 "security-opt", "pass-env", "secret-env")},
-        **{k: BOOL for k in ("privileged", "keep-proxy-env", "mount-checkout", "shims",
-                             "untrusted")},
-        **{k: SIZE for k in ("shm-size", "memory", "memory-swap")},
-        "pids-limit": {"type": "integer", "minimum": -1},
-        "output": {"type": "string", "minLength": 1},
-        "family": enum(FAMILIES),
-        "before": {"type": "string", "pattern": "^20[0-9]{6}$"},
-        "gpu-isolation": enum(("devices", "env")),
-        "gpu-devices": enum(GPU_DEVICE_NAMINGS),
-        "ulimits": {"type": "object", "additionalProperties": {"type": ["integer", "string"]}},
-        "mounts": {"type": "array", "items": MOUNT},
-        "env": STR_TABLE,
-        "labels": STR_TABLE,
-        "pull": enum(PULL_POLICIES),
-        "engine": enum(ENGINE_NAMES),
-    },
-    "registry": {
-        "mirrors": {"type": "object", "additionalProperties": STR_LIST},
-        "insecure": STR_LIST,
-        "timeout": SECONDS_DAY,
-        "retries": {"type": "integer", "minimum": 0, "maximum": 20},
-        "request-deadline": SECONDS_DAY,
-        "command-deadline": SECONDS_DAY,
-        "max-pages": {"type": "integer", "minimum": 0, "maximum": 1_000_000},
-        "ratelimit-warning": {"type": "integer", "minimum": 0, "maximum": 1_000_000},
-        "limits": table(tuple(RESPONSE_LIMITS), {
-            k: {"type": "integer", "exclusiveMinimum": 0, "maximum": 1 << 32} for k in RESPONSE_LIMITS
-        }),
-        "proxy": STR,
-        "no-proxy": STR_LIST,
-        "pull-from-mirror": BOOL,
-    },
-    "slurm": {
-        "partition": STR, "account": STR, "gres-type": STR, "gres-conf": STR,
-        "gpu-request": enum(GPU_REQUEST_STYLES), "packing": enum(PACKINGS),
-        "time-factor": {"type": "number", "exclusiveMinimum": 0},
-        "min-time": {"type": "number", "exclusiveMinimum": 0},
-        "extra-args": STR_LIST,
-    },
-    "host": {"sysfs-root": STR, "dev-root": STR, "gpus-from": STR, "podinfo-devices": STR},
-    "policy": {
-        **{key: STR_LIST for key in LIST_KEYS},
-        "pids-limit": {"type": "integer", "minimum": 1},
-        **{k: {"anyOf": [SIZE, {"type": "string", "pattern": f"^{PERCENT_RE}$"}]}
-           for k in ("memory", "shm-size")},
-        "ulimits": {"type": "object", "additionalProperties": {"type": ["integer", "string"]}},
-        "output-size": SIZE,
-    },
-    "site": {"engine": enum(ENGINE_NAMES)},
-}  # fmt: skip
+}
 
 
-def section(name: str, keys: tuple[str, ...]) -> Schema:
-    return table(keys, VALUE_SCHEMAS.get(name, {}))
+def section(name: str) -> Schema:
+    """The table ``[name]`` (``registry``, ``host``, ``slurm``, ``policy``)."""
+    nested = {"limits": table(settings_of("registry.limits"))} if name == "registry" else None
+    return table(settings_of(name), nested)
+
+
+def inherited(key: str) -> Any:
+    """A profile key's default: the built-in ``rocm`` profile's value, as TOML writes it."""
+    rocm: Profile = BUILTIN_PROFILES["rocm"]
+    image_keys = ("image", "tag", "sglang", "rocm", "gpu", "family", "before")
+    if key in image_keys or key == "extends":
+        return None
+    value = getattr(rocm, key.replace("-", "_"))
+    if key == "ulimits":
+        return {u.name: u.soft if u.soft == u.hard else f"{u.soft}:{u.hard}" for u in value}
+    if key == "mounts":
+        return [{"source": m.source, "target": m.target, "readonly": m.readonly,
+                 "optional": m.optional} for m in value]  # fmt: skip
+    if key in ("env", "labels"):
+        return dict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    if value is None:  # unset in the profile: the setting's own default
+        return {"shims": True, "pull": "missing", "engine": "auto"}.get(key)
+    return value
 
 
 def profile_tables() -> Schema:
-    return tables_of(section("profile", PROFILE_KEYS), PROFILE_NAME_RE.pattern)
+    mounts = {"type": "array", "items": MOUNT}
+    return tables_of(table(settings_of("profile"), {"mounts": mounts}), PROFILE_NAME_RE.pattern)
 
 
 def project_schema(suite: Schema, labels: Schema) -> Schema:
@@ -143,39 +105,37 @@ def project_schema(suite: Schema, labels: Schema) -> Schema:
     ``labels`` the ``[labels]`` table (both from the suite layer)."""
     tables = {
         "labels": labels,
-        "registry": section("registry", REGISTRY_KEYS),
-        "host": section("host", HOST_KEYS),
-        "slurm": section("slurm", SLURM_KEYS),
+        "registry": section("registry"),
+        "host": section("host"),
+        "slurm": section("slurm"),
         "profiles": profile_tables(),
         "suites": tables_of(suite, PROFILE_NAME_RE.pattern),  # the same grammar
     }
     return _document(
         "rocmenv project file (rocmenv.toml, or [tool.rocmenv] in pyproject.toml)",
-        table(TOP_KEYS, {**VALUE_SCHEMAS["top"], **tables}),
+        table(settings_of("top"), tables),
     )
 
 
 def site_schema() -> Schema:
     """``/etc/rocmenv/config.toml`` and ``$XDG_CONFIG_HOME/rocmenv/config.toml``."""
     tables = {
-        "registry": section("registry", REGISTRY_KEYS),
-        "host": section("host", HOST_KEYS),
-        "slurm": section("slurm", SLURM_KEYS),
-        "policy": section("policy", POLICY_KEYS),
+        "registry": section("registry"),
+        "host": section("host"),
+        "slurm": section("slurm"),
+        "policy": section("policy"),
         "profiles": profile_tables(),
     }
     return _document(
         "rocmenv site and user configuration (/etc/rocmenv/config.toml, "
         "$XDG_CONFIG_HOME/rocmenv/config.toml)",
-        table(SITE_KEYS, {**VALUE_SCHEMAS["site"], **tables}),
+        table(settings_of("site"), tables),
     )
 
 
 def policy_schema() -> Schema:
     """The policy file ``ROCMENV_POLICY`` names."""
-    return _document(
-        "rocmenv untrusted policy file (ROCMENV_POLICY)", section("policy", POLICY_KEYS)
-    )
+    return _document("rocmenv untrusted policy file (ROCMENV_POLICY)", section("policy"))
 
 
 def _document(title: str, body: Schema) -> Schema:

@@ -37,6 +37,7 @@ from pathlib import Path
 from rocmenv.errors import ConfigError
 from rocmenv.record import record
 from rocmenv.settings.choices import ENGINE_NAMES
+from rocmenv.settings.declared import keys
 from rocmenv.settings.files import load_toml
 from rocmenv.settings.keys import as_choice, check_keys
 
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 SITE_ENV: Final = "ROCMENV_SITE_CONFIG"
 #: The administrator's file (``ROCMENV_SITE_CONFIG`` replaces it).
 SYSTEM_SITE_CONFIG: Final = Path("/etc/rocmenv/config.toml")
-SITE_KEYS: Final = ("engine", "registry", "host", "slurm", "policy", "profiles")
+SITE_KEYS: Final = keys("site")  # declared in rocmenv.settings.declared
 
 
 @record

@@ -23,6 +23,8 @@ from pathlib import Path
 from rocmenv.errors import ConfigError
 from rocmenv.escape import control_char
 from rocmenv.record import record, replace
+from rocmenv.settings.choices import GPU_REQUEST_STYLES, PACKINGS
+from rocmenv.settings.declared import default, keys
 from rocmenv.settings.keys import as_str, as_str_list, check_keys, did_you_mean
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
@@ -33,25 +35,20 @@ if TYPE_CHECKING:
 
     Packing = Literal["rocmenv", "slurm"]
 
-GPU_REQUEST_STYLES: tuple[str, ...] = ("gres", "gpus")
-PACKINGS: tuple[str, ...] = ("rocmenv", "slurm")
-SLURM_KEYS = (
-    "partition", "account", "gpu-request", "gres-type", "time-factor", "min-time",
-    "extra-args", "gres-conf", "packing",
-)  # fmt: skip
+SLURM_KEYS = keys("slurm")  # declared, with their defaults, in rocmenv.settings.declared
 
 
 @record
 class SlurmSettings:
     partition: str | None = None
     account: str | None = None
-    gpu_request: GpuRequestStyle = "gres"
+    gpu_request: GpuRequestStyle = default("slurm", "gpu-request")
     gres_type: str | None = None
-    time_factor: float = 2.0
-    min_time: int = 300
-    extra_args: tuple[str, ...] = ()
+    time_factor: float = default("slurm", "time-factor")
+    min_time: int = default("slurm", "min-time")
+    extra_args: tuple[str, ...] = tuple(default("slurm", "extra-args"))
     gres_conf: Path | None = None
-    packing: Packing = "rocmenv"
+    packing: Packing = default("slurm", "packing")
 
 
 def _text(value: Any, where: str) -> str:

@@ -46,6 +46,7 @@ RUN_MODULES = {
     "rocmenv.settings.keys", "rocmenv.settings.policy", "rocmenv.settings.profile_set",
     "rocmenv.settings.profiles", "rocmenv.settings.project", "rocmenv.settings.registry",
     "rocmenv.settings.resolve", "rocmenv.settings.site", "rocmenv.settings.slurm",
+    "rocmenv.settings.declared",  # (issue 33: every setting declared once; the readers read it)
     "rocmenv.typecheck", "rocmenv.spec", "rocmenv.spec.builder", "rocmenv.spec.gpu", "rocmenv.spec.hostpaths",
     "rocmenv.spec.labels", "rocmenv.spec.plan", "rocmenv.spec.render", "rocmenv.spec.runspec",
     # the GPU pool (which GPUs this runner owns: an ARC pod's device list), for a GPU run

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from rocmenv import errors
 from rocmenv.cli import COMMANDS
-from rocmenv.settings.profiles import MOUNT_KEYS, PROFILE_KEYS
+from rocmenv.settings.declared import MOUNT_KEYS
+from rocmenv.settings.profiles import PROFILE_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

@@ -37,7 +37,7 @@ def test_a_run_over_ssh_returns_the_commands_exit_code(
     sshd: LocalSshd, tmp_path: Path, family: testenv.Family
 ) -> None:
     env = {**os.environ, **sshd.client_env(), "DOCKER_HOST": sshd.docker_host}
-    done = rocmenv(env, tmp_path, "run", "-p", "cpu", "--no-shims", "--image", family[IMAGE].ref,
+    done = rocmenv(env, tmp_path, "run", "--profile", "cpu", "--no-shims", "--image", family[IMAGE].ref,
                    "--", "sh", "-c", "echo hello-over-ssh; exit 3")  # fmt: skip
     assert done.returncode == 3, done.stderr
     assert done.stdout.strip() == "hello-over-ssh"
@@ -55,7 +55,7 @@ def test_without_paramiko_the_error_names_the_extra(
     )
     env = {**os.environ, **sshd.client_env(), "DOCKER_HOST": sshd.docker_host,
            "PYTHONPATH": str(blocked)}  # fmt: skip
-    run = ("run", "-p", "cpu", "--image", family[IMAGE].ref, "--", "true")
+    run = ("run", "--profile", "cpu", "--image", family[IMAGE].ref, "--", "true")
     for args in (("gc", "--dry-run"), run):
         done = rocmenv(env, tmp_path, *args)
         expected = 125 if args[0] == "run" else 4

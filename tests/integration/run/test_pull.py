@@ -317,7 +317,7 @@ def test_pull_of_a_profile_pulls_its_image_and_reports_json(
     (tmp_path / "rocmenv.toml").write_text(
         f'[profiles.x]\nextends = "cpu"\nimage = "127.0.0.1:5000/{scratch_repo}"\ntag = "t1"\n'
     )
-    done = rocmenv(tmp_path, "pull", "-p", "x", "--json")
+    done = rocmenv(tmp_path, "pull", "--profile", "x", "--json")
     assert done.returncode == 0, done.stderr
     (pulled,) = json.loads(done.stdout)["pulled"]
     assert pulled["image"] == ref and pulled["attempts"] == 1
@@ -360,16 +360,16 @@ def test_pull_from_mirror_pulls_an_unpinned_image_through_the_mirror_too(
         f'[profiles.x]\nextends = "cpu"\nimage = "docker.io/{scratch_repo}"\ntag = "t1"\n'
     )
     env = {"ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000", "ROCMENV_PULL_FROM_MIRROR": "1"}
-    done = rocmenv(tmp_path, "pull", "-p", "x", "--json", env=env)
+    done = rocmenv(tmp_path, "pull", "--profile", "x", "--json", env=env)
     assert done.returncode == 0, done.stderr
     (pulled,) = json.loads(done.stdout)["pulled"]
     assert pulled["image"] == mirror_ref and image_id(mirror_ref) is not None
     # the same for --image and for what `options` renders as the job's image
-    shown = rocmenv(tmp_path, "options", "-p", "x", "--format", "gha", "--json", env=env)
+    shown = rocmenv(tmp_path, "options", "--profile", "x", "--format", "gha", "--json", env=env)
     assert json.loads(shown.stdout)["image"] == mirror_ref, shown.stderr
     done = rocmenv(tmp_path, "pull", f"docker.io/{scratch_repo}:t1", "--json", env=env)
     assert done.returncode == 0 and json.loads(done.stdout)["pulled"][0]["image"] == mirror_ref
     # without pull-from-mirror the canonical reference is what the engine is asked for
-    plain = rocmenv(tmp_path, "options", "-p", "x", "--format", "gha", "--json",
+    plain = rocmenv(tmp_path, "options", "--profile", "x", "--format", "gha", "--json",
                     env={"ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000"})  # fmt: skip
     assert json.loads(plain.stdout)["image"] == f"{scratch_repo}:t1"

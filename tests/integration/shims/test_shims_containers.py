@@ -455,14 +455,14 @@ def test_rocmenv_run_injects_the_launcher_and_no_shims_turns_it_off(family, tmp_
     image = family["aiter-old-pythonpath"]
     code = "import os, aiter.ops.shuffle as s; print(os.environ.get('PYTHONPATH'), hasattr(s, 'shuffle_scale'))"
     on = rocmenv(
-        "run", "-p", "cpu", "--image", image.ref, "--", "python3", "-c", code, cwd=tmp_path
+        "run", "--profile", "cpu", "--image", image.ref, "--", "python3", "-c", code, cwd=tmp_path
     )
     assert on.returncode == 0, on.stderr
     assert on.stdout.split() == [f"{LAUNCHER}:/opt/image-site", "True"]
     assert "rocmenv: shim aiter-shuffle-scale applied" in on.stderr
     off = rocmenv(
         "run",
-        "-p",
+        "--profile",
         "cpu",
         "--no-shims",
         "--image",
@@ -511,7 +511,15 @@ def test_readme_demo_shows_the_shim_in_main_and_worker_process(family):
     image = family["demo"]
     repo = Path(__file__).resolve().parents[3]
     r = rocmenv(
-        "run", "-p", "cpu", "--image", image.ref, "--", "python3", "examples/test_x.py", cwd=repo
+        "run",
+        "--profile",
+        "cpu",
+        "--image",
+        image.ref,
+        "--",
+        "python3",
+        "examples/test_x.py",
+        cwd=repo,
     )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -525,7 +533,7 @@ def test_readme_demo_shows_the_shim_in_main_and_worker_process(family):
         )
     assert r.stderr.count("rocmenv: shim aiter-shuffle-scale applied") == 2
     off = rocmenv(
-        "run", "-p", "cpu", "--no-shims", "--image", image.ref, "--", "python3", "examples/test_x.py",
+        "run", "--profile", "cpu", "--no-shims", "--image", image.ref, "--", "python3", "examples/test_x.py",
         cwd=repo,
     )  # fmt: skip
     assert off.returncode == 1

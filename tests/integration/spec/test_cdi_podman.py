@@ -62,6 +62,6 @@ def test_the_container_sees_exactly_the_selected_gpus_through_cdi(
     assert sorted(listed) == sorted([g.render_name for g in chosen] + [g.card_name for g in chosen])
     assert kfd == "/dev/kfd" and visible == "0,1"
     options = project.run(
-        "options", "--format", "docker", "-p", "cdi-test", "--gpus", "5,2", *flags
+        "options", "--format", "docker", "--profile", "cdi-test", "--gpus", "5,2", *flags
     )
     assert "--device=amd.com/gpu=2 --device=amd.com/gpu=5" in options.stdout.replace("'", "")

@@ -308,7 +308,7 @@ def test_sbatch_script_from_options_runs_on_the_allocated_gpus(
     import sys
 
     write_suite(project, "none", [])
-    done = project.run("options", "--format", "sbatch", "-p", "suite-test", "--gpus", "0,1")
+    done = project.run("options", "--format", "sbatch", "--profile", "suite-test", "--gpus", "0,1")
     assert done.returncode == 0, done.stderr
     script = done.stdout
     assert "#SBATCH --gres=gpu:2" in script and "run --gpus slurm" in script

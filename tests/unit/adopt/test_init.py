@@ -58,13 +58,13 @@ def test_init_then_options_gha_renders_the_same_option_set(tmp_path: Path) -> No
     import yaml
 
     options = yaml.safe_load(workflow.read_text())["jobs"]["e2e-test-amd"]["container"]["options"]
-    code, rendered, err = _run(repo, "options", "--format", "gha", "-p", "ci")
+    code, rendered, err = _run(repo, "options", "--format", "gha", "--profile", "ci")
     assert code == 0, err
     # the job's env: comes along: a literal as a value, the expressions passed from the step
     job_env = {"env:MILES_HARDWARE_PLATFORM=rocm", "env:PYTHONPATH", "env:GITHUB_COMMIT_NAME",
                "env:WANDB_API_KEY"}  # fmt: skip
     assert option_set(rendered.strip()) == option_set(options) | job_env
-    code, doc, _ = _run(repo, "options", "--format", "gha", "-p", "ci", "--json")
+    code, doc, _ = _run(repo, "options", "--format", "gha", "--profile", "ci", "--json")
     assert json.loads(doc)["image"] == "rocm/sgl-dev:miles-rocm720-mi35x"
 
 
@@ -79,7 +79,7 @@ def test_a_different_option_set_round_trips_too(tmp_path: Path) -> None:
     _run(repo, "init", "--from-workflow", str(_workflow(repo, options)))
     toml = (repo / "rocmenv.toml").read_text()
     assert 'secret-env = ["HF_TOKEN"]' in toml  # a credential is never passed to untrusted runs
-    code, rendered, err = _run(repo, "options", "--format", "gha", "-p", "ci")
+    code, rendered, err = _run(repo, "options", "--format", "gha", "--profile", "ci")
     assert code == 0, err
     # memory 0 / memory-swap 0: docker's defaults, stated over the rocm base; -w is in the
     # profile but a gha rendering leaves the working directory to Actions
@@ -285,7 +285,7 @@ def test_a_job_without_data_mounts_does_not_inherit_the_builtin_ones(tmp_path: P
         repo, "--from-workflow", ".github/workflows/pr-test-amd.yml", "--image", SGLANG_IMAGE
     )
     assert "mounts = []" in (repo / "rocmenv.toml").read_text()
-    code, rendered, err = _run(repo, "options", "--format", "gha", "-p", "ci")
+    code, rendered, err = _run(repo, "options", "--format", "gha", "--profile", "ci")
     assert code == 0, err
     assert "/data/miles_ci" not in rendered
     miles = _copy(tmp_path)

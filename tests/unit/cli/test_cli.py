@@ -16,15 +16,10 @@ def test_error_names_the_subcommand_not_its_arguments(
 ) -> None:
     (tmp_path / ".git").mkdir()
     monkeypatch.chdir(tmp_path)
-    code = main(["run", "-p", "rcom", "--", "true"])
+    code = main(["run", "--profile", "rcom", "--", "true"])
     err = capsys.readouterr().err
     assert code == 2  # a usage/config error, as for every command (125: the engine failed)
     assert err.startswith("rocmenv run: error: unknown profile 'rcom' (did you mean 'rocm'?)")
-
-
-def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([]) == 2
-    assert "COMMAND" in capsys.readouterr().out
 
 
 def test_help_imports_neither_engine_library_nor_http() -> None:

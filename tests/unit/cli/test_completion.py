@@ -72,7 +72,7 @@ def test_bash_completes_a_flag_of_the_subcommand(script: Path, project: Path) ->
 
 
 def test_bash_completes_the_projects_profile_names(script: Path, project: Path) -> None:
-    assert completions(script, project, "rocmenv run -p ") == [
+    assert completions(script, project, "rocmenv run --profile ") == [
         "rocm",
         "cpu",
         "ci-gpu",
@@ -103,3 +103,10 @@ def test_an_ordinary_start_does_not_import_the_completion_machinery() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr.strip() == "[]"
+
+
+def test_bash_does_not_offer_the_internal_suite_commands(script: Path, project: Path) -> None:
+    words = completions(script, project, "rocmenv suite ")
+    assert {"list", "plan", "run"} <= set(words) and not any("slurm" in w for w in words)
+    assert completions(script, project, "rocmenv suite slurm") == []
+    assert completions(script, project, "rocmenv run --pro") == ["--profile"]  # not -p

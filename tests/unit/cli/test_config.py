@@ -52,7 +52,7 @@ def test_show_origin_explains_every_value_by_its_level_and_source(
     machine: tuple[Path, dict[str, str]],
 ) -> None:
     repo, env = machine
-    code, out, _ = show(repo, "--json", "-p", "ci", ROCMENV_REGISTRY_RETRIES="2", **env)
+    code, out, _ = show(repo, "--json", "--profile", "ci", ROCMENV_REGISTRY_RETRIES="2", **env)
     assert code == 0
     rows = by_key(out)
     site, user = (

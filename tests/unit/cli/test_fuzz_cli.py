@@ -209,7 +209,7 @@ def test_parse_commands(
 
 OPTION_FLAGS = st.lists(
     st.one_of(
-        st.tuples(st.sampled_from(["--gpus", "-e", "-v", "-w", "--image", "--format", "-p"]), ARG),
+        st.tuples(st.sampled_from(["--gpus", "-e", "-v", "-w", "--image", "--format", "--profile"]), ARG),
         st.tuples(st.sampled_from(["--untrusted", "--host-check", "--no-host-check",
                                    "--group-names"])),
     ),

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rocmenv.errors import ConfigError
-from rocmenv.settings.registry import CONTENT_LIMITS, RegistrySettings, registry_settings
+from rocmenv.settings.declared import CONTENT_LIMITS
+from rocmenv.settings.registry import RegistrySettings, registry_settings
 
 
 def test_content_limits_default_to_room_for_40_gb_images() -> None:

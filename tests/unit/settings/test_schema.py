@@ -18,11 +18,12 @@ import pytest
 from rocmenv.cli import main
 from rocmenv.cli.config import schema_for
 from rocmenv.context import Context
+from rocmenv.settings.declared import CONTENT_LIMITS, MOUNT_KEYS, RESPONSE_LIMITS
 from rocmenv.settings.host import HOST_KEYS
 from rocmenv.settings.policy import POLICY_KEYS
-from rocmenv.settings.profiles import MOUNT_KEYS, PROFILE_KEYS
+from rocmenv.settings.profiles import PROFILE_KEYS
 from rocmenv.settings.project import TOP_KEYS
-from rocmenv.settings.registry import REGISTRY_KEYS, RESPONSE_LIMITS
+from rocmenv.settings.registry import REGISTRY_KEYS
 from rocmenv.settings.site import SITE_KEYS
 from rocmenv.settings.slurm import SLURM_KEYS
 from rocmenv.suite.labels import CADENCES, LABELS_KEYS
@@ -106,7 +107,7 @@ def test_the_schema_holds_exactly_the_keys_of_the_readers_tables() -> None:
     assert properties(project) == set(TOP_KEYS)
     assert properties(project, "profiles", "*") == set(PROFILE_KEYS)
     assert properties(project, "registry") == set(REGISTRY_KEYS)
-    assert properties(project, "registry", "limits") == set(RESPONSE_LIMITS)
+    assert properties(project, "registry", "limits") == set(RESPONSE_LIMITS) | set(CONTENT_LIMITS)
     assert properties(project, "slurm") == set(SLURM_KEYS)
     assert properties(project, "host") == set(HOST_KEYS)
     assert properties(project, "labels") == set(LABELS_KEYS)

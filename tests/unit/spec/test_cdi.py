@@ -112,7 +112,7 @@ def test_a_cdi_profile_names_exactly_the_selected_gpus(
     fake: FakeHost, tmp_path: Path, untrusted: bool
 ) -> None:
     flags = ["--untrusted"] if untrusted else []
-    code, out, err = run(fake, tmp_path, "options", "--format", "docker", "-p", "cdi",
+    code, out, err = run(fake, tmp_path, "options", "--format", "docker", "--profile", "cdi",
                          "--gpus", "5,2", *flags)  # fmt: skip
     assert code == 0, err
     assert devices_of(out) == ["amd.com/gpu=2", "amd.com/gpu=5"]  # no node paths, no /dev/kfd
@@ -123,17 +123,17 @@ def test_all_is_the_all_device_and_untrusted_on_this_host_each_gpu(
     fake: FakeHost, tmp_path: Path
 ) -> None:
     code, out, _ = run(
-        fake, tmp_path, "options", "--format", "docker", "-p", "cdi", "--gpus", "all"
+        fake, tmp_path, "options", "--format", "docker", "--profile", "cdi", "--gpus", "all"
     )
     assert code == 0 and devices_of(out) == ["amd.com/gpu=all"]
-    code, out, _ = run(fake, tmp_path, "options", "--format", "docker", "-p", "cdi", "--gpus",
+    code, out, _ = run(fake, tmp_path, "options", "--format", "docker", "--profile", "cdi", "--gpus",
                        "all", "--untrusted")  # fmt: skip
     assert code == 0 and devices_of(out) == [f"amd.com/gpu={i}" for i in range(8)]
 
 
 def test_env_isolation_passes_all_gpus_and_the_host_indices(fake: FakeHost, tmp_path: Path) -> None:
     code, out, _ = run(
-        fake, tmp_path, "options", "--format", "docker", "-p", "cdi-env", "--gpus", "3,4"
+        fake, tmp_path, "options", "--format", "docker", "--profile", "cdi-env", "--gpus", "3,4"
     )
     assert code == 0 and devices_of(out) == ["amd.com/gpu=all"]
     assert "--env=HIP_VISIBLE_DEVICES=3,4" in shlex.split(out)
@@ -144,9 +144,11 @@ def test_untrusted_refuses_a_cdi_name_the_selection_did_not_make(
 ) -> None:
     """The guard's allowed devices are the selected GPUs' names: a profile's own
     ``amd.com/gpu=all`` would reach every GPU."""
-    trusted = run(fake, tmp_path, "options", "--format", "docker", "-p", "cdi-extra", "--gpus", "1")
+    trusted = run(
+        fake, tmp_path, "options", "--format", "docker", "--profile", "cdi-extra", "--gpus", "1"
+    )
     assert trusted[0] == 0 and "amd.com/gpu=all" in devices_of(trusted[1])
-    code, _, err = run(fake, tmp_path, "options", "--format", "docker", "-p", "cdi-extra",
+    code, _, err = run(fake, tmp_path, "options", "--format", "docker", "--profile", "cdi-extra",
                        "--gpus", "1", "--untrusted")  # fmt: skip
     assert code == 2
     assert "devices = 'amd.com/gpu=all'" in err
@@ -155,7 +157,9 @@ def test_untrusted_refuses_a_cdi_name_the_selection_did_not_make(
 def test_compose_and_the_engine_api_name_cdi_devices_as_docker_does(
     fake: FakeHost, tmp_path: Path
 ) -> None:
-    code, out, _ = run(fake, tmp_path, "options", "--format", "compose", "-p", "cdi", "--gpus", "0")
+    code, out, _ = run(
+        fake, tmp_path, "options", "--format", "compose", "--profile", "cdi", "--gpus", "0"
+    )
     assert code == 0
     service = next(iter(yaml.safe_load(out)["services"].values()))
     assert service["devices"] == ["amd.com/gpu=0"]
@@ -183,6 +187,6 @@ def test_a_typo_in_gpu_devices_is_an_error(fake: FakeHost, tmp_path: Path) -> No
     (repo / ".git").mkdir(parents=True)
     (repo / "rocmenv.toml").write_text('[profiles.x]\ngpu-devices = "cdl"\n')
     err = io.StringIO()
-    code = main(["options", "-p", "x"], ctx=Context(env={"HOME": str(tmp_path)}, cwd=repo,
+    code = main(["options", "--profile", "x"], ctx=Context(env={"HOME": str(tmp_path)}, cwd=repo,
                                                     stdout=io.StringIO(), stderr=err))  # fmt: skip
     assert code == 2 and "did you mean 'cdi'" in err.getvalue()
