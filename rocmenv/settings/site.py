@@ -20,6 +20,9 @@ with a "did you mean")::
     [policy]                          # the untrusted policy (rocmenv.settings.policy)
     mount-sources = ["/data"]
 
+    [images]                          # the runner image cache (rocmenv.settings.images)
+    cache = "/cache/rocmenv-images"
+
     [profiles.NAME]                   # defaults for profiles: a project profile of the same
                                       # name extends this one (as it extends a built-in)
 
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
 SITE_ENV: Final = "ROCMENV_SITE_CONFIG"
 #: The administrator's file (``ROCMENV_SITE_CONFIG`` replaces it).
 SYSTEM_SITE_CONFIG: Final = Path("/etc/rocmenv/config.toml")
-SITE_KEYS: Final = ("engine", "registry", "host", "slurm", "policy", "profiles")
+SITE_KEYS: Final = ("engine", "registry", "host", "slurm", "policy", "profiles", "images")
 
 
 @record
@@ -66,6 +69,7 @@ class SiteFile:
     slurm: Any = None
     policy: Any = None
     profiles: Mapping[str, Any] | None = None
+    images: Any = None  # [images]: the runner image cache (rocmenv.settings.images)
 
     @property
     def where(self) -> str:
@@ -126,6 +130,11 @@ def read_site_file(origin: SiteOrigin, path: Path) -> SiteFile:
         from rocmenv.settings.host import host_settings
 
         host_settings(table["host"], path.parent, f"[host] in {where}")
+    if "images" in table:
+        from rocmenv.settings.images import ImageCacheSettings, image_cache_settings
+
+        image_cache_settings(table["images"], f"[images] in {where}", path.parent,
+                             ImageCacheSettings())  # fmt: skip
     profiles = table.get("profiles")
     if profiles is not None and not isinstance(profiles, dict):
         raise ConfigError(f"profiles in {where} must be a table of tables")
@@ -140,4 +149,5 @@ def read_site_file(origin: SiteOrigin, path: Path) -> SiteFile:
         slurm=table.get("slurm"),
         policy=table.get("policy"),
         profiles=profiles,
+        images=table.get("images"),
     )
