@@ -34,25 +34,25 @@ class PrunePlan:
 def image_blobs(cache: BlobCache, manifest_digest: str) -> set[str]:
     """Every blob a cached manifest (an index: each of its manifests) leads to."""
     out: set[str] = set()
-    todo = [manifest_digest]
+    todo = [manifest_digest]  # manifests only: configs and layers are named, never read
     while todo:
         digest = todo.pop()
         if digest in out:
             continue
         out.add(digest)
-        data = cache.read_small(digest)
-        if data is None:
-            continue
+        data = cache.read_small(digest, max_bytes=4 << 20)
         try:
-            doc = json.loads(data)
+            doc = json.loads(data) if data is not None else None
         except ValueError:
-            continue
+            doc = None
         if not isinstance(doc, dict):
             continue
-        for entry in [*(doc.get("manifests") or []), doc.get("config"), *(doc.get("layers") or [])]:
-            if isinstance(entry, dict) and isinstance(entry.get("digest"), str):
-                if entry["digest"].startswith("sha256:"):
-                    todo.append(entry["digest"])
+        for key, entries in (("manifests", doc.get("manifests")),
+                             ("blobs", [doc.get("config"), *(doc.get("layers") or [])])):  # fmt: skip
+            for entry in entries if isinstance(entries, list) else ():
+                digest = entry.get("digest") if isinstance(entry, dict) else None
+                if isinstance(digest, str) and digest.startswith("sha256:"):
+                    (todo.append(digest) if key == "manifests" else out.add(digest))
     return out
 
 

@@ -169,8 +169,10 @@ class BlobCache:
                 data = handle.read(max_bytes + 1)
         except OSError:
             return None
-        if len(data) > max_bytes or "sha256:" + hashlib.sha256(data).hexdigest() != digest:
-            self.drop(digest)
+        if len(data) > max_bytes:
+            return None  # not a small blob (a layer): not what the caller looks for
+        if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+            self.drop(digest)  # changed on disk: it goes, and is fetched again
             return None
         self.touch(digest)
         return data
