@@ -101,7 +101,9 @@ class _Proxy:
 
 
 class LinkProxy(_Proxy):
-    """``rate`` bytes/s shared by every connection, ``one_way`` seconds of delay."""
+    """``rate`` bytes/s shared by every connection (a token bucket: each 16 kB piece takes
+    its slot on the link in turn); ``one_way`` seconds of latency before an answer's first
+    byte (a pipe's latency is paid once per answer, not per piece)."""
 
     def __init__(self, target: tuple[str, int], rate: float, one_way: float = 0.005) -> None:
         super().__init__(target)
@@ -109,13 +111,26 @@ class LinkProxy(_Proxy):
         self._next = time.monotonic()  # when the link is free again
         self._bucket = threading.Lock()
 
+    def _pump_down(self, src: socket.socket, dst: socket.socket) -> None:
+        first = True
+        try:
+            while data := src.recv(65536):
+                if first:
+                    time.sleep(self.one_way)
+                    first = False
+                self._send_down(dst, data)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
     def _send_down(self, dst: socket.socket, data: bytes) -> bool:
         for i in range(0, len(data), 16384):
             piece = data[i : i + 16384]
             with self._bucket:
                 start = max(self._next, time.monotonic())
                 self._next = start + len(piece) / self.rate
-                at = self._next + self.one_way
+                at = self._next
             delay = at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)

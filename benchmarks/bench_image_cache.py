@@ -26,6 +26,7 @@ import argparse
 import gzip
 import hashlib
 import http.client
+import io
 import json
 import os
 import shutil
@@ -34,17 +35,16 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import rocmenv_cmd  # noqa: E402
-from _link import FreshEngine, LinkProxy, Registry, StallingMirror  # noqa: E402
+from _common import rocmenv_cmd
+from _link import FreshEngine, LinkProxy, Registry, StallingMirror
 
 WORK = Path(tempfile.gettempdir()) / "rocmenv-bench" / "image-cache"
 REPO = "h32bench/sgl-dev"
-SOURCES = ("/usr/lib", "/usr/share", "/usr/local")
+SOURCES = ("/usr/lib", "/usr/local")  # libraries, Python packages, CUDA: what ML layers hold
 
 
 # -- the two nightlies -----------------------------------------------------------------------
@@ -57,7 +57,10 @@ def _files() -> list[str]:
             dirs.sort()
             for name in sorted(files):
                 full = os.path.join(directory, name)
-                if not os.path.islink(full) and os.path.isfile(full):
+                if os.path.islink(full) or not os.path.isfile(full):
+                    continue
+                # files of up to 4 MB: many per layer, so each layer compresses like the whole
+                if os.path.getsize(full) <= 4 << 20 and not _packed(full):
                     out.append(full)
     # shuffled (with a fixed seed): every layer gets a like mix of libraries, text and data,
     # so each compresses like the whole and the shares hold for compressed bytes too
@@ -67,16 +70,32 @@ def _files() -> list[str]:
     return out
 
 
+_PACKED = (b"\x1f\x8b", b"PK", b"\xfd7zX", b"\x28\xb5\x2f\xfd", b"BZh", b"\x89PNG", b"\xff\xd8",
+           b"\xca\xfe\xda\xda")  # fmt: skip
+
+
+def _packed(path: str) -> bool:
+    """Already compressed (gzip, zip/jar/wheel, xz, zstd, bzip2, PNG, JPEG, a JDK's jimage):
+    an image's layers hold libraries, Python packages and kernels, which compress about 2:1
+    as real ML images do; archives of archives would not."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+    except OSError:
+        return True
+    return head.startswith(_PACKED)
+
+
 def _layer(files: list[str], start: int, target: int, salt: str) -> tuple[bytes, int]:
     """A gzip'd tar of real files from ``files[start:]`` (about ``target`` bytes), and where
     it stopped."""
-    raw = tempfile.SpooledTemporaryFile(max_size=1 << 30)
+    raw = io.BytesIO()
     total, i = 0, start
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         info = tarfile.TarInfo(f"etc/nightly-{salt}")
         data = salt.encode()
         info.size = len(data)
-        tar.addfile(info, __import__("io").BytesIO(data))
+        tar.addfile(info, io.BytesIO(data))
         while total < target and i < len(files):
             try:
                 tar.add(files[i], arcname=files[i].lstrip("/"), recursive=False)
@@ -84,13 +103,12 @@ def _layer(files: list[str], start: int, target: int, salt: str) -> tuple[bytes,
             except OSError:
                 pass
             i += 1
-    raw.seek(0)
-    return gzip.compress(raw.read(), compresslevel=6, mtime=0), i
+    return gzip.compress(raw.getvalue(), compresslevel=6, mtime=0), i
 
 
 def build_images(image_mb: int, base_share: float) -> dict[str, list[bytes]]:
     """The layers of the two nightlies (cached under WORK)."""
-    key = f"{image_mb}mb-{base_share:.2f}-v2"
+    key = f"{image_mb}mb-{base_share:.2f}-v5"
     store = WORK / "layers" / key
     index = store / "index.json"
     if index.exists():
@@ -125,7 +143,9 @@ def build_images(image_mb: int, base_share: float) -> dict[str, list[bytes]]:
     return images
 
 
-def _http(port: int, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+def _http(
+    port: int, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     conn.request(method, path, body=body, headers=headers or {})
     resp = conn.getresponse()
@@ -185,7 +205,9 @@ class Bench:
         self.n += 1
         return FreshEngine(self.engines, f"h32e{os.getpid() % 10000}-{self.n}")
 
-    def rocmenv_env(self, engine: FreshEngine, cache: Path, mirror: int | None = None) -> dict[str, str]:
+    def rocmenv_env(
+        self, engine: FreshEngine, cache: Path, mirror: int | None = None
+    ) -> dict[str, str]:
         env = {**engine.env(), "ROCMENV_IMAGE_CACHE": str(cache), "ROCMENV_SITE_CONFIG": "",
                "XDG_DATA_HOME": str(WORK / "xdg"), "XDG_CACHE_HOME": str(WORK / "xdg-cache"),
                "ROCMENV_DISK_RESERVE": "1g"}  # fmt: skip
@@ -199,7 +221,9 @@ class Bench:
         done = subprocess.run(argv, env=env, capture_output=True, **kw)  # type: ignore[call-overload]
         took = time.perf_counter() - start
         if done.returncode != 0:
-            raise SystemExit(f"failed ({done.returncode}): {' '.join(argv)}\n{done.stderr.decode()[-3000:]}")
+            raise SystemExit(
+                f"failed ({done.returncode}): {' '.join(argv)}\n{done.stderr.decode()[-3000:]}"
+            )
         return took, done.stdout + done.stderr
 
     def link_bytes(self, fn: object) -> tuple[float, int, bytes]:
@@ -212,29 +236,52 @@ class Bench:
 
     def plain_pull(self, manifest: str) -> tuple[float, int]:
         with self.engine() as e:
-            took, moved, _ = self.link_bytes(lambda: self.timed(["docker", "-H", e.host, "pull", "-q", self.ref(manifest)], e.env()))
+            took, moved, _ = self.link_bytes(
+                lambda: self.timed(
+                    ["docker", "-H", e.host, "pull", "-q", self.ref(manifest)], e.env()
+                )
+            )
         return took, moved
 
     def tarball_seed(self, manifest: str, tarball: Path) -> tuple[float, int]:
         with self.engine() as e:
+
             def job() -> tuple[float, bytes]:
-                t1, _ = self.timed(["docker", "-H", e.host, "pull", "-q", self.ref(manifest)], e.env())
-                t2, _ = self.timed(["sh", "-c", f"docker -H {e.host} save {self.ref(manifest)} | zstd -q -T0 -3 -o {tarball}.part && mv {tarball}.part {tarball}"], e.env())
+                t1, _ = self.timed(
+                    ["docker", "-H", e.host, "pull", "-q", self.ref(manifest)], e.env()
+                )
+                t2, _ = self.timed(
+                    [
+                        "sh",
+                        "-c",
+                        f"docker -H {e.host} save {self.ref(manifest)} | zstd -q -T0 -3 -o {tarball}.part && mv {tarball}.part {tarball}",
+                    ],
+                    e.env(),
+                )
                 return t1 + t2, b""
+
             took, moved, _ = self.link_bytes(job)
         return took, moved
 
     def tarball_load(self, tarball: Path) -> float:
         with self.engine() as e:
-            took, _ = self.timed(["sh", "-c", f"zstd -q -dc {tarball} | docker -H {e.host} load -q"], e.env())
+            took, _ = self.timed(
+                ["sh", "-c", f"zstd -q -dc {tarball} | docker -H {e.host} load -q"], e.env()
+            )
         return took
 
-    def cache_job(self, manifest: str, cache: Path, mirror: int | None = None, engine_kind: str = "docker-cli") -> tuple[float, int, dict[str, object]]:
+    def cache_job(
+        self, manifest: str, cache: Path, mirror: int | None = None, engine_kind: str = "docker-cli"
+    ) -> tuple[float, int, dict[str, object]]:
         with self.engine() as e:
             argv = [*rocmenv_cmd(), "pull", "--engine", engine_kind, "--json", self.ref(manifest)]
-            took, moved, out = self.link_bytes(lambda: self.timed(argv, self.rocmenv_env(e, cache, mirror)))
+            took, moved, out = self.link_bytes(
+                lambda: self.timed(argv, self.rocmenv_env(e, cache, mirror))
+            )
             doc = json.loads(out.decode().splitlines()[0])["pulled"][0]
-            check = e.docker("image", "inspect", "--format", "{{.Id}}", doc["present_as"], capture_output=True)
+            check = e.docker(
+                "image", "inspect", "--format", "{{.Id}}", doc["present_as"], capture_output=True
+            )
             doc["engine_id"] = check.stdout.decode().strip()
             doc["log"] = out.decode()
         return took, moved, doc
@@ -260,7 +307,9 @@ def main() -> int:
     parser.add_argument("--image-mb", type=int, default=400, help="uncompressed MB per image")
     parser.add_argument("--base-share", type=float, default=0.75)
     parser.add_argument("--link-mbps", type=float, default=20.0, help="upstream link, MB/s")
-    parser.add_argument("--stall-after", type=float, default=0.3, help="share served by the mirror before it stalls")
+    parser.add_argument(
+        "--stall-after", type=float, default=0.3, help="share served by the mirror before it stalls"
+    )
     parser.add_argument("--clean", action="store_true", help="make the layers again")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -277,15 +326,21 @@ def main() -> int:
         ok = value <= target if lower_ok else value >= target
         rows.append((name, f"{value:.2f}", f"≤ {target:.2f}", detail, ok))
 
-    with Registry(work / "registry") as reg, LinkProxy(("127.0.0.1", reg.port), args.link_mbps * 1e6) as link:
+    with (
+        Registry(work / "registry") as reg,
+        LinkProxy(("127.0.0.1", reg.port), args.link_mbps * 1e6) as link,
+    ):
         bench = Bench(args)
         bench.link = link  # type: ignore[attr-defined]
         n1, n2 = sorted(images)
         m1, c1, size1 = push(reg.port, images[n1], f"v0.5.18-rocm724-mi30x-{n1}")
-        m2, c2, size2 = push(reg.port, images[n2], f"v0.5.18-rocm724-mi30x-{n2}")
+        m2, _c2, _size2 = push(reg.port, images[n2], f"v0.5.18-rocm724-mi30x-{n2}")
         lacks = sum(len(x) for x in images[n2] if x not in images[n1])
-        print(f"images: {size1 / 1e6:.0f} MB compressed each, nightly 2 lacks {lacks / 1e6:.0f} MB; "
-              f"link {args.link_mbps:g} MB/s; load average before {load[0]:.2f}", file=sys.stderr)
+        print(
+            f"images: {size1 / 1e6:.0f} MB compressed each, nightly 2 lacks {lacks / 1e6:.0f} MB; "
+            f"link {args.link_mbps:g} MB/s; load average before {load[0]:.2f}",
+            file=sys.stderr,
+        )
         # (A) plain docker pull per job
         a_first, a_bytes = bench.plain_pull(m1)
         a_next, a_next_bytes = bench.plain_pull(m2)
@@ -297,13 +352,13 @@ def main() -> int:
         b_two = t1.stat().st_size + t2.stat().st_size
         # (C) the image cache
         cache = work / "cache"
-        c_first, c_first_bytes, d1 = bench.cache_job(m1, cache)
-        c_later, c_later_bytes, d2 = bench.cache_job(m1, cache)
-        c_next, c_next_bytes, d3 = bench.cache_job(m2, cache)
+        c_first, _, _ = bench.cache_job(m1, cache)
+        c_later, c_later_bytes, _ = bench.cache_job(m1, cache)
+        c_next, c_next_bytes, _ = bench.cache_job(m2, cache)
         c_two = blob_bytes(cache)
         # stalled mirror: cold cache, mirror then upstream, against upstream alone (c_first)
         with StallingMirror(("127.0.0.1", reg.port), int(size1 * args.stall_after)) as mirror:
-            c_mirror, c_mirror_bytes, d4 = bench.cache_job(m1, work / "cache-mirror", mirror.port)
+            c_mirror, _, d4 = bench.cache_job(m1, work / "cache-mirror", mirror.port)
         # three cold jobs at once, one cache
         cache3 = work / "cache-3"
         engines = [bench.engine() for _ in range(3)]
@@ -319,8 +374,15 @@ def main() -> int:
             three = time.perf_counter() - start
             three_bytes = link.down - before
             if any(p.returncode for p in procs):
-                raise SystemExit("a concurrent job failed:\n" + "\n".join(o[1].decode()[-1500:] for o in outs))
-            three_ids = {e.docker("image", "inspect", "--format", "{{.Id}}", c1, capture_output=True).stdout.decode().strip() for e in engines}
+                raise SystemExit(
+                    "a concurrent job failed:\n" + "\n".join(o[1].decode()[-1500:] for o in outs)
+                )
+            three_ids = {
+                e.docker("image", "inspect", "--format", "{{.Id}}", c1, capture_output=True)
+                .stdout.decode()
+                .strip()
+                for e in engines
+            }
         finally:
             for e in engines:
                 e.__exit__(None, None, None)
@@ -345,34 +407,73 @@ def main() -> int:
         k_time, k_bytes, dk = bench.cache_job(m1, cache_k)
         k_ok = dk["engine_id"] == c1 and verify_cache(cache_k)
 
-    row("first job, empty cache / (A) docker pull", c_first / a_first, 1.10,
-        f"{c_first:.1f} s vs {a_first:.1f} s")
-    row("later job, fresh engine / (B) zstd|docker load", c_later / b_load, 1.10,
-        f"{c_later:.1f} s vs {b_load:.1f} s; {c_later_bytes} B over the link")
-    rows.append(("later job: bytes over the link", str(c_later_bytes), "= 0", "", c_later_bytes == 0))
-    row("next nightly: link bytes / layers it lacks", c_next_bytes / lacks, 1.05,
-        f"{c_next_bytes / 1e6:.1f} MB vs {lacks / 1e6:.1f} MB; (A) {a_next_bytes / 1e6:.1f} MB, (B) {b_next_bytes / 1e6:.1f} MB")
-    row("cache with both nightlies / (B) two tarballs", c_two / b_two, 0.65,
-        f"{c_two / 1e6:.1f} MB vs {b_two / 1e6:.1f} MB")
-    rows.append(("stalled mirror: seconds over upstream alone", f"{c_mirror - c_first:.1f}", "≤ 30",
-                 f"{c_mirror:.1f} s vs {c_first:.1f} s; {'; '.join(d4.get('log', '').split(chr(10))[:0])}",
-                 c_mirror - c_first <= 30 and d4["engine_id"] == c1))
-    row("three cold jobs at once: link bytes / one image", three_bytes / size1, 1.15,
-        f"{three_bytes / 1e6:.1f} MB vs {size1 / 1e6:.1f} MB in {three:.1f} s; same id: {three_ids == {c1}}")
-    rows.append(("kill -9 mid-pull, next job completes verified", "yes" if k_ok and not unverified and not loaded else "no",
-                 "yes", f"killed at {killed_at / 1e6:.0f} MB; nothing loaded: {not loaded}; next job {k_time:.1f} s, "
-                 f"{k_bytes / 1e6:.1f} MB over the link; id = config digest: {dk['engine_id'] == c1}", k_ok and not unverified and not loaded))
+    row(
+        "first job, empty cache / (A) docker pull",
+        c_first / a_first,
+        1.10,
+        f"{c_first:.1f} s vs {a_first:.1f} s",
+    )
+    row(
+        "later job, fresh engine / (B) zstd|docker load",
+        c_later / b_load,
+        1.10,
+        f"{c_later:.1f} s vs {b_load:.1f} s; {c_later_bytes} B over the link",
+    )
+    rows.append(
+        ("later job: bytes over the link", str(c_later_bytes), "= 0", "", c_later_bytes == 0)
+    )
+    row(
+        "next nightly: link bytes / layers it lacks",
+        c_next_bytes / lacks,
+        1.05,
+        f"{c_next_bytes / 1e6:.1f} MB vs {lacks / 1e6:.1f} MB; (A) {a_next_bytes / 1e6:.1f} MB, (B) {b_next_bytes / 1e6:.1f} MB",
+    )
+    row(
+        "cache with both nightlies / (B) two tarballs",
+        c_two / b_two,
+        0.65,
+        f"{c_two / 1e6:.1f} MB vs {b_two / 1e6:.1f} MB",
+    )
+    rows.append(
+        (
+            "stalled mirror: seconds over upstream alone",
+            f"{c_mirror - c_first:.1f}",
+            "≤ 30",
+            f"{c_mirror:.1f} s vs {c_first:.1f} s; {'; '.join(d4.get('log', '').split(chr(10))[:0])}",
+            c_mirror - c_first <= 30 and d4["engine_id"] == c1,
+        )
+    )
+    row(
+        "three cold jobs at once: link bytes / one image",
+        three_bytes / size1,
+        1.15,
+        f"{three_bytes / 1e6:.1f} MB vs {size1 / 1e6:.1f} MB in {three:.1f} s; same id: {three_ids == {c1}}",
+    )
+    rows.append(
+        (
+            "kill -9 mid-pull, next job completes verified",
+            "yes" if k_ok and not unverified and not loaded else "no",
+            "yes",
+            f"killed at {killed_at / 1e6:.0f} MB; nothing loaded: {not loaded}; next job {k_time:.1f} s, "
+            f"{k_bytes / 1e6:.1f} MB over the link; id = config digest: {dk['engine_id'] == c1}",
+            k_ok and not unverified and not loaded,
+        )
+    )
     load_after = os.getloadavg()
     width = max(len(r[0]) for r in rows)
-    print(f"\nimage cache (issue 32): {args.image_mb} MB/image uncompressed, {size1 / 1e6:.0f} MB "
-          f"compressed, base share {args.base_share:.2f}, link {args.link_mbps:g} MB/s; "
-          f"load average {load[0]:.2f} before, {load_after[0]:.2f} after, {os.cpu_count()} cores")
+    print(
+        f"\nimage cache (issue 32): {args.image_mb} MB/image uncompressed, {size1 / 1e6:.0f} MB "
+        f"compressed, base share {args.base_share:.2f}, link {args.link_mbps:g} MB/s; "
+        f"load average {load[0]:.2f} before, {load_after[0]:.2f} after, {os.cpu_count()} cores"
+    )
     print(f"{'figure'.ljust(width)}  {'value':>8}  {'target':>7}  ok   detail")
     for name, value, target, detail, ok in rows:
         print(f"{name.ljust(width)}  {value:>8}  {target:>7}  {'yes' if ok else 'NO ':<4} {detail}")
-    print(f"\n(A) docker pull: first {a_first:.1f} s ({a_bytes / 1e6:.1f} MB), next nightly {a_next:.1f} s; "
-          f"(B) seed {b_first:.1f} s, load {b_load:.1f} s, next nightly {b_next:.1f} s; "
-          f"(C) first {c_first:.1f} s, later {c_later:.1f} s, next nightly {c_next:.1f} s, with the stalled mirror {c_mirror:.1f} s")
+    print(
+        f"\n(A) docker pull: first {a_first:.1f} s ({a_bytes / 1e6:.1f} MB), next nightly {a_next:.1f} s; "
+        f"(B) seed {b_first:.1f} s, load {b_load:.1f} s, next nightly {b_next:.1f} s; "
+        f"(C) first {c_first:.1f} s, later {c_later:.1f} s, next nightly {c_next:.1f} s, with the stalled mirror {c_mirror:.1f} s"
+    )
     for line in d4["log"].splitlines():
         if "leaving" in line:
             print(f"mirror switch: {line.strip()}")

@@ -69,4 +69,3 @@ def _header(name: str, size: int) -> bytes:
 def _member(name: str, data: bytes) -> bytes:
     pad = (-len(data)) % tarfile.BLOCKSIZE
     return _header(name, len(data)) + data + b"\0" * pad
-

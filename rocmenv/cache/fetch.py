@@ -42,6 +42,7 @@ from rocmenv.grammar.reference import Reference
 from rocmenv.registry.client import RegistryClient
 
 RESUMES = 3  # a broken stream from the last source is continued this many times
+PROGRESS_STEP = 1 << 20  # bytes between two progress reports of a blob
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +57,9 @@ class Sources:
 
     hosts: list[str]
     log: Callable[[str], None]
+    # the client for the sources before the last: no retries of its own, so that a stalled
+    # mirror costs one read timeout (the window), not one per retry (see present_with_settings)
+    mirrors_client: RegistryClient | None = None
     upstream: str = ""
     index: int = 0
     received: dict[str, int] = field(default_factory=dict)
@@ -138,19 +142,21 @@ def _fill(
     clock: Callable[[], float],
 ) -> int:
     hasher, done = _continue_partial(fd, size)
-    taken = 0
+    taken = told = 0
     restarted = done == 0
     failures = 0
     while True:
         index, host = sources.current()
+        via = client if sources.is_last(index) else (sources.mirrors_client or client)
         try:
-            for chunk in _stream(client, ref, host, digest, done, size, sources, index, floor, clock):
+            for chunk in _stream(via, ref, host, digest, done, size, sources, index, floor, clock):
                 os.write(fd, chunk)
                 hasher.update(chunk)
                 done += len(chunk)
                 taken += len(chunk)
                 sources.count(host, len(chunk))
-                if progress is not None:
+                if progress is not None and (done - told >= PROGRESS_STEP or done >= size):
+                    told = done  # the display needs no more (a chunk can be 16 kB)
                     progress(digest, done, size)
         except _Slow as slow:
             sources.abandon(index, f"{slow} (keeping the {done} bytes of {digest[:19]} fetched)")

@@ -106,6 +106,7 @@ def present(
     floor: Floor,
     pins: Iterable[str] = (),
     feed: Feed = "registry",
+    mirrors_client: RegistryClient | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Presented:
     """The image present in the engine, through the cache (see the module docstring)."""
@@ -114,7 +115,7 @@ def present(
     start = clock()
     ref = parse(image)
     hosts = client.hosts_for(ref)
-    sources = Sources(hosts=hosts, log=observer.note)
+    sources = Sources(hosts=hosts, log=observer.note, mirrors_client=mirrors_client)
     manifest_digest, manifest, config = _manifests(client, cache, ref)
     layers = _layers(cache, ref, manifest)
     blobs = {manifest_digest, config, *(d for d, _ in layers)}
@@ -241,7 +242,9 @@ def _manifests(
         platform = str(entry["digest"])
         doc = _json(_small(client, cache, ref, platform), ref)
         doc["_platform"] = platform
-    config = (doc.get("config") or {}).get("digest") if isinstance(doc.get("config"), dict) else None
+    config = (
+        (doc.get("config") or {}).get("digest") if isinstance(doc.get("config"), dict) else None
+    )
     if doc.get("schemaVersion") != 2 or not isinstance(config, str):
         raise CacheUnsupported(f"{ref}: a schema 1 or config-less manifest")
     _small(client, cache, ref, config)
@@ -355,7 +358,11 @@ def _pull_while_fetching(
         manifests[platform] = str(manifest.get("mediaType") or OCI_MANIFEST)
     else:
         manifests[manifest_digest] = str(top.get("mediaType") or OCI_MANIFEST)
-    blobs = {config, *(d for d, _ in layers)}
+    config_size = (manifest.get("config") or {}).get("size")
+    blobs = {d: s for d, s in layers}
+    blobs[config] = (
+        config_size if isinstance(config_size, int) else len(cache.read_small(config) or b"")
+    )
     with CacheRegistry(cache, manifests, blobs, fetch.failed) as port:
         try:
             engine.pull(f"127.0.0.1:{port}/{ref.path}@{manifest_digest}")

@@ -50,9 +50,9 @@ def image_blobs(cache: BlobCache, manifest_digest: str) -> set[str]:
         for key, entries in (("manifests", doc.get("manifests")),
                              ("blobs", [doc.get("config"), *(doc.get("layers") or [])])):  # fmt: skip
             for entry in entries if isinstance(entries, list) else ():
-                digest = entry.get("digest") if isinstance(entry, dict) else None
-                if isinstance(digest, str) and digest.startswith("sha256:"):
-                    (todo.append(digest) if key == "manifests" else out.add(digest))
+                named = entry.get("digest") if isinstance(entry, dict) else None
+                if isinstance(named, str) and named.startswith("sha256:"):
+                    (todo.append(named) if key == "manifests" else out.add(named))
     return out
 
 

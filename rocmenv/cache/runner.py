@@ -3,8 +3,10 @@
 :func:`present_with_settings` opens the cache the settings name, makes the registry client
 for it (the command's registry settings, with the read timeout lowered to the source
 window so that a stalled source is noticed within it, and no command-wide deadline shorter
-than a day: a pull of tens of gigabytes is bounded by the throughput floor instead), pins
-what the project's lockfile pins, and presents the image.
+than a day: a pull of tens of gigabytes is bounded by the throughput floor instead; blobs
+from a mirror go through a second client without retries, so that a stalled mirror costs
+one window and not one per retry), pins what the project's lockfile pins, and presents the
+image.
 """
 
 from __future__ import annotations
@@ -64,8 +66,15 @@ def present_with_settings(
         command_deadline=max(settings.registry.command_deadline, DAY),
     )
     floor = Floor(bytes_per_second=float(images.source_floor), window=images.source_window)
-    with RegistryClient(ctx, registry, token_cache=not settings.untrusted) as client:
+    token_cache = not settings.untrusted
+    with (
+        RegistryClient(ctx, registry, token_cache=token_cache) as client,
+        RegistryClient(
+            ctx, replace(registry, retries=0), token_cache=token_cache
+        ) as mirrors_client,
+    ):
         return present(
             engine, client, cache, image, observer=observer, reserve=settings.disk_reserve,
             max_size=images.max_size, floor=floor, pins=lock_pins([settings.lockfile]),
+            mirrors_client=mirrors_client,
         )  # fmt: skip

@@ -7,9 +7,12 @@ the next ones download. Serving the cache as a registry lets the engine pull *wh
 cache fetches: the first job on an empty cache costs about what the engine's own pull costs.
 
 What it serves, and nothing else: ``GET /v2/``, and ``HEAD``/``GET`` of the manifests and
-blobs of the one image being presented (any other digest or path is 404), each blob from
-the cache once it is there and verified (a request for a blob still being fetched waits for
-it), hashed again on the way out. Plain HTTP on a loopback port chosen by the kernel, for
+blobs of the one image being presented (any other digest or path is 404). A blob is sent
+as its bytes land in the cache (``sendfile`` from the file being fetched, which becomes the
+verified blob when its digest matches), so the engine downloads and extracts each layer at
+the pace of the network, exactly as a direct pull would; the engine checks every blob
+against its digest, so a fetch that fails or sends other bytes fails the pull (the cache then
+keeps nothing unverified, and the image is not loaded). Plain HTTP on a loopback port chosen by the kernel, for
 the duration of one pull: Docker pulls from ``127.0.0.0/8`` over HTTP without an
 ``insecure-registries`` entry. Podman does not (it needs ``--tls-verify=false``), and an
 engine whose loopback is not ours (a daemon reached through a mounted socket from inside a
@@ -20,9 +23,10 @@ Standard library only (``http.server``): a few routes on loopback, no dependency
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from rocmenv.cache.store import BlobCache
@@ -37,7 +41,7 @@ class CacheRegistry:
         self,
         cache: BlobCache,
         manifests: Mapping[str, str],  # digest -> media type
-        blobs: set[str],
+        blobs: Mapping[str, int],  # digest -> size
         failed: Callable[[], bool],
     ) -> None:
         self.cache, self.manifests, self.blobs, self.failed = cache, manifests, blobs, failed
@@ -49,13 +53,13 @@ class CacheRegistry:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:
                 return
 
-            def do_HEAD(self) -> None:  # noqa: N802
+            def do_HEAD(self) -> None:
                 owner._answer(self, body=False)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 owner._answer(self, body=True)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -80,29 +84,49 @@ class CacheRegistry:
                 return self._send(handler, 200, data, self.manifests[digest], body,
                                   handler_headers)  # fmt: skip
         if kind == "blobs" and digest in self.blobs:
-            if not self._wait_for(digest):
+            size = self.blobs[digest]
+            fd = self._open(digest)
+            if fd is None:
                 return self._send(handler, 404, b"", "text/plain", body)
-            size = self.cache.blob_path(digest).stat().st_size
-            handler.send_response(200)
-            handler.send_header("Content-Type", "application/octet-stream")
-            handler.send_header("Content-Length", str(size))
-            handler.send_header("Docker-Content-Digest", digest)
-            handler.end_headers()
-            if body:
-                with contextlib.suppress(Exception):  # a mismatch breaks the answer off
-                    for chunk in _verified(self.cache, digest):
-                        handler.wfile.write(chunk)
+            try:
+                handler.send_response(200)
+                handler.send_header("Content-Type", "application/octet-stream")
+                handler.send_header("Content-Length", str(size))
+                handler.send_header("Docker-Content-Digest", digest)
+                handler.end_headers()
+                if body:
+                    with contextlib.suppress(OSError):
+                        self._stream(handler, fd, size)
+            finally:
+                os.close(fd)
             return None
         return self._send(handler, 404, b'{"errors":[{"code":"BLOB_UNKNOWN"}]}',
                           "application/json", body)  # fmt: skip
 
-    def _wait_for(self, digest: str) -> bool:
-        """Until the blob is in the cache (being fetched meanwhile), or the fetch failed."""
-        while not self.cache.has(digest):
+    def _open(self, digest: str) -> int | None:
+        """The blob's file, or the partial file being fetched (the same inode, renamed into
+        ``blobs/`` once verified); None when the fetch failed first."""
+        while True:
+            for path in (self.cache.blob_path(digest), self.cache.partial_path(digest)):
+                with contextlib.suppress(OSError):
+                    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             if self.failed():
-                return False
+                return None
             time.sleep(WAIT)
-        return True
+
+    def _stream(self, handler: BaseHTTPRequestHandler, fd: int, size: int) -> None:
+        """``size`` bytes of ``fd`` to the engine as they land in the file (``sendfile``);
+        the engine checks them against the digest. A fetch that fails ends the answer."""
+        sock = handler.connection
+        sent = 0
+        while sent < size:
+            n = os.sendfile(sock.fileno(), fd, sent, size - sent)
+            if n:
+                sent += n
+                continue
+            if self.failed():
+                return
+            time.sleep(WAIT)
 
     @staticmethod
     def _send(
@@ -132,9 +156,3 @@ def _route(path: str) -> tuple[str, str]:
     if kind in ("manifests", "blobs") and digest.startswith("sha256:"):
         return kind, digest
     return "", ""
-
-
-def _verified(cache: BlobCache, digest: str) -> Iterator[bytes]:
-    """The blob's chunks; a mismatch (changed on disk) breaks the answer off: the engine's
-    own digest check fails it, and the cache drops the blob."""
-    yield from cache.open_verified(digest)

@@ -147,9 +147,7 @@ class BlobCache:
             0o644,
         )
         try:
-            flags = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (
-                0 if wait else fcntl.LOCK_NB
-            )
+            flags = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (0 if wait else fcntl.LOCK_NB)
             try:
                 fcntl.flock(fd, flags)
             except BlockingIOError:

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     pinned = pinned_blobs(cache, pins)
     blobs = cache.blobs()
     if args.cache_action == "status":
-        images = []
+        images: list[dict[str, Any]] = []
         for image in sorted(cache.images(), key=lambda i: -i["used_at"]):
             held = image_blobs(cache, image["manifest"])
             images.append({
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 "used_at": round(image["used_at"], 3), "pinned": image["manifest"] in pins,
                 "complete": set(image["blobs"]) <= {b.digest for b in blobs} | held,
             })  # fmt: skip
-        doc = {
+        doc: dict[str, Any] = {
             "cache": str(cache.root),
             "size": sum(b.size for b in blobs),
             "partial": cache.partial_bytes(),

@@ -223,6 +223,7 @@ class DockerApiEngine:
             if isinstance(self.wire, UnixWire):
                 status, _, body = self.wire.upload("/images/load", archive, query={"quiet": "1"})
             else:
+                assert isinstance(self.wire, DockerPyWire)
                 stream = self.wire.api.load_image(data=archive, quiet=True)
                 body = b"\n".join(json.dumps(item).encode() for item in stream or ())
                 status = 200

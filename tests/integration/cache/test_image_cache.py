@@ -168,9 +168,10 @@ def test_a_stalled_mirror_is_left_for_the_registry_keeping_what_it_sent(
 ) -> None:
     digest, layers = push_random_image(scratch_repo, "t1", (6 * MB,))
     cache = tmp_path / "cache"
-    with FaultProxy(upstream="127.0.0.1:5000") as upstream, FaultProxy(
-        upstream="127.0.0.1:5000"
-    ) as mirror:
+    with (
+        FaultProxy(upstream="127.0.0.1:5000") as upstream,
+        FaultProxy(upstream="127.0.0.1:5000") as mirror,
+    ):
         mirror.add_rule(Match(method="GET", path=rf"/v2/.*/blobs/{layers[0]}"), truncate(2 * MB),
                         times=1)  # fmt: skip
         mirror.add_rule(Match(method="GET", path=r"/v2/.*/blobs/.*"), hang(120))
@@ -182,7 +183,9 @@ def test_a_stalled_mirror_is_left_for_the_registry_keeping_what_it_sent(
         took = time.monotonic() - start
         doc = pulled(done)
         loaded.append(("docker-cli", str(doc["present_as"])))
-        upstream_ranges = [e for e in upstream.log if "blobs/sha256" in e.path and e.method == "GET"]
+        upstream_ranges = [
+            e for e in upstream.log if "blobs/sha256" in e.path and e.method == "GET"
+        ]
     switches = [line for line in done.stderr.splitlines() if "leaving" in line]
     assert len(switches) == 1 and f"127.0.0.1:{mirror.port}" in switches[0]
     assert doc["source"] == "mirror+upstream"
