@@ -16,7 +16,7 @@ The stand-ins (sizes scaled down, proportions real):
   level 6 as ``docker push`` does; ``--image-mb`` MB uncompressed per image.
 
 Usage: ``sudo .venv/bin/python benchmarks/bench_image_cache.py [--image-mb 400]
-[--link-mbps 20] [--clean]``. Root: it starts Docker engines. Prints every figure of the
+[--link-mbps 20] [--rounds 3] [--clean]``. Root: it starts Docker engines. Prints every figure of the
 issue with its target, and exits 1 when one misses.
 """
 
@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -311,6 +312,11 @@ def main() -> int:
         "--stall-after", type=float, default=0.3, help="share served by the mirror before it stalls"
     )
     parser.add_argument("--clean", action="store_true", help="make the layers again")
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="rounds of the two timed pairs (first job vs A, later job vs B's load), "
+        "interleaved; their medians are the figures",
+    )  # fmt: skip
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root: the benchmark starts Docker engines")
@@ -354,6 +360,13 @@ def main() -> int:
         cache = work / "cache"
         c_first, _, _ = bench.cache_job(m1, cache)
         c_later, c_later_bytes, _ = bench.cache_job(m1, cache)
+        pairs = {"a": [a_first], "c": [c_first], "b": [b_load], "l": [c_later]}
+        for r in range(1, args.rounds):  # interleaved: each pair side by side, load alike
+            pairs["a"].append(bench.plain_pull(m1)[0])
+            pairs["c"].append(bench.cache_job(m1, work / f"cache-round-{r}")[0])
+            pairs["b"].append(bench.tarball_load(t1))
+            pairs["l"].append(bench.cache_job(m1, cache)[0])
+        a_first, c_first, b_load, c_later = (statistics.median(pairs[k]) for k in "acbl")
         c_next, c_next_bytes, _ = bench.cache_job(m2, cache)
         c_two = blob_bytes(cache)
         # stalled mirror: cold cache, mirror then upstream, against upstream alone (c_first)
@@ -469,6 +482,9 @@ def main() -> int:
     print(f"{'figure'.ljust(width)}  {'value':>8}  {'target':>7}  ok   detail")
     for name, value, target, detail, ok in rows:
         print(f"{name.ljust(width)}  {value:>8}  {target:>7}  {'yes' if ok else 'NO ':<4} {detail}")
+    if args.rounds > 1:
+        print(f"rounds ({args.rounds}): (A) first {pairs['a']}, (C) first {pairs['c']}, "
+              f"(B) load {pairs['b']}, (C) later {pairs['l']}")  # fmt: skip
     print(
         f"\n(A) docker pull: first {a_first:.1f} s ({a_bytes / 1e6:.1f} MB), next nightly {a_next:.1f} s; "
         f"(B) seed {b_first:.1f} s, load {b_load:.1f} s, next nightly {b_next:.1f} s; "
