@@ -15,7 +15,10 @@ from rocmenv.record import field, record
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
     from typing import TextIO
+
+    from rocmenv.joblog import ChildOutput, JobLog
 
 
 @record
@@ -49,6 +52,22 @@ class Context:
     @property
     def stderr_is_tty(self) -> bool:
         return _isatty(self.stderr)
+
+    @property
+    def joblog(self) -> JobLog:
+        """The one writer of workflow commands and untrusted output on this context's stderr
+        (:mod:`rocmenv.joblog`)."""
+        from rocmenv.joblog import joblog
+
+        return joblog(self.stderr)
+
+    def child_output(self, *, untrusted: bool) -> AbstractContextManager[ChildOutput]:
+        """The file descriptors a child (a container, ``srun``) writes its output to: this
+        context's own, except for an untrusted child inside GitHub Actions, whose output is
+        fenced in the job log (:meth:`rocmenv.joblog.JobLog.child_output`)."""
+        from rocmenv.joblog import child_output
+
+        return child_output(self.stdout, self.stderr, fence=untrusted and self.in_github_actions)
 
     def flag(self, name: str) -> bool:
         """An environment switch: ``1``/``true``/``yes``/``on`` (any case) is true."""

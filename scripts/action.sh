@@ -7,10 +7,8 @@ argv=()
 suite_args() {
   [ -n "$INPUT_SUITE" ] || { echo "::error title=rocmenv::input 'suite' is required for $INPUT_COMMAND"; exit 2; }
   argv+=("$INPUT_SUITE" --cadence "${INPUT_CADENCE:-regular}")
-  if [ -n "$INPUT_LABELS" ]; then
-    labels="${INPUT_LABELS//run-ci-/}"
-    argv+=(--labels "$labels")
-  fi
+  # the PR's label names as they are: the project's [labels] policy reads them
+  if [ -n "$INPUT_LABELS" ]; then argv+=(--labels "$INPUT_LABELS"); fi
   if [ -n "$INPUT_PROFILE" ]; then argv+=(--profile "$INPUT_PROFILE"); fi
 }
 
@@ -67,4 +65,10 @@ if [ -n "$INPUT_ARGS" ]; then
 fi
 
 echo "rocmenv ${argv[*]}"
+# The action's own interpreter in isolated mode (-I): PYTHONPATH and the like that the step
+# sets for the tests (the profile's pass-env) reach the containers, never rocmenv's imports.
+python="${RUNNER_TEMP:-}/rocmenv-venv/bin/python"
+if [ -n "${RUNNER_TEMP:-}" ] && [ -x "$python" ]; then
+  exec "$python" -I -m rocmenv "${argv[@]}"
+fi
 exec rocmenv "${argv[@]}"

@@ -90,6 +90,32 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
         ],
         ["tests/unit/suite", "tests/unit/spec"],
     ),
+    # issue 34: the modules a second hand-planted audit found gaps in, each with the unit
+    # tests that decide its behaviour (the integration twins run rocmenv as a subprocess,
+    # which mutmut cannot see)
+    "gc": (["rocmenv/engine/gc.py"], ["tests/unit/engine/test_gc.py"]),
+    "planted": (
+        ["rocmenv/run/planted.py"],
+        ["tests/unit/run/test_planted.py", "tests/unit/run/test_planted_policy.py"],
+    ),
+    "dockerflags": (["rocmenv/adopt/dockerflags.py"], ["tests/unit/adopt"]),
+    "registered": (
+        ["rocmenv/suite/registered.py"],
+        [
+            "tests/unit/suite/test_registered.py",
+            "tests/unit/suite/test_registered_disabled.py",
+            "tests/unit/suite/test_registered_reading.py",
+            "tests/unit/suite/test_discovery.py",
+        ],
+    ),
+    "fetch": (["rocmenv/contents/fetch.py"], ["tests/unit/contents"]),
+    # tag resolution's registry side: the tag-list pages read (which tag matches is the
+    # grammar group's, rocmenv/grammar/tags.py)
+    "resolve": (
+        ["rocmenv/registry/tag_list.py"],
+        ["tests/unit/registry/test_tag_pages.py", "tests/unit/registry/test_client.py"],
+    ),
+    "policy": (["rocmenv/settings/policy.py"], ["tests/unit/settings"]),  # test_policy.py
     # In-process tests only: a mutant copies mutmut's trampoline into the bundle, which the
     # interpreters test_launcher.py starts cannot import (and mutmut cannot see them anyway).
     "launcher": (

@@ -17,12 +17,15 @@
 #   6. the test image family of images/family.toml, built and pushed to 127.0.0.1:5000
 #   7. the ~3000-tag set of tests/support/tagset.py on 127.0.0.1:5000/rocm/sgl-dev, and a
 #      few tags on the auth registry
+#   8. the ordinary user scripts/test.sh runs the permission-sensitive tests as
+#      (ROCMENV_TEST_USER, default rocmenv-test; in the docker group)
 #
 # Environment:
 #   ROCMENV_TESTENV_STATE   state dir (default /var/lib/rocmenv-testenv)
 #   ROCMENV_BASES_CACHE     debootstrap tree cache (default /var/cache/rocmenv-bases)
 #   ROCMENV_DEBIAN_MIRROR   Debian mirror (default http://deb.debian.org/debian)
 #   ROCMENV_SETUP_SKIP_APT=1  do not touch apt even when packages are missing
+#   ROCMENV_TEST_USER       the ordinary test user (default rocmenv-test)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,11 +39,12 @@ ARCHIVE_MIRROR="http://archive.debian.org/debian"
 VENV="$REPO/.venv"
 PY="$VENV/bin/python"
 # gpgv + debian-archive-keyring: debootstrap verifies the Release files (only Recommends);
-# tmux: the tests read the pull display and the shell off a real terminal's screen
+# tmux: the tests read the pull display and the shell off a real terminal's screen;
+# acl: setfacl gives the ordinary test user the way to the checkout and the venv's Python;
 # zstd: the tarball-cache baseline of benchmarks/bench_image_cache.py; pigz: dockerd unpacks
 # gzip layers with unpigz when it is on PATH (pulls and loads, with and without the cache)
 APT_PACKAGES=(docker.io docker-registry debootstrap skopeo git python3-venv ca-certificates curl
-  gpgv debian-archive-keyring shellcheck tinyproxy openssl tmux zstd pigz)
+  gpgv debian-archive-keyring shellcheck tinyproxy openssl tmux acl zstd pigz)
 export ROCMENV_TESTENV_STATE="$STATE"
 
 [ "$(id -u)" = 0 ] || die "scripts/setup.sh must run as root (it installs packages and starts dockerd)" \
@@ -347,6 +351,35 @@ import_bases() {
   done
 }
 
+# --------------------------------------------------------------------------- test user
+
+# An ordinary user for the permission-sensitive tests: scripts/test.sh runs them a second time
+# as this user (runuser), so the paths root never takes (EPERM, a file it may not change) are
+# exercised too (issue 34). In the docker group for the engine's socket; nothing else.
+TEST_USER="${ROCMENV_TEST_USER:-rocmenv-test}"
+ensure_test_user() {
+  if ! id -u "$TEST_USER" >/dev/null 2>&1; then
+    useradd --create-home --user-group --shell /bin/sh "$TEST_USER" \
+      || die "useradd $TEST_USER failed" "create the user by hand, or set ROCMENV_TEST_USER"
+  fi
+  if getent group docker >/dev/null && ! id -nG "$TEST_USER" | grep -qw docker; then
+    usermod -aG docker "$TEST_USER" || die "usermod -aG docker $TEST_USER failed"
+  fi
+  # The way to the checkout and to the interpreter the venv links to (pyenv's may live
+  # under root's own 0700 home): where a directory on the way refuses the user, an ACL
+  # gives this one user the right to pass through it (x: not to list nor read it).
+  local target dir
+  for target in "$REPO" "$(readlink -f "$PY")"; do
+    dir=$target
+    while [ "$dir" != / ]; do
+      dir=$(dirname "$dir")
+      if ! runuser -u "$TEST_USER" -- test -x "$dir"; then
+        setfacl -m "u:$TEST_USER:x" "$dir" || die "setfacl on $dir failed" "install acl"
+      fi
+    done
+  done
+}
+
 # --------------------------------------------------------------------------- main
 
 step "apt packages"
@@ -362,6 +395,9 @@ start_trees # runs in the background while the next steps go on
 
 step "python venv"
 ensure_venv
+
+step "test user"
+ensure_test_user
 
 step "docker engine"
 ensure_dockerd

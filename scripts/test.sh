@@ -11,6 +11,8 @@
 #   ROCMENV_SKIP_SETUP=1       do not run scripts/setup.sh (environment already up, not root)
 #   ROCMENV_TEST_WORKERS=N     pytest-xdist workers for the whole-suite run (default: cores + 1;
 #                              1: one process). With PYTEST ARGS, one process runs exactly them.
+#   ROCMENV_TEST_USER=NAME     the ordinary user the permission-sensitive tests run as a second
+#                              time, when the whole suite runs as root (default rocmenv-test)
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +33,21 @@ run_check() { # NAME CMD...
 
 JUNIT_DIR="$(mktemp -d "${TMPDIR:-/tmp}/rocmenv-junit.XXXXXX")"
 trap 'rm -rf "$JUNIT_DIR"' EXIT
+
+as_user() { # USER WORKERS: the as_user tests as USER (parallel part, then serial), see below
+  local user=$1 workers=$2 home out
+  if ! home=$(getent passwd "$user" | cut -d: -f6) || [ -z "$home" ]; then
+    failed+=("pytest as $user: no such user (scripts/setup.sh creates it)")
+    return
+  fi
+  out="$JUNIT_DIR/$user" && mkdir -p "$out" && chown "$user" "$out" && chmod 711 "$JUNIT_DIR"
+  local run=(runuser -u "$user" -- env HOME="$home" "$BIN/pytest" -p no:cacheprovider)
+  run_check "pytest as $user (parallel)" "${run[@]}" -n "$workers" \
+    -m "as_user and not root_only and not serial and not soak" --junitxml="$out/as-user-parallel.xml" tests/
+  run_check "pytest as $user (serial)" "${run[@]}" \
+    -m "as_user and not root_only and serial and not soak" --junitxml="$out/as-user-serial.xml" tests/
+  cp "$out"/*.xml "$JUNIT_DIR"/ 2>/dev/null # counted with the others' skips
+}
 if [ $# -eq 0 ]; then
   # The whole suite in two parts: everything that shares nothing on pytest-xdist workers
   # (most tests wait on the engine, not the CPU), then the `serial` tests alone (gc sweeps
@@ -43,6 +60,13 @@ if [ $# -eq 0 ]; then
       --junitxml="$JUNIT_DIR/serial.xml" tests/
   else
     run_check pytest "$BIN/pytest" --junitxml="$JUNIT_DIR/all.xml" tests/
+  fi
+  # The permission-sensitive tests (tests/conftest.py: AS_USER) once more as an ordinary
+  # user, so the paths root never takes (EPERM from another user's process, a file it may not
+  # open, the engine through the docker group) are exercised. scripts/setup.sh makes the user;
+  # set-ups only root can make are marked root_only (with the reason) and left out.
+  if [ "$(id -u)" = 0 ]; then
+    as_user "${ROCMENV_TEST_USER:-rocmenv-test}" "$workers"
   fi
 else
   run_check pytest "$BIN/pytest" --junitxml="$JUNIT_DIR/args.xml" "$@"

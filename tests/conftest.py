@@ -49,6 +49,8 @@ from hypothesis import settings as hypothesis_settings
 from tests.support import tagset as _tagset
 from tests.support import testenv
 
+pytest_plugins = ["tests.support.forked"]  # @pytest.mark.forked: tests that signal themselves
+
 INTEGRATION_DIR = Path(__file__).resolve().parent / "integration"
 
 _problem_cache: list[str | None] = []
@@ -137,12 +139,68 @@ def pytest_make_collect_report(
     _skip_as_failure(outcome.get_result())
 
 
+#: Each test's deadline by tier (pytest-timeout, ``signal`` method): a test over it fails
+#: with its name and the stack it hung in, and the run goes on — a hang is never a catch
+#: that ends the job at CI's limit. Generous: the slowest of each tier on two busy cores
+#: takes a fraction of it (unit ~10 s, integration ~90 s, serial: a Slurm suite ~3 min).
+#: A test that needs more says so with its own ``@pytest.mark.timeout(N)``.
+TIMEOUTS = {"unit": 60.0, "integration": 300.0, "serial": 600.0}
+
+
+#: The permission-sensitive tests (processes, files, the engine): scripts/test.sh runs them a
+#: second time as an ordinary user (``-m as_user``), so the paths root never takes — EPERM
+#: from another user's process, a file it may not open, the engine's socket through the
+#: docker group — are exercised. A test whose set-up only root can make (a device node, a
+#: file capability, another user's file) is marked ``root_only`` beside its reason.
+AS_USER = (
+    "unit/engine", "unit/run", "unit/test_hostfs.py", "unit/image/test_lock.py",
+    "unit/contents/test_store.py", "unit/settings", "unit/spec/test_hostpaths.py",
+    "unit/bootstrap", "unit/suite/test_warm.py", "unit/suite/test_allocation.py",
+    "unit/cli/test_hostile_inputs.py", "unit/registry/test_auth.py",
+    "integration/engine/test_gc.py", "integration/engine/test_engine_api.py",
+    "integration/run/test_signals.py", "integration/run/test_planted.py",
+    "integration/suite/test_host_writes.py", "integration/cli/test_doctor.py",
+)  # fmt: skip
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+def _as_user(item: pytest.Item) -> bool:
+    path = Path(str(item.path)).resolve()
+    if TESTS_DIR not in path.parents:  # a test the harness's own tests write elsewhere
+        return False
+    rel = path.relative_to(TESTS_DIR).as_posix()
+    return any(rel == p or rel.startswith(p + "/") for p in AS_USER)
+
+
+def _rootful_podman(item: pytest.Item) -> bool:
+    """The test bed's podman is rootful (its store and socket are root's): a test of it is
+    root's alone."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return any(isinstance(v, str) and v.startswith("podman") for v in params)
+
+
+def tier(item: pytest.Item) -> str:
+    if item.get_closest_marker("serial") is not None:
+        return "serial"
+    return "integration" if item.get_closest_marker("integration") is not None else "unit"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if INTEGRATION_DIR in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.integration)
         if _uses_slurm(item):
             item.add_marker(pytest.mark.serial)  # one cluster of 8 GPUs for every test
+        if _as_user(item):
+            item.add_marker(pytest.mark.as_user)
+            if _rootful_podman(item):
+                item.add_marker(pytest.mark.root_only)
+        if item.get_closest_marker("timeout") is None:
+            # a forked test (pytest-forked) keeps its deadline in the child that runs it: one
+            # that fired in the parent would abandon the child and break the worker
+            forked = item.get_closest_marker("forked") is not None
+            item.add_marker(pytest.mark.timeout(TIMEOUTS[tier(item)], func_only=forked))
 
 
 def _uses_slurm(item: pytest.Item) -> bool:

@@ -4,7 +4,8 @@ profile cannot express.
 :func:`parse_options` reads the flags as the Docker CLI does (``--flag=value``, ``--flag
 value``, ``-v``/``-e``/``-w``/``-l``/``-m``, boolean ``--privileged``); :func:`profile_keys`
 writes the profile as the difference from the built-in it extends (``rocm``), so the
-reference CI's options become ``extends = "rocm"`` plus what differs (``privileged = true``).
+reference CI's options become ``extends = "rocm"`` plus what differs (``privileged = true``)
+— except the mounts, which are always the job's own.
 :func:`option_set` is the canonical set of options a flag list means — what the round trip
 ``init`` → ``options --format gha`` is compared by.
 
@@ -30,6 +31,10 @@ VALUE_FLAGS = {
     "-l": "label", "--workdir": "workdir", "-w": "workdir",
 }  # fmt: skip
 BOOL_FLAGS = {"--privileged": "privileged"}
+#: What docker's boolean flags take after ``=`` (Go's ``strconv.ParseBool``); anything else
+#: makes docker refuse the whole line, so init refuses it too.
+GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 
 
@@ -58,8 +63,10 @@ def parse_options(text: str) -> Options:
     while i < len(tokens):
         token = tokens[i]
         name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
-        if name in BOOL_FLAGS:
-            out.privileged = (inline.lower() not in ("false", "0")) if eq else True
+        if name in BOOL_FLAGS and eq and inline not in GO_TRUE + GO_FALSE:
+            out.refused.append(token)  # docker: "invalid argument … for --privileged flag"
+        elif name in BOOL_FLAGS:
+            out.privileged = inline in GO_TRUE if eq else True
         elif name in VALUE_FLAGS:
             if not eq:
                 if i + 1 >= len(tokens):
@@ -187,12 +194,18 @@ def _ulimits(keys: dict[str, Any], values: list[str], base: Any) -> None:
 
 
 def _mounts(keys: dict[str, Any], values: list[str], base: Any) -> None:
-    given = [_mount(text) for text in values]
-    if given != [(m.source, m.target, m.readonly) for m in base.mounts]:
-        keys["mounts"] = [
-            {"source": s, "target": t, **({"readonly": True} if ro else {}), "optional": True}
-            for s, t, ro in given
-        ]
+    """The job's own mounts, always written (none: ``[]``), so a project never carries the
+    built-in profile's data mounts (the reference CI's /data/miles_ci) by inheritance."""
+    keys["mounts"] = job_mounts(values)
+
+
+def job_mounts(values: list[str]) -> list[dict[str, Any]]:
+    """``-v``/``--mount`` values as profile mounts, each optional: skipped where the source
+    is absent, as the runner's ``-v`` would have made an empty directory."""
+    return [
+        {"source": s, "target": t, **({"readonly": True} if ro else {}), "optional": True}
+        for s, t, ro in (_mount(text) for text in values)
+    ]
 
 
 def _env(keys: dict[str, Any], values: list[str], base: Any) -> None:

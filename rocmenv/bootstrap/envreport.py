@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from rocmenv.bootstrap.commands import CommandResult, Runner, run_command
+from rocmenv.escape import markdown_block, markdown_text
 
 #: Package keys of the report, in order, and the distribution names that answer for each.
 PACKAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -183,21 +184,22 @@ def markdown(report: Mapping[str, Any]) -> str:
     lines.append("| step | status | what happened |")
     lines.append("|---|---|---|")
     for step in report.get("steps", []):
-        text = str(step.get("summary", "")).replace("|", "\\|").replace("\n", " ")
+        text = markdown_text(str(step.get("summary", "")))
         lines.append(f"| {step.get('name')} | {step.get('status')} | {text} |")
     env = report.get("environment")
     if env:
         lines += ["", "| fact | value |", "|---|---|"]
         python = env.get("python") or {}
-        lines.append(f"| ROCm | {env.get('rocm_version') or 'unknown'} |")
-        lines.append(f"| gfx targets | {', '.join(env.get('gfx_targets') or []) or 'unknown'} |")
-        lines.append(f"| Python | {python.get('version', 'unknown')} |")
+        lines.append(f"| ROCm | {markdown_text(str(env.get('rocm_version') or 'unknown'))} |")
+        gfx = ", ".join(env.get("gfx_targets") or []) or "unknown"
+        lines.append(f"| gfx targets | {markdown_text(gfx)} |")
+        lines.append(f"| Python | {markdown_text(str(python.get('version', 'unknown')))} |")
         for key, pkg in (env.get("packages") or {}).items():
             value = f"{pkg['version']} ({pkg['distribution']})" if pkg.get("version") else "—"
-            lines.append(f"| {key} | {value} |")
+            lines.append(f"| {markdown_text(str(key))} | {markdown_text(value)} |")
         for shim in env.get("shims") or []:
             verdict = {True: "applies", False: "not needed", None: "unknown"}[shim["would_apply"]]
             lines.append(f"| shim {shim['name']} | {verdict} |")
     if not report.get("ok", True) and report.get("error"):
-        lines += ["", "```", str(report["error"]).strip(), "```"]
+        lines += ["", markdown_block(str(report["error"]))]
     return "\n".join(lines) + "\n"

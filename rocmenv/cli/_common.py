@@ -1,4 +1,10 @@
-"""Printing helpers shared by the commands: JSON output, errors, GitHub annotations."""
+"""Printing helpers shared by the commands: JSON output, errors, GitHub annotations.
+
+Every line they print passes :func:`rocmenv.escape.shown` (:func:`emit`, :func:`warn`,
+:func:`report_error`): a string from outside that a command puts into one cannot end the
+line, move the cursor or start a workflow command. Workflow commands go through the job
+log (:mod:`rocmenv.joblog`), never straight to a stream.
+"""
 
 from __future__ import annotations
 
@@ -17,25 +23,44 @@ if TYPE_CHECKING:
 
 
 def emit_json(ctx: Context, payload: Any) -> None:
-    """One JSON document. Not indented: ``json`` only uses its C encoder without ``indent``,
-    and a 3000-tag listing takes 10x longer through the pure-Python one (pipe to ``jq``)."""
-    import json
+    """One JSON document on one line (:func:`rocmenv.escape.json_line`: not indented, as
+    ``json`` only uses its C encoder without ``indent`` — a 3000-tag listing takes 10x longer
+    through the pure-Python one; pipe to ``jq``)."""
+    from rocmenv.escape import json_line
 
-    ctx.stdout.write(json.dumps(payload, sort_keys=True) + "\n")
+    ctx.stdout.write(json_line(payload) + "\n")
 
 
 def emit(ctx: Context, line: str = "") -> None:
-    ctx.stdout.write(line + "\n")
+    """A line (or lines) on stdout, shown (:func:`rocmenv.escape.shown`, newlines kept: the
+    parts from outside were shown one-line already)."""
+    from rocmenv.escape import shown
+
+    ctx.stdout.write(shown(line, lines=True) + "\n")
 
 
 def warn(ctx: Context, message: str) -> None:
+    from rocmenv.escape import shown
     from rocmenv.redact import redact
 
-    message = redact(message)
+    message = shown(redact(message), lines=True)
     if ctx.in_github_actions:
-        ctx.stderr.write(f"::warning::{_annotation(message)}\n")
+        ctx.joblog.command("warning", message, title="rocmenv")
     else:
         ctx.stderr.write(f"rocmenv: warning: {message}\n")
+
+
+def notice(ctx: Context, message: str) -> None:
+    """Something the user should know that is neither a warning nor an error (inside GitHub
+    Actions a ``::notice::`` annotation)."""
+    from rocmenv.escape import shown
+    from rocmenv.redact import redact
+
+    message = shown(redact(message), lines=True)
+    if ctx.in_github_actions:
+        ctx.joblog.command("notice", message, title="rocmenv")
+    else:
+        ctx.stderr.write(f"rocmenv: note: {message}\n")
 
 
 @contextmanager
@@ -45,19 +70,15 @@ def secrets_masked(env: Mapping[str, str], stderr: TextIO, values: Sequence[str]
     log, before anything else is printed: ``::add-mask::`` on stderr (stdout may be eval'd
     or be one JSON document; the runner reads both)."""
     from rocmenv.context import in_github_actions
+    from rocmenv.joblog import joblog
     from rocmenv.redact import masking, secret_lines
 
     with masking(values):
         if in_github_actions(env):
-            lines = dict.fromkeys(line for value in values for line in secret_lines(value))
-            stderr.write("".join(f"::add-mask::{_annotation(line)}\n" for line in lines))
-            stderr.flush()
+            log = joblog(stderr)
+            for line in dict.fromkeys(line for value in values for line in secret_lines(value)):
+                log.mask(line)
         yield
-
-
-def _annotation(message: str) -> str:
-    # GitHub workflow commands: %, CR and LF must be escaped in the message.
-    return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def gha_output(ctx: Context, values: dict[str, str]) -> None:
@@ -114,6 +135,7 @@ def registry_json(ctx: Context, client: RegistryClient) -> dict[str, Any]:
 def report_error(ctx: Context, err: RocmenvError, *, command: str, as_json: bool = False) -> int:
     """Print one clear paragraph (a traceback only with --debug) and return the exit code;
     under ``--json`` also ``{"error": {"code", "what", "hint"}}`` on stdout."""
+    from rocmenv.escape import shown
     from rocmenv.redact import redact
 
     if as_json:
@@ -122,12 +144,22 @@ def report_error(ctx: Context, err: RocmenvError, *, command: str, as_json: bool
     if ctx.debug:
         import traceback
 
-        ctx.stderr.write(redact("".join(traceback.format_exception(err))))
-    text = redact(str(err))
+        ctx.stderr.write(shown(redact("".join(traceback.format_exception(err))), lines=True))
+    text = _error_text(err)
     ctx.stderr.write(f"rocmenv {command}: error: {text}\n")
     if ctx.in_github_actions:
-        ctx.stderr.write(f"::error title=rocmenv {command}::{_annotation(text)}\n")
+        ctx.joblog.command("error", text, title=f"rocmenv {command}")
     return err.exit_code
+
+
+def _error_text(err: RocmenvError) -> str:
+    """What failed and the hint, redacted and shown: each one line (a newline an outside
+    string brought into the message is shown as ``\\u000a``), the hint on a line of its own."""
+    from rocmenv.escape import shown
+    from rocmenv.redact import redact
+
+    what = shown(redact(err.what))
+    return f"{what}\nhint: {shown(redact(err.hint))}" if err.hint else what
 
 
 def report_internal_error(ctx: Context, err: BaseException, *, command: str) -> int:
@@ -136,21 +168,20 @@ def report_internal_error(ctx: Context, err: BaseException, *, command: str) -> 
     import traceback
 
     from rocmenv.errors import EXIT_INTERNAL
+    from rocmenv.escape import shown
     from rocmenv.redact import redact
 
     if ctx.debug:
-        ctx.stderr.write(redact("".join(traceback.format_exception(err))))
+        ctx.stderr.write(shown(redact("".join(traceback.format_exception(err))), lines=True))
     frame = traceback.extract_tb(err.__traceback__)[-1:] if err.__traceback__ else []
     where = f" at {Path(frame[0].filename).name}:{frame[0].lineno}" if frame else ""
-    text = redact(f"{type(err).__name__}{where}: {err}")
+    text = shown(redact(f"{type(err).__name__}{where}: {err}"))
     ctx.stderr.write(
         f"rocmenv {command}: internal error: {text}\n"
         "hint: this is a bug in rocmenv; rerun with --debug for the traceback and report it\n"
     )
     if ctx.in_github_actions:
-        ctx.stderr.write(
-            f"::error title=rocmenv {command}::{_annotation('internal error: ' + text)}\n"
-        )
+        ctx.joblog.command("error", f"internal error: {text}", title=f"rocmenv {command}")
     return EXIT_INTERNAL
 
 

@@ -44,6 +44,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cache.store import BlobCache
     from rocmenv.cli._common import emit, emit_json
     from rocmenv.errors import UsageError
+    from rocmenv.escape import shown
     from rocmenv.run.pull import human_bytes
     from rocmenv.settings.keys import parse_size
     from rocmenv.settings.resolve import Flags, settings_for
@@ -88,7 +89,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         for item in images:
             age = f"{(now - item['used_at']) / 3600:.1f} h ago"
             mark = " [pinned]" if item["pinned"] else ""
-            emit(ctx, f"  {item['reference']}  {human_bytes(item['size'])}  used {age}{mark}")
+            emit(
+                ctx, f"  {shown(item['reference'])}  {human_bytes(item['size'])}  used {age}{mark}"
+            )
         return 0
     max_size = parse_size(args.max_size) if args.max_size else settings.images.max_size
     plan = plan_prune(

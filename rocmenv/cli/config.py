@@ -105,10 +105,10 @@ def run_schema(args: argparse.Namespace, ctx: Context) -> int:
 def schema_for(kind: str) -> dict[str, Any]:
     """The JSON Schema of one kind of file (:data:`SCHEMA_FILES`), from the key tables."""
     from rocmenv.settings.schema import policy_schema, project_schema, site_schema
-    from rocmenv.suite.schema import suite_schema
+    from rocmenv.suite.schema import labels_schema, suite_schema
 
     if kind == "site":
         return site_schema()
     if kind == "policy":
         return policy_schema()
-    return project_schema(suite_schema())
+    return project_schema(suite_schema(), labels_schema())

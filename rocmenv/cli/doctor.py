@@ -7,7 +7,7 @@ every check passes or only warns, 1 when one fails.
 
 Registries are judged the way pulls will happen: the host the engine pulls each image from
 (the canonical registry, or with ``[registry] pull-from-mirror`` the mirror that served the
-pin) must answer; any other host (a mirror, or the registry behind answering mirrors) that
+pin, and for an unpinned image the registry's first mirror) must answer; any other host (a mirror, or the registry behind answering mirrors) that
 does not answer is a warning while another host of the same registry answers. Engine
 failures carry their cause's hint (:mod:`rocmenv.engine.hints`).
 """
@@ -178,18 +178,24 @@ def _registries(state: _State) -> list[Finding]:
 
 
 def _gpus(state: _State) -> list[Finding]:
-    from rocmenv.spec.gpu import discover
+    from rocmenv.spec.pool import host_inventory
 
     cfg = state.config
     if cfg is None:
         return []
-    inv = discover(cfg.host.sysfs_root, cfg.host.dev_root)
+    inv = host_inventory(cfg.host)
     if not inv.gpus:
         detail = f"no AMD GPUs under {cfg.host.sysfs_root} (fine for the cpu profile)"
         hint = "load amdgpu, or use --gpus none / the cpu profile"
         return [Finding(check="gpus", status="warn", detail=detail, hint=hint)]
     targets = ", ".join(sorted({g.gfx for g in inv.gpus}))
-    return [Finding(check="gpus", status="ok", detail=f"{len(inv.gpus)} GPU(s): {targets}")]
+    detail = f"{len(inv.gpus)} GPU(s): {targets}"
+    if inv.pool_source is not None:
+        detail += f"; the pool: {len(inv.pool)} ({inv.pool_source})"
+    if not inv.pool:
+        hint = "see `rocmenv gpus`: no GPU of the pool has its device node here"
+        return [Finding(check="gpus", status="fail", detail=detail, hint=hint)]
+    return [Finding(check="gpus", status="ok", detail=detail)]
 
 
 def _shims(state: _State) -> list[Finding]:
@@ -216,7 +222,7 @@ CHECKS: tuple[tuple[str, Callable[[_State], list[Finding]]], ...] = (
 def _routes(cfg: Settings, lock: Lock | None, client: RegistryClient) -> list[_Route]:
     """Every registry the lock and the profiles name, with its lookup and pull hosts."""
     from rocmenv.grammar.reference import parse
-    from rocmenv.image.pinning import engine_reference, profile_key
+    from rocmenv.image.pinning import engine_reference, profile_key, unpinned_reference
 
     pulls: dict[str, set[str]] = {}  # canonical domain -> hosts the engine pulls from
     lookups: dict[str, tuple[str, ...]] = {}
@@ -232,8 +238,9 @@ def _routes(cfg: Settings, lock: Lock | None, client: RegistryClient) -> list[_R
             continue
         ref = parse(prof.image.repository)
         lookups[ref.domain] = tuple(client.hosts_for(ref))
-        if profile_key(name) not in pinned:  # unpinned: the canonical reference is pulled
-            pulls.setdefault(ref.domain, set()).add(client.hosts_for(ref)[-1])
+        if profile_key(name) not in pinned:  # unpinned: canonical, or pull-from-mirror's mirror
+            source = unpinned_reference(ref, cfg.registry)
+            pulls.setdefault(ref.domain, set()).add(client.hosts_for(source)[-1])
     routes = []
     for domain, hosts in lookups.items():
         pulled = pulls.get(domain, set())
@@ -291,8 +298,8 @@ def _pull_hint(route: _Route, host: str, answering: list[str], cfg: Settings) ->
             "pin --update`), or give the daemon a registry-mirror"
         )
     return (
-        f"with pull-from-mirror the engine pulls from the host that served the pin, and an "
-        f"unpinned profile from {host}: pin through {mirrors[0]} (`rocmenv pin --update`)"
+        f"with pull-from-mirror the engine pulls a pinned image from the host that served the "
+        f"pin, here {host}: pin it again through {mirrors[0]} (`rocmenv pin --update`)"
     )
 
 

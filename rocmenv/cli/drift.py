@@ -126,6 +126,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.drift.inspect import EngineProber, ProbeCache, RegistryProber, inspect_all
     from rocmenv.drift.report import render_markdown, render_text, report_json
     from rocmenv.errors import UsageError
+    from rocmenv.escape import shown
     from rocmenv.image.lock import read_lock
     from rocmenv.image.pinning import entry_matches_spec, make_client
     from rocmenv.settings.resolve import Flags, settings_for
@@ -211,11 +212,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             )
         )
     else:
-        ctx.stdout.write(
-            render_text(
-                results, lockfile=str(lock_file), fail_on=fail_on, lock_arg=lock_arg, notes=notes
-            )
+        text = render_text(
+            results, lockfile=str(lock_file), fail_on=fail_on, lock_arg=lock_arg, notes=notes
         )
+        ctx.stdout.write(shown(text, lines=True))
     _annotate(ctx, results, fail_on)
     return code
 
@@ -243,7 +243,6 @@ def _bundle(ctx: Context) -> Any:
 def _annotate(ctx: Context, results: list[ImageDrift], fail_on: str) -> None:
     if not ctx.in_github_actions:
         return
-    from rocmenv.cli._common import _annotation
     from rocmenv.drift.check import fails
     from rocmenv.drift.report import line_head, subject
     from rocmenv.redact import redact
@@ -252,7 +251,7 @@ def _annotate(ctx: Context, results: list[ImageDrift], fail_on: str) -> None:
         e = r.target.entry
         if r.problem is not None:
             msg = f"{line_head(r)}: could not check: {r.problem.message}"
-            ctx.stderr.write(f"::error title=rocmenv drift::{_annotation(redact(msg))}\n")
+            ctx.joblog.command("error", redact(msg), title="rocmenv drift")
             continue
         level = "error" if fails(r, fail_on) else "warning"  # type: ignore[arg-type]
         if r.tag_state == "moved":
@@ -263,7 +262,7 @@ def _annotate(ctx: Context, results: list[ImageDrift], fail_on: str) -> None:
             msg = f"{line_head(r)}: newer tag {r.newer_tags[0]}"
         else:
             continue
-        ctx.stderr.write(f"::{level} title=rocmenv drift::{_annotation(redact(msg))}\n")
+        ctx.joblog.command(level, redact(msg), title="rocmenv drift")
         if r.inspection is not None and r.inspection.problem is not None:
             msg = f"{subject(r)}: inspection failed: {r.inspection.problem.message}"
-            ctx.stderr.write(f"::error title=rocmenv drift::{_annotation(redact(msg))}\n")
+            ctx.joblog.command("error", redact(msg), title="rocmenv drift")

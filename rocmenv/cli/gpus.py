@@ -13,8 +13,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         name,
         help=help_text,
         description=help_text + ". Index = position in PCI-address order; select with "
-        "--gpus INDEX, RANGE, UUID or PCI address. Roots: [host] sysfs-root/dev-root, "
-        "ROCMENV_SYSFS_ROOT, ROCMENV_DEV_ROOT.",
+        "--gpus INDEX, RANGE, UUID, PCI address or render node path. POOL: whether a GPU is "
+        "this runner's (its device node exists here and, on an ARC runner pod, its device "
+        "list names it). Roots: [host] sysfs-root/dev-root, ROCMENV_SYSFS_ROOT, "
+        "ROCMENV_DEV_ROOT; the pool's list: [host] gpus-from, ROCMENV_GPUS_FROM, else "
+        "/etc/podinfo/gha-render-devices ([host] podinfo-devices).",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
@@ -23,10 +26,10 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json
     from rocmenv.settings.resolve import settings_for
-    from rocmenv.spec.gpu import discover
+    from rocmenv.spec.pool import host_inventory
 
     config = settings_for(ctx)
-    inv = discover(config.host.sysfs_root, config.host.dev_root)
+    inv = host_inventory(config.host)
     if args.json:
         emit_json(ctx, inv.to_json())
         return 0
@@ -38,7 +41,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             + ")\n"
         )
     else:
-        rows = [("INDEX", "GFX", "PCI", "UUID", "RENDER", "CARD", "KFD-NODE")]
+        rows = [("INDEX", "GFX", "PCI", "UUID", "RENDER", "CARD", "KFD-NODE", "POOL")]
+        pool = inv.pool
         for g in inv.gpus:
             rows.append(
                 (
@@ -49,11 +53,16 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                     str(g.render_node),
                     str(g.card_node) if g.card_node else "-",
                     str(g.node),
+                    "yes" if g in pool else "no (no device node)" if not g.present else "no",
                 )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         for r in rows:
             emit(ctx, "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+        if inv.pool_source is not None:
+            ctx.stderr.write(
+                f"rocmenv gpus: the pool: {len(pool)} of {len(inv.gpus)} GPUs ({inv.pool_source})\n"
+            )
         if not inv.kfd_present:
             ctx.stderr.write(f"rocmenv gpus: warning: {inv.kfd_node} does not exist\n")
     for note in inv.notes:

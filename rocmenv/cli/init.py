@@ -1,11 +1,14 @@
 """``rocmenv init [--from-workflow FILE [--job JOB]] [--image REF] [--profile NAME] [--force]``:
-write ``rocmenv.toml`` at the checkout's top level from a workflow's job container and the
-tests' registration calls, then print the workflow steps that replace the container block.
+write ``rocmenv.toml`` at the checkout's top level from a workflow's job (container, env, the
+suite it runs) and the tests' registration calls, then print the workflow that replaces the
+job (a plan job and the suite's matrix; every action pinned by commit).
 
 Exit codes: 0 written; 2 the file exists (without ``--force``), a flag the profile cannot
 express, an unreadable workflow or registration (named ``file:line``), no image.
 ``--json``: ``{"path", "profile", "suites": [{"name", "gpus", "files", "disabled"}],
-"steps", "notes"}``.
+"suite", "labels", "untrusted", "steps", "notes"}`` (``suite``: the one the steps run;
+``labels``: which label policy was written, or null; ``untrusted``: why untrusted mode would
+refuse the profile, or null).
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from rocmenv.context import Context
 
 DESCRIPTION = (
     "Write rocmenv.toml in one step: a profile (default ci) from a workflow job's "
-    "container.options and image, and one [suites.NAME] per suite the tests register with "
-    "register_rocm_ci/register_amd_ci (read from the files, never imported)."
+    "container.options, image and env, one [suites.NAME] per suite the tests register with "
+    "register_rocm_ci/register_amd_ci (read from the files with the function's real "
+    "signature, never imported), and the client's [labels] policy; then print the workflow "
+    "that replaces the job."
 )
 
 
@@ -60,7 +65,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     ]
     if args.json:
         emit_json(ctx, {"path": str(result.path), "profile": args.profile, "suites": suites,
-                        "steps": result.steps, "notes": list(result.notes)})  # fmt: skip
+                        "suite": result.suite, "labels": result.labels,
+                        "untrusted": result.untrusted, "steps": result.steps,
+                        "notes": list(result.notes)})  # fmt: skip
         return 0
     for note in result.notes:
         ctx.stderr.write(f"rocmenv init: note: {note}\n")
@@ -69,6 +76,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         gpus = s["gpus"] if s["gpus"] is not None else "? (set gpus)"
         off = f", {s['disabled']} disabled" if s["disabled"] else ""
         emit(ctx, f"  [suites.{s['name']}]  gpus={gpus}  {s['files']} file(s){off}")
+    emit(ctx, f"  [labels]  {result.labels}" if result.labels else "  no [labels]: no test is "
+         "labelled")  # fmt: skip
+    if result.untrusted:
+        emit(ctx, f"  untrusted mode (a fork's PR) would refuse profile {args.profile}: "
+             f"{result.untrusted}")  # fmt: skip
+    emit(ctx)
+    emit(ctx, f"The workflow for the job, running suite {result.suite} (the matrix from "
+         "`suite plan`, the PR's labels, actions pinned by commit):")  # fmt: skip
     emit(ctx)
     ctx.stdout.write(result.steps)
     return 0

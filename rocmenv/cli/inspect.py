@@ -50,16 +50,22 @@ def run_inspect(args: argparse.Namespace, ctx: Context) -> int:
     if args.json:
         emit_json(ctx, doc)
         return 0
+    from rocmenv.escape import shown
+
+    def s(value: object) -> str:  # every fact below is the image's own
+        return shown(str(value))
+
     os_name = doc["os"].get("PRETTY_NAME") or "unknown OS"
-    emit(ctx, f"{doc['image']} ({doc['platform_digest'][:19]}…)")
-    emit(ctx, f"  OS: {os_name}; Python {doc['python']['version']} ({doc['python']['executable']})")
-    emit(ctx, f"  ROCm: {doc['rocm']['version'] or 'none'}")
+    python = doc["python"]
+    emit(ctx, f"{s(doc['image'])} ({s(doc['platform_digest'][:19])}…)")
+    emit(ctx, f"  OS: {s(os_name)}; Python {s(python['version'])} ({s(python['executable'])})")
+    emit(ctx, f"  ROCm: {s(doc['rocm']['version'] or 'none')}")
     emit(ctx, f"  distributions ({len(doc['distributions'])}):")
     for row in doc["locations"]:
-        emit(ctx, f"    {row['name']} {row['version']}  {row['location']}")
+        emit(ctx, f"    {s(row['name'])} {s(row['version'])}  {s(row['location'])}")
     for shim in doc["shims"]:
         verdict = {True: "would apply", False: "not needed", None: "unknown"}[shim["would_apply"]]
-        emit(ctx, f"  shim {shim['name']}: {verdict} — {shim['reason']}")
+        emit(ctx, f"  shim {shim['name']}: {verdict} — {s(shim['reason'])}")
     from rocmenv.run.pull import human_bytes
 
     emit(

@@ -53,8 +53,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     flags = Flags(engine=args.engine, reserve=args.reserve)
     settings = settings_for(ctx, flags)
     images: list[str] = []
-    if args.refs:
-        images = [parse(text).familiar for text in args.refs]  # validated before the engine
+    if args.refs:  # validated before the engine; with pull-from-mirror, through the mirror
+        from rocmenv.image.pinning import unpinned_reference
+
+        images = [unpinned_reference(parse(text), settings.registry).familiar for text in args.refs]
     else:
         for i, name in enumerate(args.profile or [None]):
             profile_settings = settings_for(ctx, Flags(profile=name, engine=args.engine,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rocmenv.cli._common import _annotation, emit, emit_json
+from rocmenv.cli._common import emit, emit_json
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_OK, EXIT_USAGE
 
@@ -21,6 +21,7 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 def run_parse(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.errors import ReferenceSyntaxError
+    from rocmenv.escape import shown
     from rocmenv.grammar.reference import parse
 
     results: list[dict[str, Any]] = []
@@ -45,10 +46,10 @@ def run_parse(args: argparse.Namespace, ctx: Context) -> int:
             if item["valid"]:
                 emit(ctx, f"{item['input']}\t{item['canonical']}")
             else:
-                message = (
+                message = shown(
                     f"invalid reference {item['input']!r}: {item['error']} (rule: {item['rule']})"
                 )
                 ctx.stderr.write(f"rocmenv ref parse: error: {message}\n")
                 if ctx.in_github_actions:
-                    ctx.stderr.write(f"::error title=rocmenv ref parse::{_annotation(message)}\n")
+                    ctx.joblog.command("error", message, title="rocmenv ref parse")
     return status

@@ -24,7 +24,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
         "matches, naming the nearest candidates.",
     )
     parser.add_argument("repository", metavar="REPO[:TAG]", nargs="?", help="e.g. rocm/sgl-dev")
-    parser.add_argument("--profile", metavar="P", help="use the image and constraints of profile P")
+    parser.add_argument(
+        "--profile", metavar="P",
+        help="use the image and constraints of profile P (default, without REPO: the default "
+        "profile's)",
+    )  # fmt: skip
     add_constraint_args(parser)
     parser.add_argument(
         "--digest", action="store_true", help="print repo:tag@sha256:… (one HEAD request)"
@@ -41,10 +45,20 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.settings.resolve import settings_for
 
     config = settings_for(ctx)
-    if args.profile:
+    if args.profile or not (args.repository or has_constraints(args)):
         if args.repository or has_constraints(args):
             raise UsageError("give either --profile or REPO with constraints, not both")
-        spec = spec_of(config.project.profile(args.profile))
+        # --profile, else the default profile (ROCMENV_PROFILE, default-profile, rocm)
+        profile = config.project.profile(args.profile) if args.profile else config.profile
+        if profile.image is None:
+            raise UsageError(
+                f"profile {profile.name!r} names no image to resolve"
+                + ("" if args.profile else " (the default profile)"),
+                hint="name a repository (rocmenv resolve rocm/sgl-dev --gpu mi30x), a profile "
+                f'with an image (--profile), or set image = "rocm/sgl-dev" in [profiles.'
+                f"{profile.name}]",
+            )
+        spec = spec_of(profile)
         ref = parse(spec.repository)
         if spec.tag:
             ref = ref.with_tag(spec.tag)
@@ -54,7 +68,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         constraints = constraints_from(args)
     else:
         raise UsageError(
-            "name a repository (e.g. rocm/sgl-dev) or a --profile",
+            "constraints need a repository to apply to (e.g. rocmenv resolve rocm/sgl-dev "
+            "--gpu mi30x)",
             hint="see `rocmenv resolve --help`",
         )
     if ref.digest:

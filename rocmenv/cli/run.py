@@ -20,7 +20,10 @@ def add_container_args(parser: Any) -> None:
     parser.add_argument("-p", "--profile", metavar="NAME", help="profile (default: rocm)")
     parser.add_argument("--image", metavar="REF", help="image reference (overrides the lock)")
     parser.add_argument(
-        "--gpus", metavar="SEL", help="all | none | 0,1 | 0-3 | GPU-<uuid> | PCI address"
+        "--gpus",
+        metavar="SEL",
+        help="all | none | 0,1 | 0-3 | GPU-<uuid> | PCI address | /dev/dri/renderD128,… "
+        "(within this runner's pool: rocmenv gpus)",
     )
     parser.add_argument(
         "-e", "--env", action="append", default=[], metavar="K[=V]",
@@ -98,7 +101,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         count = gpu_count(ctx, gpus or settings.profile.gpus)
         node_args = [*node_run_args(args, untrusted=settings.untrusted), "--", *command]
         resume_collection()
-        return run_as_job(ctx, settings.slurm, count=count, node_args=node_args)
+        return run_as_job(
+            ctx, settings.slurm, count=count, node_args=node_args, untrusted=settings.untrusted
+        )
     if gpus == "slurm":  # inside a Slurm job: exactly the GPUs it was allocated
         from rocmenv.settings.resolve import settings_for
         from rocmenv.suite.allocation import allocated_gpus, describe
@@ -153,9 +158,10 @@ class CliReporter:
         self.ctx = ctx
 
     def note(self, text: str) -> None:
+        from rocmenv.escape import shown
         from rocmenv.redact import redact
 
-        self.ctx.stderr.write(f"rocmenv: {redact(text)}\n")
+        self.ctx.stderr.write(f"rocmenv: {shown(redact(text), lines=True)}\n")
 
     def warning(self, text: str) -> None:
         from rocmenv.cli._common import warn

@@ -5,13 +5,17 @@
 "command", "registration"}], "deselected": [{"name", "why"}]}]}`` (``disabled``: the reason,
 or null). ``plan`` JSON: ``{"suite", "partitions": [{"index", "estimated_seconds", "tests":
 [{"name", "gpus", "estimate", "declared", "source", "runs"}]}], "disabled": [{"name",
-"reason"}], "reference_worst_seconds"}``; ``--format gha-matrix``: ``{"include": [...]}``,
-also written as the ``matrix`` output to ``$GITHUB_OUTPUT`` inside GitHub Actions. ``run``
-JSON: see :func:`rocmenv.suite.report.to_json`.
+"reason"}], "reference_worst_seconds", "notices"}``; ``--format gha-matrix``: ``{"include":
+[...]}`` (at most one entry per test; one entry of 0 tests when nothing is selected), also
+written as the ``matrix`` output, with ``has-tests`` (``true``/``false``), to
+``$GITHUB_OUTPUT`` inside GitHub Actions. ``run`` JSON: see
+:func:`rocmenv.suite.report.to_json`. What the selection could not use (a PR label not the
+policy's, a label no test carries) and why nothing was selected are notices, never errors.
 
-Exit codes: 0 every test passed, 1 a test failed (or errored, or was cancelled), 2 bad
-suite/config/flags (including a test needing more GPUs than the pool, before anything
-starts), 4 engine unavailable, 130 interrupted (every test's container stopped and removed).
+Exit codes: 0 every test passed (also: nothing selected, or an empty partition), 1 a test
+failed (or errored, or was cancelled), 2 bad suite/config/flags (including a test needing
+more GPUs than the pool, before anything starts), 4 engine unavailable, 130 interrupted
+(every test's container stopped and removed).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ PROFILE_HELP = "run every test with this profile instead of the suite's (e.g. a 
 
 def add_selection_args(p: Any) -> None:
     """--cadence, --labels, --all-labels, --profile: the same on list, plan and run."""
-    from rocmenv.suite.select import CADENCES
+    from rocmenv.suite.labels import CADENCES
 
     p.add_argument(
         "--cadence", choices=CADENCES, default="regular",
@@ -44,8 +48,9 @@ def add_selection_args(p: Any) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument(
         "--labels", metavar="A,B",
-        help="keep unlabelled tests and tests with one of these labels (default: the suite's "
-        "include-labels, else every test)",
+        help="the pull request's label names (run-ci-amd,run-ci-all): unlabelled tests run, "
+        "and those with a label these include, as the project's [labels] policy reads them "
+        "(without one: the suite's include-labels, else every test)",
     )  # fmt: skip
     group.add_argument("--all-labels", action="store_true", help="keep every labelled test")
     p.add_argument("--profile", metavar="NAME", help=PROFILE_HELP)
@@ -131,9 +136,11 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 
 def run_list(args: argparse.Namespace, ctx: Context) -> int:
+    from rocmenv.cli._common import notice
+    from rocmenv.escape import shown
     from rocmenv.settings.resolve import Flags
     from rocmenv.suite.runner import list_names, load, planned
-    from rocmenv.suite.select import select
+    from rocmenv.suite.select import notices_of, select
 
     chosen_selection = selection(args)
     names = [args.name] if args.name else list_names(ctx)
@@ -168,6 +175,7 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
                     for t in (*chosen.run, *chosen.disabled)
                 ],
                 "deselected": [{"name": t.name, "why": why} for t, why in chosen.deselected],
+                "notices": notices_of(loaded.suite, chosen),
             }
         )
     if args.json:
@@ -175,16 +183,18 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
         return EXIT_OK
     if not suites:
         ctx.stderr.write("rocmenv suite list: no [suites.NAME] in the configuration\n")
+    for text in (n for s in suites for n in s["notices"]):
+        notice(ctx, text)
     for s in suites:
         left_out = f", {len(s['deselected'])} left out" if s["deselected"] else ""
         emit(ctx, f"{s['name']} (profile {s['profile']}, {len(s['tests'])} tests{left_out})")
         for t in s["tests"]:
-            labels = f"  [{', '.join(t['labels'])}]" if t["labels"] else ""
+            labels = f"  [{', '.join(map(shown, t['labels']))}]" if t["labels"] else ""
             extra = "  nightly" if t["nightly"] else ""
-            extra += f"  DISABLED: {t['disabled']}" if t["disabled"] else ""
+            extra += f"  DISABLED: {shown(t['disabled'])}" if t["disabled"] else ""
             emit(
                 ctx,
-                f"  {t['name']}  gpus={t['gpus']}  est={t['estimate']:.0f}s  "
+                f"  {shown(t['name'])}  gpus={t['gpus']}  est={t['estimate']:.0f}s  "
                 f"timeout={t['timeout']:.0f}s{labels}{extra}",
             )
     return EXIT_OK
@@ -205,8 +215,9 @@ def _jsonable(values: Any) -> dict[str, Any]:
 
 
 def run_plan(args: argparse.Namespace, ctx: Context) -> int:
-    from rocmenv.cli._common import gha_output
+    from rocmenv.cli._common import gha_output, notice
     from rocmenv.errors import UsageError
+    from rocmenv.escape import shown
     from rocmenv.settings.resolve import Flags
     from rocmenv.suite.plan import (
         gha_matrix,
@@ -216,7 +227,7 @@ def run_plan(args: argparse.Namespace, ctx: Context) -> int:
         reference_partitions,
     )
     from rocmenv.suite.runner import load, planned
-    from rocmenv.suite.select import select
+    from rocmenv.suite.select import notices_of, select
 
     fmt = args.format or ("json" if args.json else "text")
     if args.partitions is not None and args.max_partition_time is not None:
@@ -227,16 +238,23 @@ def run_plan(args: argparse.Namespace, ctx: Context) -> int:
     count = args.partitions or 1
     if args.max_partition_time is not None:
         count = partitions_for_time(tests, args.max_partition_time)
-    parts = partitions(tests, count)
-    reference = max(p.seconds for p in reference_partitions(tests, count))
-    disabled = select(loaded.suite, chosen_selection).disabled
+    chosen = select(loaded.suite, chosen_selection)
+    notices = notices_of(loaded.suite, chosen)
+    for text in notices:
+        notice(ctx, text)
+    disabled = chosen.disabled
     if fmt == "gha-matrix":
         import json
 
-        matrix = gha_matrix(parts)
+        # one job per test at most, and one (which runs nothing, green) when none is selected:
+        # GitHub refuses an empty matrix, and a run refuses none of these entries
+        matrix = gha_matrix(partitions(tests, max(1, min(count, len(tests)))))
         emit(ctx, json.dumps(matrix, sort_keys=True))
-        gha_output(ctx, {"matrix": json.dumps(matrix, sort_keys=True)})
+        gha_output(ctx, {"matrix": json.dumps(matrix, sort_keys=True),
+                         "has-tests": "true" if tests else "false"})  # fmt: skip
         return EXIT_OK
+    parts = partitions(tests, count)
+    reference = max(p.seconds for p in reference_partitions(tests, count))
     if fmt == "json":
         emit_json(
             ctx,
@@ -245,6 +263,7 @@ def run_plan(args: argparse.Namespace, ctx: Context) -> int:
                 "partitions": plan_json(parts),
                 "disabled": [{"name": t.name, "reason": t.disabled} for t in disabled],
                 "reference_worst_seconds": round(reference, 3),
+                "notices": notices,
             },
         )
         return EXIT_OK
@@ -260,11 +279,11 @@ def run_plan(args: argparse.Namespace, ctx: Context) -> int:
                 if how == "learned"
                 else ""
             )
-            emit(ctx, f"  {t.name}  gpus={t.gpus}  est={t.seconds:.0f}s {how}{learned}")
+            emit(ctx, f"  {shown(t.name)}  gpus={t.gpus}  est={t.seconds:.0f}s {how}{learned}")
     worst = max(p.seconds for p in parts)
     emit(ctx, f"worst partition {worst:.0f}s (longest-first reference split: {reference:.0f}s)")
     for off in disabled:
-        emit(ctx, f"skipped, disabled: {off.name}: {off.disabled}")
+        emit(ctx, f"skipped, disabled: {shown(off.name)}: {shown(off.disabled or '')}")
     return EXIT_OK
 
 
@@ -297,12 +316,16 @@ def run_run(args: argparse.Namespace, ctx: Context) -> int:
             report = run_suite(ctx, request, stop, printer)
     finally:
         printer.close()
-    from rocmenv.cli._common import warn
+    from rocmenv.cli._common import notice, warn
 
     for text in report.warnings:
         warn(ctx, text)
+    for text in report.notices:
+        notice(ctx, text)
     if report.log_dir:
-        ctx.stderr.write(f"rocmenv suite: per-test logs in {report.log_dir}\n")
+        from rocmenv.escape import shown
+
+        ctx.stderr.write(f"rocmenv suite: per-test logs in {shown(report.log_dir)}\n")
     failed_write = _write_reports(args, ctx, report)
     if failed_write is not None and args.json:
         raise failed_write  # one JSON document: the error
@@ -363,6 +386,8 @@ class _EventPrinter:
         self.clock = time.monotonic
 
     def __call__(self, event: Any) -> None:
+        from rocmenv.escape import shown
+
         on = ",".join(str(g) for g in event.assigned) or "-"
         if event.kind == "start":
             again = f" (attempt {event.attempt})" if event.attempt > 1 else ""
@@ -384,6 +409,7 @@ class _EventPrinter:
             )
             self.running.pop(event.name, None)
             self.done[r.status] = self.done.get(r.status, 0) + 1
+        line = shown(line)  # the test's name and message are the checkout's and the engine's
         if self.board:
             line = "\r\x1b[K" + line
         self.ctx.stderr.write(line + "\n")
@@ -392,8 +418,10 @@ class _EventPrinter:
         self.ctx.stderr.flush()
 
     def status(self) -> str:
+        from rocmenv.escape import shown
+
         now = self.clock()
-        runs = " ".join(f"{n}[{on}] {now - t0:.0f}s" for n, (on, t0) in self.running.items())
+        runs = " ".join(f"{shown(n)}[{on}] {now - t0:.0f}s" for n, (on, t0) in self.running.items())
         done = ", ".join(f"{v} {k}" for k, v in sorted(self.done.items())) or "none done"
         return f"\x1b[7m running {len(self.running)}: {runs or '-'} | {done} \x1b[0m"[:400]
 

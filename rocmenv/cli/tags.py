@@ -9,6 +9,7 @@ from rocmenv.cli._args import add_constraint_args, constraints_from, has_constra
 from rocmenv.cli._common import emit, emit_json, registry_json
 from rocmenv.context import Context
 from rocmenv.errors import EXIT_OK, EXIT_USAGE
+from rocmenv.escape import shown
 
 
 def add_parser(sub: Any, name: str, help_text: str) -> None:
@@ -49,7 +50,7 @@ def _row(info: Any) -> str:
         bits.append(f"project={info.project}")
     if info.problem:
         bits.append(f"({info.problem})")
-    return f"{info.tag}\t{' '.join(bits)}"
+    return f"{shown(info.tag)}\t{shown(' '.join(bits))}"  # a tag is the registry's
 
 
 def run_parse(args: argparse.Namespace, ctx: Context) -> int:
@@ -87,7 +88,8 @@ def run_parse(args: argparse.Namespace, ctx: Context) -> int:
     for item in results:
         if not item["valid"]:
             ctx.stderr.write(
-                f"rocmenv tags parse: error: invalid tag {item['tag']!r}: {item['error']}\nhint: {item['hint']}\n"
+                f"rocmenv tags parse: error: invalid tag {shown(repr(item['tag']))}: "
+                f"{shown(item['error'])}\nhint: {shown(item['hint'])}\n"
             )
             continue
         bits = [item["family"]] + [
@@ -97,7 +99,7 @@ def run_parse(args: argparse.Namespace, ctx: Context) -> int:
         ]
         if item.get("problem"):
             bits.append(f"({item['problem']})")
-        emit(ctx, f"{item['tag']}\t{' '.join(bits)}")
+        emit(ctx, f"{shown(item['tag'])}\t{shown(' '.join(bits))}")
     return status
 
 
@@ -127,28 +129,28 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
     infos = [parse_tag(t) for t in tags]
     unknown = [i for i in infos if i.family == "unknown"]
     if has_constraints(args):
-        shown = select(infos, constraints)
+        listed = select(infos, constraints)
     else:
-        shown = sorted((i for i in infos if i.family != "unknown"), key=sort_key, reverse=True)
+        listed = sorted((i for i in infos if i.family != "unknown"), key=sort_key, reverse=True)
     if args.all:
-        shown += unknown
+        listed += unknown
     if args.json:
         emit_json(
             ctx,
             {
                 "repository": repo.name,
                 "total": len(tags),
-                "matching": len(shown),
-                "tags": [i.to_json() for i in shown],
+                "matching": len(listed),
+                "tags": [i.to_json() for i in listed],
                 "unparsed": [{"tag": i.tag, "problem": i.problem} for i in unknown],
                 **extra,
             },
         )
         return EXIT_OK
-    for info in shown:
+    for info in listed:
         emit(ctx, _row(info))
     ctx.stderr.write(
-        f"{len(shown)} of {len(tags)} tags of {repo.familiar_name} shown"
+        f"{len(listed)} of {len(tags)} tags of {repo.familiar_name} shown"
         + (f"; {len(unknown)} unparsed (use --all to see them)" if unknown and not args.all else "")
         + "\n"
     )

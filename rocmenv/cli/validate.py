@@ -106,8 +106,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             },
         )
     else:
+        from rocmenv.escape import shown
+
         for note in notes:
-            ctx.stderr.write(f"rocmenv validate: note: {note}\n")
+            ctx.stderr.write(f"rocmenv validate: note: {shown(note)}\n")
         for r in results:
             emit(ctx, f"{'ok' if r.ok else 'FAILED'}  {r.kind} {r.subject}")
             for c in r.checks:
@@ -121,9 +123,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                     f"{r.subject} ({r.locked_digest} → {r.current_digest})" for r in moved
                 )
                 msg += "\nhint: run `rocmenv pin --update` to accept the new images, after checking what changed (`rocmenv drift --inspect`)"
-            ctx.stderr.write(msg + "\n")
+            ctx.stderr.write(shown(msg, lines=True) + "\n")
             if ctx.in_github_actions:
-                ctx.stderr.write(
-                    f"::error title=rocmenv validate::{len(failed)} image(s) failed validation\n"
+                ctx.joblog.command(
+                    "error", f"{len(failed)} image(s) failed validation", title="rocmenv validate"
                 )
     return EXIT_OK if ok else EXIT_CHECK_FAILED

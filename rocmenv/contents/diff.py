@@ -1,10 +1,15 @@
-"""Two images' contents compared: packages, ROCm, Python, shims; as JSON, text or markdown."""
+"""Two images' contents compared: packages, ROCm, Python, shims; as JSON, text or markdown.
+
+Package names and versions come from the images: the text shows them through
+:func:`rocmenv.escape.shown`, the markdown as code spans and escaped text."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from rocmenv.escape import markdown_code, markdown_text, shown
 
 Verdict = Literal["retire", "newly-needed", "still-needed", "not-needed", "unknown"]
 Change = Literal["added", "removed", "upgraded", "downgraded", "changed"]
@@ -163,26 +168,27 @@ def diff_contents(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _arrow(p: Mapping[str, Any]) -> str:
+    name, old, new = shown(str(p["name"])), shown(str(p["old"])), shown(str(p["new"]))
     if p["change"] == "added":
-        return f"+ {p['name']} {p['new']}"
+        return f"+ {name} {new}"
     if p["change"] == "removed":
-        return f"- {p['name']} {p['old']}"
+        return f"- {name} {old}"
     mark = " ⇑" if p["major_minor"] and p["change"] == "upgraded" else ""
     mark = " ⇓" if p["major_minor"] and p["change"] == "downgraded" else mark
-    return f"~ {p['name']} {p['old']} → {p['new']}{mark}"
+    return f"~ {name} {old} → {new}{mark}"
 
 
 def render_text(doc: Mapping[str, Any]) -> str:
-    lines = [f"{doc['a']['image']} → {doc['b']['image']}"]
+    lines = [f"{shown(str(doc['a']['image']))} → {shown(str(doc['b']['image']))}"]
     for key, label in (("rocm", "ROCm"), ("python", "Python")):
-        a, b = doc[key]["a"], doc[key]["b"]
+        a, b = shown(str(doc[key]["a"])), shown(str(doc[key]["b"]))
         lines.append(f"  {label}: {a}" if a == b else f"  {label}: {a} → {b}")
     if not doc["packages"]:
         lines.append("  packages: no change")
     for p in doc["packages"]:
         lines.append("  " + _arrow(p))
     for s in doc["shims"]:
-        lines.append(f"  shim {s['name']}: {s['message']}")
+        lines.append(f"  shim {s['name']}: {shown(str(s['message']))}")
     retire = [s["name"] for s in doc["shims"] if s["verdict"] == "retire"]
     if retire:
         lines.append(f"  retire-able: {', '.join(retire)}")
@@ -191,10 +197,10 @@ def render_text(doc: Mapping[str, Any]) -> str:
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """Fits ``$GITHUB_STEP_SUMMARY``: a heading, a version table, a package table, shims."""
-    out = [f"### `{doc['a']['image']}` → `{doc['b']['image']}`", ""]
+    out = [f"### {_code(doc['a']['image'])} → {_code(doc['b']['image'])}", ""]
     out += ["| | before | after |", "|---|---|---|"]
     for key, label in (("rocm", "ROCm"), ("python", "Python")):
-        out.append(f"| {label} | {doc[key]['a'] or '?'} | {doc[key]['b'] or '?'} |")
+        out.append(f"| {label} | {_text(doc[key]['a'] or '?')} | {_text(doc[key]['b'] or '?')} |")
     out.append("")
     if doc["packages"]:
         out += ["| package | before | after | |", "|---|---|---|---|"]
@@ -202,7 +208,10 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             mark = {"added": "added", "removed": "removed"}.get(p["change"], p["change"])
             if p["major_minor"]:
                 mark += " ⇑" if p["change"] == "upgraded" else " ⇓"
-            out.append(f"| `{p['name']}` | {p['old'] or '—'} | {p['new'] or '—'} | {mark} |")
+            out.append(
+                f"| {_code(p['name'])} | {_text(p['old'] or '—')} | {_text(p['new'] or '—')} "
+                f"| {mark} |"
+            )
     else:
         out.append("No package changed.")
     if doc["shims"]:
@@ -210,5 +219,15 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         say = {True: "needed", False: "not needed", None: "unknown"}
         for s in doc["shims"]:
             verdict = "**retire-able**" if s["verdict"] == "retire" else s["verdict"]
-            out.append(f"| `{s['name']}` | {say[s['before']]} | {say[s['after']]} | {verdict} |")
+            out.append(
+                f"| {_code(s['name'])} | {say[s['before']]} | {say[s['after']]} | {verdict} |"
+            )
     return "\n".join(out) + "\n"
+
+
+def _code(value: object) -> str:
+    return markdown_code(str(value))
+
+
+def _text(value: object) -> str:
+    return markdown_text(str(value))

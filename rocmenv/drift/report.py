@@ -1,10 +1,16 @@
 """Drift reports for people and programs: text, markdown (``$GITHUB_STEP_SUMMARY``) and the
 stable JSON document (``report_version`` 1, README "drift"). Pure functions of the results.
+
+Tags come from a registry and package names from an image: the text shows them through
+:func:`rocmenv.escape.shown`, the markdown as escaped text or code spans
+(:func:`rocmenv.escape.markdown_text`, ``markdown_code``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from rocmenv.escape import markdown_code, markdown_text, shown
 
 if TYPE_CHECKING:
     from rocmenv.drift.check import ImageDrift, ImageFacts, Inspection, Problem
@@ -47,7 +53,7 @@ def accept_hint(r: ImageDrift, lock_arg: str | None) -> str | None:
 
 
 def _accept_text(hint: str) -> str:
-    return hint if not hint.startswith("rocmenv ") else f"`{hint}`"
+    return markdown_text(hint) if not hint.startswith("rocmenv ") else markdown_code(hint)
 
 
 def _what(r: ImageDrift) -> str:
@@ -217,24 +223,27 @@ def render_text(
         lines.extend(f"       note: {note}" for note in r.notes)
         if r.newer:
             more = f" (+{len(r.newer_tags) - 1} more)" if len(r.newer_tags) > 1 else ""
-            lines.append(f"       newer ({r.basis}): {r.newer_tags[0]}{more} → {r.newest_digest}")
+            newest = shown(r.newer_tags[0])
+            lines.append(
+                f"       newer ({r.basis}): {newest}{more} → {shown(r.newest_digest or '')}"
+            )
         if r.problem is not None:
-            lines.append(f"       could not check: {r.problem.message}")
+            lines.append(f"       could not check: {shown(r.problem.message)}")
             if r.problem.hint:
-                lines.append(f"       hint: {r.problem.hint}")
+                lines.append(f"       hint: {shown(r.problem.hint)}")
         if r.inspection is not None:
             lines.extend("       " + line for line in _inspection_text(r.inspection))
         hint = accept_hint(r, lock_arg)
         if hint:
             lines.append(f"       accept: {hint}")
-    lines.extend(f"note: {n}" for n in notes or [])
+    lines.extend(f"note: {shown(n)}" for n in notes or [])
     return "\n".join(lines) + "\n"
 
 
 def _inspection_text(i: Inspection) -> list[str]:
     if i.problem is not None:
-        out = [f"inspect failed ({i.against} image {i.new_reference}): {i.problem.message}"]
-        return out + ([f"hint: {i.problem.hint}"] if i.problem.hint else [])
+        out = [f"inspect failed ({i.against} image {i.new_reference}): {shown(i.problem.message)}"]
+        return out + ([f"hint: {shown(i.problem.hint)}"] if i.problem.hint else [])
     assert i.pinned is not None and i.new is not None
     out = [
         f"inspected {i.new_reference} ({i.against}):",
@@ -247,15 +256,16 @@ def _inspection_text(i: Inspection) -> list[str]:
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no changes"
     out.append(f"  packages: {summary}")
     for c in i.packages:
+        name, pinned, new = shown(c.name), shown(c.pinned or ""), shown(c.new or "")
         if c.change == "added":
-            out.append(f"    + {c.name} {c.new}")
+            out.append(f"    + {name} {new}")
         elif c.change == "removed":
-            out.append(f"    - {c.name} {c.pinned}")
+            out.append(f"    - {name} {pinned}")
         else:
-            out.append(f"    ~ {c.name} {c.pinned} → {c.new}")
+            out.append(f"    ~ {name} {pinned} → {new}")
     if i.shims:
         out.append("  shims:")
-        out.extend(f"    {s.name}: {s.message}" for s in i.shims)
+        out.extend(f"    {s.name}: {shown(s.message)}" for s in i.shims)
     return out
 
 
@@ -263,12 +273,12 @@ def _inspection_text(i: Inspection) -> list[str]:
 
 
 def _md(text: object) -> str:
-    """A table cell: pipes escaped, no line breaks."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text in a paragraph or a table cell: every markup character escaped."""
+    return markdown_text(str(text))
 
 
 def _code(text: object) -> str:
-    return f"`{_md(text)}`" if text not in (None, "") else "—"
+    return markdown_code(str(text)) if text not in (None, "") else "—"
 
 
 def render_markdown(
@@ -282,7 +292,7 @@ def render_markdown(
     out = [
         "## rocmenv drift",
         "",
-        f"**{_md(_headline(results))}** — lockfile `{_md(lockfile)}`, `--fail-on {fail_on}`",
+        f"**{_md(_headline(results))}** — lockfile {_code(lockfile)}, `--fail-on {fail_on}`",
         "",
         "| image | pinned | status | newer |",
         "|---|---|---|---|",
@@ -323,7 +333,7 @@ def render_markdown(
             assert i is not None
             if i.shims:
                 out += ["", "**Shims**", ""]
-                out += [f"- `{_md(s.name)}`: {_md(s.message)}" for s in i.shims]
+                out += [f"- {_code(s.name)}: {_md(s.message)}" for s in i.shims]
             out += [
                 "",
                 f"<details><summary>Package changes ({len(i.packages)})</summary>",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # imported by the functions that need them: `run` of a pinned
     from rocmenv.image.lock import Lock, LockEntry
     from rocmenv.registry.client import RegistryClient
     from rocmenv.registry.manifest import PlatformImage
+    from rocmenv.settings.registry import RegistrySettings
 
     ImageSource = Literal["cli", "lock", "profile", "resolved"]
 
@@ -165,6 +166,19 @@ def engine_reference(
     return Reference(domain=ref.domain, path=ref.path, digest=digest)
 
 
+def unpinned_reference(ref: Reference, registry: RegistrySettings) -> Reference:
+    """An image no lock pins, as the engine should pull it: the reference itself, or with
+    ``[registry] pull-from-mirror`` (``ROCMENV_PULL_FROM_MIRROR=1``) through the first
+    mirror of its registry — a runner behind a mirror must not reach the registry itself,
+    pinned or not (a pinned image goes through the mirror that served the pin:
+    :func:`engine_reference`)."""
+    mirrors = registry.mirrors_for(ref.domain) if registry.pull_from_mirror else ()
+    if not mirrors:
+        return ref
+    at = (f":{ref.tag}" if ref.tag else "") + (f"@{ref.digest}" if ref.digest else "")
+    return parse(f"{mirrors[0]}/{ref.path}{at}")
+
+
 def _choice(ref: Reference, source: ImageSource, tag: str | None) -> ImageChoice:
     return ImageChoice(
         reference=ref, source=source, tag=tag, gpu_family=parse_tag(tag).gpu if tag else None
@@ -188,7 +202,7 @@ def choose_image(
     options offline) an unpinned constrained profile gives its bare repository."""
     if cli_image:
         ref = parse(cli_image)  # nothing unvalidated reaches the engine
-        return _choice(ref, "cli", ref.tag)
+        return _choice(unpinned_reference(ref, config.registry), "cli", ref.tag)
     from rocmenv.image.lock import read_lock
 
     spec = spec_of(profile)
@@ -212,18 +226,20 @@ def choose_image(
             entry.tag,
         )
     repo = parse_repository(spec.repository)
+    mirrored = config.registry
     if spec.digest:
         ref = Reference(domain=repo.domain, path=repo.path, digest=spec.digest)
-        return _choice(ref, "profile", spec.tag)
+        return _choice(unpinned_reference(ref, mirrored), "profile", spec.tag)
     if spec.has_constraints:
         if not resolve_constraints:
-            return _choice(repo, "profile", None)
+            return _choice(unpinned_reference(repo, mirrored), "profile", None)
         client = client_factory() if client_factory else make_client(ctx, config)
         with client:
             resolution = resolve(client, repo, constraints_of(spec))
-        return _choice(resolution.reference, "resolved", resolution.best.tag)
+        best = resolution.best.tag
+        return _choice(unpinned_reference(resolution.reference, mirrored), "resolved", best)
     tag = spec.tag or "latest"
-    return _choice(repo.with_tag(tag), "profile", tag)
+    return _choice(unpinned_reference(repo.with_tag(tag), mirrored), "profile", tag)
 
 
 # -- pin ------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from rocmenv.run.pull import LayerPlan, PullPlan, PullResult, human_bytes, human
 from rocmenv.settings.resolve import Settings
 
 if TYPE_CHECKING:
-    from rocmenv.cache.present import LayerNeed
+    from rocmenv.cache.present import LayerNeed, Presented
     from rocmenv.run.progress import PullDisplay
 
 
@@ -68,10 +68,7 @@ def pull_through_cache(
         network_bytes=got.network_bytes,
         present_as=got.present_as,
     )
-    line = (
-        f"image {image}: from {got.source}, {human_bytes(got.network_bytes)} over the "
-        f"network, present in {human_seconds(got.seconds) if got.seconds >= 1 else f'{got.seconds:.1f}s'}"
-    )
+    line = f"image {image}: {_facts(got)}"
     display.note(line)
     record_pull(ctx, got.present_as, image)
     summary = ctx.env.get("GITHUB_STEP_SUMMARY", "").strip()
@@ -79,7 +76,23 @@ def pull_through_cache(
         from rocmenv.hostfs import append_text
 
         try:
-            append_text(Path(summary), f"- rocmenv: {line}\n", within=ctx.checkout)
+            append_text(Path(summary), f"- rocmenv: {_summary_line(got, image)}\n",
+                        within=ctx.checkout)  # fmt: skip
         except OSError as err:
             display.note(f"could not write to $GITHUB_STEP_SUMMARY: {err}")
     return result
+
+
+def _facts(got: Presented) -> str:
+    took = human_seconds(got.seconds) if got.seconds >= 1 else f"{got.seconds:.1f}s"
+    return (
+        f"from {got.source}, {human_bytes(got.network_bytes)} over the network, present in {took}"
+    )
+
+
+def _summary_line(got: Presented, image: str) -> str:
+    """The step summary's line: markdown, the reference (from the lockfile or a checkout's
+    spec) as a code span that no markup can come out of."""
+    from rocmenv.escape import markdown_code
+
+    return f"image {markdown_code(image)}: {_facts(got)}"

@@ -38,6 +38,8 @@ from rocmenv.spec.runspec import LauncherMount, Overrides, RunSpec
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
     from typing import Any, Protocol
+
+    from rocmenv.joblog import ChildOutput
 else:
     from rocmenv.typecheck import Protocol
 
@@ -270,9 +272,12 @@ def _container_life(
     on_created, on_exit = hooks
     stages.enter(Stage.CREATE)
     try:
-        with box:
+        # fenced in GitHub Actions when untrusted; the container is removed before the fence ends
+        with ctx.child_output(untrusted=box.spec.untrusted) as out, box:
             try:
-                status = _attached_run(ctx, reporter, stages, box, terminal, on_created, hint)
+                status = _attached_run(
+                    ctx, reporter, stages, box, terminal, (on_created, hint), out
+                )
                 if on_exit is not None and not box.spec.untrusted:
                     on_exit(status)
                 return status
@@ -292,10 +297,12 @@ def _attached_run(
     stages: Stages,
     box: Container,
     terminal: Terminal,
-    on_created: Callable[[str], None] | None,
-    hint: Job[str | None] | None,
+    hooks: tuple[Callable[[str], None] | None, Job[str | None] | None],
+    out: ChildOutput,
 ) -> int:
-    """Attach → start → running (→ stopping): from a created container to its exit status."""
+    """Attach → start → running (→ stopping): from a created container to its exit status;
+    its output to ``out`` (:meth:`rocmenv.context.Context.child_output`)."""
+    on_created, hint = hooks
     stages.enter(Stage.ATTACH)
     if on_created is not None:
         on_created(box.id)
@@ -308,8 +315,8 @@ def _attached_run(
             stream.flush()
     try:
         attachment = box.attach(
-            stdout_fd=_fileno(ctx.stdout, 1),
-            stderr_fd=_fileno(ctx.stderr, 2),
+            stdout_fd=out.stdout_fd,
+            stderr_fd=out.stderr_fd,
             stdin_fd=_fileno(ctx.stdin, 0) if terminal.interactive else None,
         )
         stages.enter(Stage.START)

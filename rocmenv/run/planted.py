@@ -173,7 +173,9 @@ def _neutralise(dir_fd: int, name: str, st: os.stat_result, path: str, walk: _Wa
         return
     if not stat.S_ISREG(mode):
         return
-    capped = walk.file_caps and mode & 0o111 and _has_capability(dir_fd, name)
+    # any regular file, executable or not: chmod keeps the attribute, so a host user given a
+    # capped 0644 file could make it cap_setuid+ep by making it executable
+    capped = walk.file_caps and _has_capability(dir_fd, name)
     if not (mode & SET_ID or capped):
         return
     try:

@@ -26,6 +26,8 @@ from typing import TextIO
 
 from rocmenv.context import Context
 from rocmenv.engine.protocol import Engine, PullEvent
+from rocmenv.escape import shown
+from rocmenv.joblog import joblog
 from rocmenv.run.pull import (
     Failure,
     PullPlan,
@@ -96,7 +98,7 @@ class PullDisplay:
     # -- observer ---------------------------------------------------------------------------
     def note(self, text: str) -> None:
         self._clear()
-        self._write(f"rocmenv: {text}\n")
+        self._write(f"rocmenv: {shown(text)}\n")
 
     def begin(self, plan: PullPlan) -> None:
         self.progress = PullProgress(plan=plan, clock=self.clock)
@@ -111,7 +113,8 @@ class PullDisplay:
         if self.quiet:
             return
         if self.github:
-            self._write(f"::group::rocmenv: pulling {self.image}{what}\n")
+            with self._lock:
+                joblog(self.stream).command("group", f"rocmenv: pulling {self.image}{what}")
             self.grouped = True
         else:
             self._write(self._line("rocmenv: pulling ", what) + "\n")
@@ -164,7 +167,8 @@ class PullDisplay:
         self._stop.set()
         self._clear()
         if self.grouped:
-            self._write("::endgroup::\n")
+            with self._lock:
+                joblog(self.stream).command("endgroup")
             self.grouped = False
 
     # -- rendering --------------------------------------------------------------------------

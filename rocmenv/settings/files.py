@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rocmenv.context import Context, find_checkout
 from rocmenv.errors import ConfigError
+from rocmenv.escape import shown
 from rocmenv.hostfs import is_under
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
@@ -79,7 +80,7 @@ def find_nul(value: Any, where: str = "") -> str | None:
             for key, sub in item.items():
                 name = f"{here}.{key}" if here else str(key)
                 if "\x00" in str(key):
-                    return name.replace("\x00", "\\u0000")
+                    return shown(name)
                 stack.append((name, sub))
         elif isinstance(item, list):
             stack.extend((f"{here}[{i}]", sub) for i, sub in enumerate(item))

@@ -18,6 +18,8 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     [host]                            # rocmenv.settings.host
     sysfs-root = "/sys"               # where class/kfd/kfd/topology lives
     dev-root = "/dev"                 # where kfd and dri/ live
+    gpus-from = "gpus.txt"            # the GPU pool: --device flags or node paths (spec/pool)
+    podinfo-devices = "/etc/podinfo/gha-render-devices"  # a pod's list, when it exists
 
     [profiles.NAME]                   # rocmenv.settings.profiles
     extends = "rocm"                  # a built-in or another profile; keys below override it
@@ -59,6 +61,7 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     engine = "docker-api"             # per-profile engine choice
     labels = { team = "ml-infra" }
 
+    [labels]                          # PR labels and cadences -> labels: rocmenv.suite.labels
     [suites.NAME]                     # test suites: rocmenv.suite.model
     [slurm]                           # rocmenv.settings.slurm (also [suites.NAME.slurm])
 """
@@ -74,7 +77,7 @@ from rocmenv.record import field, record
 from rocmenv.settings.choices import ENGINE_NAMES
 from rocmenv.settings.files import file_trusted, find_project_file
 from rocmenv.settings.keys import as_choice, as_str, check_keys, did_you_mean
-from rocmenv.settings.profile_set import build_profiles
+from rocmenv.settings.profile_set import PROFILE_NAME_RE, build_profiles
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Profile
 from rocmenv.settings.registry import registry_settings
 from rocmenv.settings.site import SiteFile, load_site_files
@@ -89,6 +92,7 @@ else:
 
 TOP_KEYS = (
     "default-profile", "lockfile", "engine", "registry", "host", "profiles", "suites", "slurm",
+    "labels",
 )  # fmt: skip
 
 
@@ -108,6 +112,7 @@ class Project:
     host: Any = None  # [host] as written; validated when it counts (resolve)
     slurm: Any = None  # [slurm] as written; parsed when it counts (resolve)
     suites: Mapping[str, Any] = field(default_factory=dict)  # [suites.*] as written
+    labels: Any = None  # [labels] as written; parsed with the suites (rocmenv.suite.labels)
     # the built-ins, the user's and the site's profiles, then the file's (profile_set)
     profiles: tuple[tuple[str, Profile], ...] = tuple(BUILTIN_PROFILES.items())
     sites: tuple[SiteFile, ...] = ()  # the site and user files read (trusted), site first
@@ -155,6 +160,13 @@ def load_project(ctx: Context) -> Project:
     suites = table.get("suites", {})
     if not isinstance(suites, dict):
         raise ConfigError(f"suites in {where} must be a table of tables")
+    for name in suites:
+        if not PROFILE_NAME_RE.fullmatch(name):  # it names the directory of the suite's logs
+            raise ConfigError(
+                f"suite name {name!r} in {where} is not a name",
+                hint="suite names match [A-Za-z0-9][A-Za-z0-9._-]* (letters, digits, . _ -), "
+                "as profile names do",
+            )
     return Project(
         path=path,
         root=path.parent if path else ctx.cwd,
@@ -170,6 +182,7 @@ def load_project(ctx: Context) -> Project:
         host=table.get("host"),
         slurm=table.get("slurm"),
         suites=suites,
+        labels=table.get("labels"),
         profiles=tuple(_profiles(sites, table.get("profiles", {}), where, path).items()),
         sites=sites,
     )

@@ -94,12 +94,21 @@ CASCADE: Mapping[str, tuple[str | None, str | None, str | None, str | None, str 
     "disk-reserve": ("--reserve", "ROCMENV_DISK_RESERVE", None, None, None),
     "untrusted": ("--untrusted", "ROCMENV_UNTRUSTED", "untrusted", None, None),
     "registry": (None, "ROCMENV_MIRRORS …", None, "[registry]", "[registry]"),
-    "host": (None, "ROCMENV_SYSFS_ROOT / ROCMENV_DEV_ROOT", None, "[host]", "[host]"),
+    "host": (
+        None,
+        "ROCMENV_SYSFS_ROOT / ROCMENV_DEV_ROOT / ROCMENV_GPUS_FROM / ROCMENV_PODINFO_DEVICES",
+        None,
+        "[host]",
+        "[host]",
+    ),
     "slurm": (None, None, None, "[slurm]", "[slurm]"),
     "policy": (None, "ROCMENV_POLICY", None, "[policy]", None),
     "images": (None, "ROCMENV_IMAGE_CACHE …", None, "[images]", None),
 }
-HOST_ENV: Final = {"ROCMENV_SYSFS_ROOT": "sysfs-root", "ROCMENV_DEV_ROOT": "dev-root"}
+HOST_ENV: Final = {
+    "ROCMENV_SYSFS_ROOT": "sysfs-root", "ROCMENV_DEV_ROOT": "dev-root",
+    "ROCMENV_GPUS_FROM": "gpus-from", "ROCMENV_PODINFO_DEVICES": "podinfo-devices",
+}  # fmt: skip
 
 
 @record
@@ -301,10 +310,13 @@ def _host(
         HostSettings(), origins, "host",
     )  # fmt: skip
     sysfs, dev = env.get("ROCMENV_SYSFS_ROOT"), env.get("ROCMENV_DEV_ROOT")
+    gpus_from, podinfo = env.get("ROCMENV_GPUS_FROM"), env.get("ROCMENV_PODINFO_DEVICES")
     origins.update((f"host.{key}", "env") for var, key in HOST_ENV.items() if env.get(var))
     return HostSettings(
         sysfs_root=Path(sysfs) if sysfs else host.sysfs_root,
         dev_root=Path(dev) if dev else host.dev_root,
+        gpus_from=Path(gpus_from) if gpus_from else host.gpus_from,
+        podinfo_devices=Path(podinfo) if podinfo else host.podinfo_devices,
     )
 
 

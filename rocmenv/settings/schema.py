@@ -115,7 +115,7 @@ VALUE_SCHEMAS: Final[Mapping[str, Mapping[str, Schema]]] = {
         "min-time": {"type": "number", "exclusiveMinimum": 0},
         "extra-args": STR_LIST,
     },
-    "host": {"sysfs-root": STR, "dev-root": STR},
+    "host": {"sysfs-root": STR, "dev-root": STR, "gpus-from": STR, "podinfo-devices": STR},
     "policy": {key: STR_LIST for key in POLICY_KEYS},
     "site": {"engine": enum(ENGINE_NAMES)},
 }  # fmt: skip
@@ -129,14 +129,16 @@ def profile_tables() -> Schema:
     return tables_of(section("profile", PROFILE_KEYS), PROFILE_NAME_RE.pattern)
 
 
-def project_schema(suite: Schema) -> Schema:
-    """``rocmenv.toml`` (and the ``[tool.rocmenv]`` table): ``suite`` is one ``[suites.NAME]``."""
+def project_schema(suite: Schema, labels: Schema) -> Schema:
+    """``rocmenv.toml`` (and the ``[tool.rocmenv]`` table): ``suite`` is one ``[suites.NAME]``,
+    ``labels`` the ``[labels]`` table (both from the suite layer)."""
     tables = {
+        "labels": labels,
         "registry": section("registry", REGISTRY_KEYS),
         "host": section("host", HOST_KEYS),
         "slurm": section("slurm", SLURM_KEYS),
         "profiles": profile_tables(),
-        "suites": tables_of(suite),
+        "suites": tables_of(suite, PROFILE_NAME_RE.pattern),  # the same grammar
     }
     return _document(
         "rocmenv project file (rocmenv.toml, or [tool.rocmenv] in pyproject.toml)",

@@ -13,7 +13,8 @@ with a "did you mean")::
     [registry]                        # as in the project file (rocmenv.settings.registry)
     mirrors = { "docker.io" = ["mirror.lan:5000"] }
 
-    [host]                            # sysfs-root, dev-root (relative: to this file)
+    [host]                            # sysfs-root, dev-root, gpus-from, podinfo-devices
+                                      #   (relative: to this file)
     [slurm]                           # as in the project file (rocmenv.settings.slurm)
     partition = "mi300x"
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocmenv.errors import ConfigError
+from rocmenv.escape import control_char
 from rocmenv.record import record, replace
 from rocmenv.settings.keys import as_str, as_str_list, check_keys, did_you_mean
 
@@ -57,7 +58,7 @@ def _text(value: Any, where: str) -> str:
     """A string that goes onto a Slurm command line or an ``#SBATCH`` line: no control
     characters (a newline would start a line of its own in a batch script), in every mode."""
     text = as_str(value, where)
-    bad = next((c for c in text if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    bad = control_char(text)
     if bad is not None:
         raise ConfigError(
             f"{where} = {text!r} holds a control character ({bad!r})",

@@ -15,9 +15,12 @@ Policies (README "Profiles"):
   the kernel checks (the image may lack the name, or map it to another GID). Names the
   host lacks are passed by name for the engine to resolve in the image.
 * **Mounts** are bind mounts that never create their source: a missing source is an
-  error unless the mount is ``optional`` (then skipped with a note). The checkout (git
-  top level of the working directory, else the directory) is mounted at the same path and
-  the working directory is the current one.
+  error unless the mount is ``optional`` (then skipped with a note). Rendered for another
+  host (``options --format gha|compose``), whose paths this host cannot check, an optional
+  mount keeps ``-v`` semantics instead (``create_source``: the engine creates an absent
+  source, as the reference CI's ``-v`` does): left out, it would be missing on the runner
+  that has the data. The checkout (git top level of the working directory, else the
+  directory) is mounted at the same path and the working directory is the current one.
 * **Environment**: only what the profile declares; proxy variables are dropped unless
   ``keep-proxy-env``; ``secret-env`` is never passed in untrusted mode.
 * **Untrusted mode** is not this module's: the planner (:mod:`rocmenv.spec.plan`) hands
@@ -36,6 +39,7 @@ from rocmenv.spec.gpu import (
     CONTAINER_DRI,
     CONTAINER_KFD,
     VISIBLE_DEVICE_VARS,
+    Gpu,
     GpuSelection,
     parse_gpus,
     select,
@@ -71,44 +75,64 @@ def gpu_devices(
     every node, the variables carry host indices; ``devices``: only the selected GPUs' nodes,
     the variables carry the container's numbering. ``nodes_for_all``: even ``all`` as the
     GPUs' own nodes rather than the whole ``/dev/dri``. ``naming`` ``cdi``: the same choice
-    as CDI names (``amd.com/gpu=2``, ``amd.com/gpu=all``; the spec brings ``/dev/kfd``)."""
+    as CDI names (``amd.com/gpu=2``, ``amd.com/gpu=all``; the spec brings ``/dev/kfd``).
+    A selection from a pool narrower than the host (an ARC runner pod: :mod:`rocmenv.spec.pool`)
+    never passes the whole ``/dev/dri`` or ``amd.com/gpu=all``: "every node" is the pool's,
+    and ``env`` isolation numbers the GPUs by their place in the pool."""
     if selection.kind == "none":
         return [], [], []
+    inv = host.inventory
+    pool = inv.pool if selection.restricted and inv is not None else None
     if naming == "cdi":
         return _cdi_devices(selection, isolation=isolation, env_names=env_names,
-                            each_for_all=nodes_for_all)  # fmt: skip
-    inv = host.inventory
+                            each_for_all=nodes_for_all, pool=pool)  # fmt: skip
     # Rendering for another host (no host check): that host's nodes are under /dev.
     dev_root = str(inv.dev_root) if inv is not None and host.check_host else "/dev"
     kfd = Device(host=f"{dev_root}/kfd", container=CONTAINER_KFD, gpu=True)
-    whole_dri = Device(host=f"{dev_root}/dri", container=CONTAINER_DRI, gpu=True)
     notes: list[str] = []
     names = env_names or (("HIP_VISIBLE_DEVICES",) if isolation == "env" else ())
-    by_nodes = nodes_for_all and selection.kind == "all" and bool(selection.gpus)
-    if (selection.kind == "all" and not by_nodes) or isolation == "env":
-        devices = [kfd, whole_dri]
-        if selection.kind == "subset":
-            value = ",".join(str(g.index) for g in selection.gpus)
-            return devices, [EnvVar(name=n, value=value, source="gpu") for n in names], notes
-        return devices, [], notes
-    devices = [kfd]
-    for gpu in sorted(selection.gpus, key=lambda g: g.index):
-        for node in (gpu.render_node, gpu.card_node):
-            if node is not None:
-                source = str(node) if host.check_host else f"{dev_root}/dri/{node.name}"
-                devices.append(
-                    Device(host=source, container=f"{CONTAINER_DRI}/{node.name}", gpu=True)
+
+    def nodes(gpus: Sequence[Gpu]) -> list[Device]:
+        out = []
+        for gpu in sorted(gpus, key=lambda g: g.index):
+            for node in (gpu.render_node, gpu.card_node):
+                if node is not None:
+                    source = str(node) if host.check_host else f"{dev_root}/dri/{node.name}"
+                    out.append(
+                        Device(host=source, container=f"{CONTAINER_DRI}/{node.name}", gpu=True)
+                    )
+            if gpu.card_node is None:
+                notes.append(
+                    f"GPU {gpu.index} ({gpu.pci_address}): no card node found, render node only"
                 )
-        if gpu.card_node is None:
-            notes.append(
-                f"GPU {gpu.index} ({gpu.pci_address}): no card node found, render node only"
-            )
+        return out
+
+    by_nodes = (nodes_for_all or pool is not None) and selection.kind == "all"
+    if (selection.kind == "all" and not (by_nodes and selection.gpus)) or isolation == "env":
+        every = nodes(pool) if pool is not None else [
+            Device(host=f"{dev_root}/dri", container=CONTAINER_DRI, gpu=True)
+        ]  # fmt: skip
+        if selection.kind == "subset":
+            place = {g.index: i for i, g in enumerate(pool)} if pool is not None else None
+            value = ",".join(str(g.index if place is None else place[g.index])
+                             for g in selection.gpus)  # fmt: skip
+            return [kfd, *every], [EnvVar(name=n, value=value, source="gpu") for n in names], notes
+        return [kfd, *every], [], notes
     value = ",".join(str(i) for i in range(len(selection.gpus)))
-    return devices, [EnvVar(name=n, value=value, source="gpu") for n in names], notes
+    return (
+        [kfd, *nodes(selection.gpus)],
+        [EnvVar(name=n, value=value, source="gpu") for n in names],
+        notes,
+    )
 
 
 def _cdi_devices(
-    selection: GpuSelection, *, isolation: str, env_names: tuple[str, ...], each_for_all: bool
+    selection: GpuSelection,
+    *,
+    isolation: str,
+    env_names: tuple[str, ...],
+    each_for_all: bool,
+    pool: tuple[Gpu, ...] | None,
 ) -> tuple[list[Device], list[EnvVar], list[str]]:
     """:func:`gpu_devices` as CDI names (:mod:`rocmenv.spec.cdi`)."""
     from rocmenv.spec.cdi import cdi_name
@@ -119,6 +143,12 @@ def _cdi_devices(
 
     names = env_names or (("HIP_VISIBLE_DEVICES",) if isolation == "env" else ())
     indices = sorted(g.index for g in selection.gpus)
+    if pool is not None and isolation == "env":  # every GPU of the pool, numbered in it
+        place = {g.index: i for i, g in enumerate(pool)}
+        value = ",".join(str(place[g.index]) for g in selection.gpus)
+        env = [EnvVar(name=n, value=value, source="gpu") for n in names]
+        return [device(g.index) for g in pool], env if selection.kind == "subset" else [], []
+    each_for_all = each_for_all or pool is not None
     if isolation == "env" or (selection.kind == "all" and not (each_for_all and indices)):
         if selection.kind == "subset":
             value = ",".join(str(g.index) for g in selection.gpus)
@@ -189,9 +219,21 @@ def _mounts(
             )
         by_target[mount.target] = mount.source
         kind: MountOrigin = "cli" if origin == "-v" else "profile"
+        create = mount.optional and not host.check_host
+        if create and ":" in mount.source + mount.target:
+            raise UsageError(
+                f"optional mount {mount.source} -> {mount.target} (from {origin}): a path "
+                "holding ':' cannot be written as -v SRC:DST, which an optional mount "
+                "rendered for another host needs (the engine creates an absent source)",
+                hint="rename the path, or make the mount required (optional = false)",
+            )
         out.append(
             BindMount(
-                source=mount.source, target=mount.target, readonly=mount.readonly, origin=kind
+                source=mount.source,
+                target=mount.target,
+                readonly=mount.readonly,
+                origin=kind,
+                create_source=create,
             )
         )
     if skipped:

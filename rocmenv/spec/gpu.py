@@ -12,7 +12,13 @@ Sources (both roots are configurable, see :class:`rocmenv.settings.host.HostSett
 **GPU index** = position in PCI-address order (domain, bus, device, function; partitions of
 one device by render minor). That is the order ``rocm-smi`` and the ROCm runtime use on
 ordinary hosts; KFD node numbers and DRM minors are never taken as indices. When in doubt,
-select by UUID (``GPU-<16 hex digits>`` from ``unique_id``) or by PCI address.
+select by UUID (``GPU-<16 hex digits>`` from ``unique_id``), by PCI address or by render
+node path (``/dev/dri/renderD128``).
+
+**The pool** is the GPUs this runner may hand out (:mod:`rocmenv.spec.pool` decides it):
+those whose render node exists under the dev root — sysfs shows every GPU of the machine,
+an ARC runner pod's ``/dev`` only its own — narrowed by a device list file when one
+applies. ``all`` is the pool; a GPU outside it cannot be selected.
 """
 
 from __future__ import annotations
@@ -67,7 +73,8 @@ class Gpu:
     unique_id: int | None
     render_minor: int
     render_node: Path  # host path of renderD<minor>
-    card_node: Path | None  # host path of card<N>, when found
+    card_node: Path | None  # host path of card<N>, when found (and it exists)
+    present: bool = True  # the render node exists under the dev root
 
     @property
     def uuid(self) -> str | None:
@@ -84,6 +91,7 @@ class Gpu:
             "render_node": str(self.render_node),
             "render_minor": self.render_minor,
             "card_node": None if self.card_node is None else str(self.card_node),
+            "present": self.present,
         }
 
 
@@ -96,10 +104,26 @@ class GpuInventory:
     topology_present: bool
     gpus: tuple[Gpu, ...]
     notes: tuple[str, ...] = ()  # nodes skipped and why
+    # the GPUs this runner may use (rocmenv.spec.pool); None: every GPU (no pool applied:
+    # rendering for another host)
+    pool_indices: tuple[int, ...] | None = None
+    pool_source: str | None = None  # what narrowed it: a device list file, or absent nodes
 
     @property
     def dri_dir(self) -> Path:
         return self.dev_root / "dri"
+
+    @property
+    def pool(self) -> tuple[Gpu, ...]:
+        if self.pool_indices is None:
+            return self.gpus
+        return tuple(g for g in self.gpus if g.index in self.pool_indices)
+
+    @property
+    def restricted(self) -> bool:
+        """The pool is narrower than the host's GPUs: ``all`` means the pool's own nodes,
+        never the whole ``/dev/dri``."""
+        return self.pool_indices is not None and len(self.pool_indices) < len(self.gpus)
 
     @property
     def gfx_targets(self) -> tuple[str, ...]:
@@ -110,7 +134,8 @@ class GpuInventory:
             "sysfs_root": str(self.sysfs_root),
             "dev_root": str(self.dev_root),
             "kfd": str(self.kfd_node) if self.kfd_present else None,
-            "gpus": [g.to_json() for g in self.gpus],
+            "gpus": [{**g.to_json(), "in_pool": g in self.pool} for g in self.gpus],
+            "pool": {"indices": [g.index for g in self.pool], "source": self.pool_source},
             "notes": list(self.notes),
         }
 
@@ -200,6 +225,8 @@ def discover(sysfs_root: Path, dev_root: Path) -> GpuInventory:
             props.get("domain", 0), props.get("location_id", 0)
         )
         card = cards.get(pci)
+        card_node = None if card is None else dev_root / "dri" / f"card{card}"
+        render_node = dev_root / "dri" / f"renderD{minor}"
         unique = props.get("unique_id")
         found.append(
             (
@@ -213,8 +240,10 @@ def discover(sysfs_root: Path, dev_root: Path) -> GpuInventory:
                     pci_address=pci,
                     unique_id=unique if unique else None,
                     render_minor=minor,
-                    render_node=dev_root / "dri" / f"renderD{minor}",
-                    card_node=None if card is None else dev_root / "dri" / f"card{card}",
+                    render_node=render_node,
+                    # a node the dev root lacks (a pod's /dev) cannot be passed to a container
+                    card_node=card_node if card_node is not None and card_node.exists() else None,
+                    present=render_node.exists(),
                 ),
             )
         )
@@ -242,16 +271,21 @@ _RANGE_RE = Pattern(r"([0-9]+)-([0-9]+)", re.ASCII)
 MAX_GPU_INDEX = 1023
 _UUID_RE = Pattern(r"(?i)(?:GPU-|0x)?([0-9a-f]{16})")
 _PCI_RE = Pattern(r"(?i)(?:([0-9a-f]{4}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])")
+#: A GPU's device node by path (``/dev/dri/renderD128``, ``/dev/dri/card1``).
+NODE_RE = Pattern(r"/[!-~]{0,4000}/dri/(?:renderD|card)[0-9]{1,6}", re.ASCII)
 
-_GPUS_HINT = "use all, none, indices (0,1), ranges (0-3), UUIDs (GPU-<16 hex>) or PCI addresses"
+_GPUS_HINT = (
+    "use all, none, indices (0,1), ranges (0-3), UUIDs (GPU-<16 hex>), PCI addresses or "
+    "render node paths (/dev/dri/renderD128)"
+)
 
 
 @record
 class SelectionItem:
-    kind: Literal["index", "uuid", "pci"]
+    kind: Literal["index", "uuid", "pci", "node"]
     text: str
     indices: tuple[int, ...] = ()  # for index and range items
-    value: str = ""  # normalised uuid hex / PCI address
+    value: str = ""  # normalised uuid hex / PCI address / node path
 
 
 @record
@@ -287,6 +321,14 @@ def parse_gpus(text: str) -> GpuRequest:
                 f"--gpus {_shown(text)!r}: {_shown(item)!r} goes past GPU {MAX_GPU_INDEX}",
                 hint="GPU indices count the host's GPUs from 0 (see `rocmenv gpus`)",
             )
+        if item.startswith("/"):
+            if not NODE_RE.fullmatch(item) or "/../" in item or "/./" in item:
+                raise GpuSelectionError(
+                    f"--gpus {_shown(text)!r}: {_shown(item)!r} is not a render or card node "
+                    "path", hint=_GPUS_HINT,
+                )  # fmt: skip
+            items.append(SelectionItem(kind="node", text=item, value=item))
+            continue
         if _INDEX_RE.fullmatch(item):
             items.append(SelectionItem(kind="index", text=item, indices=(int(item),)))
             continue
@@ -324,6 +366,7 @@ def _shown(text: str) -> str:
 class GpuSelection:
     kind: SelectionKind
     gpus: tuple[Gpu, ...] = ()  # for "subset" (in the order given) and "all" (when known)
+    restricted: bool = False  # chosen from a pool narrower than the host (GpuInventory)
 
     @property
     def indices(self) -> tuple[int, ...]:
@@ -331,55 +374,71 @@ class GpuSelection:
 
 
 def select(request: GpuRequest, inventory: GpuInventory) -> GpuSelection:
-    """Match a request against the host's GPUs; raises with what is wrong and what exists."""
+    """Match a request against the host's GPUs, within the pool; raises with what is wrong
+    and what exists."""
     if request.kind == "none":
         return GpuSelection(kind="none")
+    restricted = inventory.restricted
     if request.kind == "all":
-        return GpuSelection(kind="all", gpus=inventory.gpus)
-    count = len(inventory.gpus)
-    have = f"this host has {count} GPU{'s' if count != 1 else ''}" + (
-        f" (0-{count - 1})" if count else ""
-    )
+        if restricted and not inventory.pool:
+            raise GpuSelectionError(
+                f"--gpus all: no GPU of this host is in the pool ({inventory.pool_source})",
+                hint="see `rocmenv gpus`: which GPUs have device nodes here, which the list names",
+            )
+        return GpuSelection(kind="all", gpus=inventory.pool, restricted=restricted)
     chosen: list[Gpu] = []
     seen: dict[int, str] = {}
     for item in request.items:
-        matched: list[Gpu] = []
-        if item.kind == "index":
-            for index in item.indices:
-                if index >= count:
-                    raise GpuSelectionError(
-                        f"--gpus {request.text!r}: GPU index {index} is out of range; {have}",
-                        hint="see `rocmenv gpus`",
-                    )
-                matched.append(inventory.gpus[index])
-        elif item.kind == "uuid":
-            matched = [
-                g
-                for g in inventory.gpus
-                if g.unique_id is not None and f"{g.unique_id:016x}" == item.value
-            ]
-            if not matched:
-                raise GpuSelectionError(
-                    f"--gpus {request.text!r}: no GPU has UUID {item.text!r}; {have}",
-                    hint="see `rocmenv gpus` for the UUIDs",
-                )
-        else:
-            matched = [g for g in inventory.gpus if g.pci_address == item.value]
-            if not matched:
-                raise GpuSelectionError(
-                    f"--gpus {request.text!r}: no GPU at PCI address {item.value}; {have}",
-                    hint="see `rocmenv gpus` for the PCI addresses",
-                )
-        for gpu in matched:
+        for gpu in _matched(request.text, item, inventory):
             if gpu.index in seen:
                 raise GpuSelectionError(
                     f"--gpus {request.text!r}: GPU {gpu.index} is selected twice "
                     f"(by {seen[gpu.index]!r} and {item.text!r})",
                     hint="list each GPU once",
                 )
+            if gpu not in inventory.pool:
+                why = "its render node does not exist here" if not gpu.present else (
+                    f"not named by {inventory.pool_source}"
+                )  # fmt: skip
+                raise GpuSelectionError(
+                    f"--gpus {request.text!r}: GPU {gpu.index} ({gpu.render_node.name}) is not "
+                    f"in this runner's pool: {why}",
+                    hint="see `rocmenv gpus` (column POOL)",
+                )
             seen[gpu.index] = item.text
             chosen.append(gpu)
-    return GpuSelection(kind="subset", gpus=tuple(chosen))
+    return GpuSelection(kind="subset", gpus=tuple(chosen), restricted=restricted)
+
+
+def _matched(text: str, item: SelectionItem, inventory: GpuInventory) -> list[Gpu]:
+    """The GPUs one ``--gpus`` item names (at least one, else :class:`GpuSelectionError`)."""
+    count = len(inventory.gpus)
+    have = f"this host has {count} GPU{'s' if count != 1 else ''}" + (
+        f" (0-{count - 1})" if count else ""
+    )
+    if item.kind == "index":
+        for index in item.indices:
+            if index >= count:
+                raise GpuSelectionError(
+                    f"--gpus {text!r}: GPU index {index} is out of range; {have}",
+                    hint="see `rocmenv gpus`",
+                )
+        return [inventory.gpus[i] for i in item.indices]
+    if item.kind == "uuid":
+        matched = [g for g in inventory.gpus
+                   if g.unique_id is not None and f"{g.unique_id:016x}" == item.value]  # fmt: skip
+        what, hint = f"has UUID {item.text!r}", "see `rocmenv gpus` for the UUIDs"
+    elif item.kind == "node":
+        matched = [g for g in inventory.gpus
+                   if item.value in (str(g.render_node), str(g.card_node))]  # fmt: skip
+        what = f"has the node {_shown(item.value)!r}"
+        hint = f"see `rocmenv gpus` for the nodes (under the dev root {inventory.dev_root})"
+    else:
+        matched = [g for g in inventory.gpus if g.pci_address == item.value]
+        what, hint = f"at PCI address {item.value}", "see `rocmenv gpus` for the PCI addresses"
+    if not matched:
+        raise GpuSelectionError(f"--gpus {_shown(text)!r}: no GPU {what}; {have}", hint=hint)
+    return matched
 
 
 def family_mismatch(gpu_family: str | None, inventory: GpuInventory) -> str | None:

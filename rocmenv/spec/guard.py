@@ -27,7 +27,9 @@ that lists every change), or refuses — in one pass, here and nowhere else:
   policy; host or ``container:`` network/IPC namespaces; groups other than video/render (or
   their GIDs on this host); a profile's data mount outside the sources the trusted side
   declared (the allowlist: the policy's ``mount-sources``, else the trusted config's and the
-  built-in profiles' mounts; ``-v`` is trusted input) and any mount
+  built-in profiles' mounts; ``-v`` is trusted input; an optional mount rendered for another
+  host keeps ``-v`` semantics — the engine creates an absent source — only for a source a
+  trusted profile declares optional, any other must exist there) and any mount
   :mod:`rocmenv.spec.hostpaths` refuses (the denylist, a second line); a ``.git`` that is a
   link; images from repositories the policy does not allow.
 
@@ -102,6 +104,9 @@ class Guard:
     # the allowlist: data mounts of a profile only under these (None: the policy's
     # mount-sources, else the built-in profiles'; guard_for adds the trusted config's)
     mount_sources: tuple[str, ...] | None = None
+    # optional mounts whose absent source the engine may create (rendered for another host):
+    # those a trusted profile declares optional (None: the built-in profiles')
+    optional_sources: tuple[str, ...] | None = None
 
     @property
     def declared_sources(self) -> tuple[str, ...]:
@@ -155,6 +160,9 @@ class Guard:
         if gpu_env:  # pragma below: every variable carries the same value (equivalent mutant)
             changes.append(f"{'/'.join(v.name for v in gpu_env)}={gpu_env[0].value}")  # pragma: no mutate  # fmt: skip
         mounts, mounts_note = _read_only(draft, host)
+        mounts, created = self._created(mounts)
+        if created:
+            changes.append(f"optional mount sources must exist: {', '.join(created)}")
         spec = replace(
             draft, devices=devices, cap_add=tuple(c for c in draft.cap_add if c not in caps),
             cap_drop=cap_drop,
@@ -254,6 +262,22 @@ class Guard:
                 f"{profile.name!r} ({profile.source}): " + "; ".join(bad),
                 hint=RULE_HINT,
             )
+
+    def _created(self, mounts: tuple[BindMount, ...]) -> tuple[tuple[BindMount, ...], list[str]]:
+        """An absent source created by the engine (an optional mount rendered for another
+        host) only where a trusted profile declares that source optional: an untrusted
+        profile does not choose which directories appear on the runner."""
+        allowed = (
+            self.optional_sources if self.optional_sources is not None else optional_mount_sources()
+        )
+        out: list[BindMount] = []
+        refused: list[str] = []
+        for mount in mounts:
+            if mount.create_source and mount.source not in allowed:
+                mount = replace(mount, create_source=False)
+                refused.append(mount.source)
+            out.append(mount)
+        return tuple(out), refused
 
     def _undeclared(self, mount: BindMount, host: HostFacts) -> str | None:
         """The allowlist (the denylist of :mod:`rocmenv.spec.hostpaths` is the second line): a
@@ -374,9 +398,8 @@ def guard_for(settings: Settings, checkout: Path | None) -> Guard:
         )
         # fmt: on
     mirrors = tuple((reg, host) for reg, hosts in settings.registry.mirrors for host in hosts)
-    mount_sources = policy.mount_sources or builtin_mount_sources(
-        p for _name, p in settings.project.profiles if p.source in trusted
-    )
+    trusted_profiles = [p for _name, p in settings.project.profiles if p.source in trusted]
+    mount_sources = policy.mount_sources or builtin_mount_sources(trusted_profiles)
     return Guard(
         policy=policy,
         config_trusted=settings.project.trusted,
@@ -385,6 +408,7 @@ def guard_for(settings: Settings, checkout: Path | None) -> Guard:
         config_notes=settings.notes,
         trusted_sources=trusted,
         mount_sources=mount_sources,
+        optional_sources=optional_mount_sources(trusted_profiles),
     )
 
 
@@ -398,3 +422,9 @@ def builtin_mount_sources(trusted: Iterable[Profile] = ()) -> tuple[str, ...]:
         if not any(is_under(source, root) for root in roots):
             roots.append(source)
     return tuple(sorted(roots))
+
+
+def optional_mount_sources(trusted: Iterable[Profile] = ()) -> tuple[str, ...]:
+    """The sources the built-in profiles and the ``trusted`` ones declare optional."""
+    profiles = (*BUILTIN_PROFILES.values(), *trusted)
+    return tuple(sorted({m.source for p in profiles for m in p.mounts if m.optional}))

@@ -27,7 +27,6 @@ from rocmenv.record import field, record, replace
 from rocmenv.settings.profiles import Profile
 from rocmenv.settings.resolve import Settings
 from rocmenv.spec.builder import add_launcher, build_runspec, check_devices
-from rocmenv.spec.gpu import discover
 from rocmenv.spec.hostpaths import find_socket
 from rocmenv.spec.labels import Identity
 from rocmenv.spec.runspec import HostFacts, LauncherMount, Overrides, RunSpec, wants_gpus
@@ -155,10 +154,12 @@ def host_facts(ctx: Context, settings: Settings, request: PlanRequest) -> HostFa
     host has GPUs to name. But sources resolve exactly as ``run`` resolves them, in every
     format (rendering = running): links followed, ``//`` collapsed, sockets searched — the
     engine that mounts them follows links too."""
+    from rocmenv.spec.pool import host_inventory
+
     profile, here = settings.profile, request.for_this_host
     inventory = None
-    if wants_gpus(profile, request.overrides):
-        found = discover(settings.host.sysfs_root, settings.host.dev_root)
+    if wants_gpus(profile, request.overrides):  # this host's pool only when rendering for it
+        found = host_inventory(settings.host, with_pool=here)
         if found.gpus or here:
             inventory = found
     return HostFacts(

@@ -19,6 +19,7 @@ import json
 import re
 
 from rocmenv.errors import EngineError, UsageError
+from rocmenv.escape import control_char
 from rocmenv.lazy import Pattern
 from rocmenv.spec.labels import LABEL_PREFIX
 from rocmenv.spec.runspec import RunSpec
@@ -54,7 +55,9 @@ def render_docker(
     for m in spec.mounts:
         if m.target == spec.checkout and not with_checkout:
             continue
-        args.append(f"--mount={m.render_mount()}")
+        args.append(
+            f"--volume={m.render_volume()}" if m.create_source else f"--mount={m.render_mount()}"
+        )
     args += [f"--tmpfs={target}:{options}" for target, options in spec.tmpfs]
     for e in spec.env:
         args.append(f"--env={e.name}" if e.from_host else f"--env={e.name}={e.value}")
@@ -99,15 +102,6 @@ def plain_words(args: list[str], fmt: str) -> str:
                 + (" (--json gives the arguments as a list)" if fmt == "docker" else ""),
             )
     return " ".join(args)
-
-
-def control_char(text: str) -> str | None:
-    """The first control character of ``text`` (C0, DEL, C1, line/paragraph separators), if
-    any: what no line of a script may hold (a newline starts a line of its own)."""
-    return next(
-        (c for c in text if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029"),
-        None,
-    )
 
 
 def refuse_control(values: list[str], where: str) -> None:
@@ -166,7 +160,7 @@ def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
                 "source": m.source,
                 "target": m.target,
                 **({"read_only": True} if m.readonly else {}),
-                "bind": {"create_host_path": False},
+                "bind": {"create_host_path": m.create_source},
             }
             for m in spec.mounts
         ]
@@ -272,8 +266,12 @@ def create_body(spec: RunSpec, *, tty: bool, stdin_open: bool) -> dict[str, Any]
         "Mounts": [
             {"Type": "bind", "Source": m.source, "Target": m.target, "ReadOnly": m.readonly}
             for m in spec.mounts
+            if not m.create_source
         ],
     }
+    binds = [m.render_volume() for m in spec.mounts if m.create_source]
+    if binds:  # what `docker create -v` sends: the daemon creates an absent source
+        host["Binds"] = binds
     cdi = [d.host for d in spec.devices if d.cdi]
     if cdi:  # what the docker CLI sends for --device amd.com/gpu=N (Docker 25+)
         host["DeviceRequests"] = [{"Driver": "cdi", "DeviceIDs": cdi}]

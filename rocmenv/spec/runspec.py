@@ -57,6 +57,13 @@ class BindMount:
     target: str
     readonly: bool = False
     origin: MountOrigin = field(default="profile", compare=False)
+    # the engine creates an absent source (``-v`` semantics): only an optional mount rendered
+    # for another host, whose source this host cannot check (README "Profiles")
+    create_source: bool = False
+
+    def render_volume(self) -> str:
+        """``SRC:DST[:ro]`` for ``-v``/``Binds`` (the builder refuses paths holding ``:``)."""
+        return f"{self.source}:{self.target}" + (":ro" if self.readonly else "")
 
     def mount_fields(self) -> list[str]:
         """The ``--mount`` fields, CSV-quoted where a path holds a comma or a quote."""

@@ -15,10 +15,11 @@ read; ``tests/support/junit.xsd`` is the schema the tests validate against)::
         <system-out>GPUs, estimate, timeout, log paths</system-out>
 
 ``timeout`` is a failure of type ``timeout``; ``cancelled`` an error. Every text and attribute
-passes :func:`xml_text`: ANSI escape sequences are removed, characters XML 1.0 cannot hold
-(NUL and other control characters, lone surrogates from undecodable file names, U+FFFE/FFFF)
-become visible ``\\xNN``/``\\uNNNN`` escapes, invalid UTF-8 in a log becomes U+FFFD, and a log
-longer than :data:`LOG_TAIL` bytes is cut to its end with a note saying so and where the
+passes :func:`rocmenv.escape.shown` (a log's text with ``lines=True``): ANSI colours are
+removed, the characters XML 1.0 cannot hold (NUL and other control characters, lone
+surrogates from undecodable file names, U+FFFE/FFFF) and the others a reader must not be
+shown raw become visible ``\\uNNNN`` escapes, invalid UTF-8 in a log becomes U+FFFD, and a
+log longer than :data:`LOG_TAIL` bytes is cut to its end with a note saying so and where the
 whole log is. The standard library's ElementTree escapes markup; nothing else is needed.
 """
 
@@ -26,35 +27,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from rocmenv.escape import shown
 from rocmenv.suite.drive import Attempt, TestResult
 
 if TYPE_CHECKING:
     from rocmenv.suite.report import SuiteReport
 
 LOG_TAIL = 16_000  # bytes of a failed attempt's log in its element
-_ANSI = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
-    r"|\x1b[@-Z\\-_]"  # two-character escapes
-)
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 FAILURE_KIND = ("failed", "timeout")
 ERROR_KIND = ("error", "cancelled")
-
-
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def xml_text(text: str) -> str:
-    """``text`` as characters XML 1.0 can hold (see the module docstring)."""
-    return _NOT_XML.sub(_visible, _ANSI.sub("", text))
 
 
 def log_tail(path: str | None, limit: int = LOG_TAIL) -> str:
@@ -72,7 +56,7 @@ def log_tail(path: str | None, limit: int = LOG_TAIL) -> str:
                 f"[rocmenv: the log is {size} bytes; its last {len(data)} follow; "
                 f"the whole log: {path}]\n{text}"
             )
-        return xml_text(text)
+        return shown(text, lines=True)
     return ""
 
 
@@ -84,10 +68,10 @@ def _kind(status: str, *, final: bool, flaky: bool) -> str:
 
 def _message(a: Attempt) -> str:
     if a.status == "timeout":
-        return xml_text(a.message or "timeout")
+        return shown(a.message or "timeout", lines=True)
     if a.status == "failed":
         return f"exit code {a.exit_code}"
-    return xml_text(a.message or a.status)
+    return shown(a.message or a.status, lines=True)
 
 
 def attempts_of(r: TestResult) -> tuple[Attempt, ...]:
@@ -124,21 +108,21 @@ def _system_out(r: TestResult) -> str:
         lines.append(
             f"attempt {a.number}: {a.status}, exit {a.exit_code}, {a.wall:.1f}s, log: {a.log}"
         )
-    return xml_text("\n".join(lines))
+    return shown("\n".join(lines), lines=True)
 
 
 def junit_xml(report: SuiteReport) -> str:
     results = report.ordered()
-    suites = ET.Element("testsuites", name=xml_text(f"rocmenv suite {report.suite}"))
+    suites = ET.Element("testsuites", name=shown(f"rocmenv suite {report.suite}"))
     suite = ET.SubElement(
-        suites, "testsuite", name=xml_text(report.suite), tests=str(len(results)),
+        suites, "testsuite", name=shown(report.suite), tests=str(len(results)),
         failures=str(sum(r.status in FAILURE_KIND for r in results)),
         errors=str(sum(r.status in ERROR_KIND for r in results)),
         skipped=str(report.count("skipped")), time=f"{report.makespan:.3f}",
     )  # fmt: skip
     for r in results:
         case = ET.SubElement(
-            suite, "testcase", classname=xml_text(report.suite), name=xml_text(r.name),
+            suite, "testcase", classname=shown(report.suite), name=shown(r.name),
             time=f"{r.wall:.3f}",
         )  # fmt: skip
         _add_attempts(case, r)
@@ -148,7 +132,7 @@ def junit_xml(report: SuiteReport) -> str:
                 if r.disabled
                 else "not started (fail-fast or interrupted)"
             )
-            ET.SubElement(case, "skipped", message=xml_text(why))
+            ET.SubElement(case, "skipped", message=shown(why))
         ET.SubElement(case, "system-out").text = _system_out(r)
     ET.indent(suites)
     return (

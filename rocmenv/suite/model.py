@@ -9,7 +9,7 @@ Schema (every key optional unless said)::
     cmd = "python {path}"             # command template ({path}, {name}); a string or a list
     labels = ["fast"]                 # keep only tests with any of these labels
     exclude-labels = ["flaky"]        # drop tests with any of these
-    include-labels = []               # the default of --labels: unlabelled tests + these
+    include-labels = []               # the labels asked for when --labels is not given
     timeout-factor = 1.25             # and min-timeout, timeout, retries, retry-wait, retry-on
     retries = 1                       #   (rocmenv.suite.policy)
     tests = [
@@ -26,7 +26,8 @@ Schema (every key optional unless said)::
     signature = "est_time, suite, *, labels=None, nightly=False, disabled=None"
     select = { suite = "stage-c-4-gpu-mi350" }      # each key must equal (a list: any of)
     gpus-from = { key = "suite", pattern = "-(\\d+)-gpu-" }   # or { key = "num_gpus" }
-    # suite = "…" is short for select = { suite = "…" }
+    # or suite = "…": the registration's suite, as suite-name names it (default "{suite}")
+    suite-name = ["{stage}-test-{runner_config}", "{suite}"]  # sglang's collector: first complete
 
     [suites.stage-c.per-test."test/a.py"]   # timeout/retry keys (and disabled) for one test
     timeout = 3600
@@ -51,8 +52,15 @@ from typing import Any
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.settings.keys import as_bool, as_str, as_str_list, check_keys, did_you_mean
 from rocmenv.settings.slurm import SlurmSettings
+from rocmenv.suite.labels import BUILTIN_POLICY, LabelPolicy
 from rocmenv.suite.policy import POLICY_KEYS, RunPolicy, parse_policy
-from rocmenv.suite.registered import Found, disabled_reason, discovered_tests, parse_discovery
+from rocmenv.suite.registered import (
+    Found,
+    checked_name,
+    disabled_reason,
+    discovered_tests,
+    parse_discovery,
+)
 
 SUITE_KEYS = (
     "profile", "gpus", "est-time", "cmd", "labels", "exclude-labels", "include-labels",
@@ -92,6 +100,7 @@ class Suite:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     include_labels: tuple[str, ...] | None = None  # the default of --labels (None: all)
     policy: RunPolicy = field(default_factory=RunPolicy)
+    label_policy: LabelPolicy = BUILTIN_POLICY  # the project's [labels] (rocmenv.suite.labels)
 
     def declared(self, test: SuiteTest) -> float:
         return test.est_time if test.est_time is not None else self.est_time
@@ -154,8 +163,11 @@ def _listed(raw: Any, where: str, d: _Defaults) -> SuiteTest:
     check_keys(raw, TEST_KEYS, where)
     if "path" not in raw:
         raise ConfigError(f"{where} has no path")
-    path = as_str(raw["path"], f"{where}.path")
-    name = as_str(raw.get("name", path), f"{where}.name")
+    path = checked_name(as_str(raw["path"], f"{where}.path"), f"{where}.path", "the path")
+    name = checked_name(as_str(raw.get("name", path), f"{where}.name"), f"{where}.name", "the name")
+    labels = as_str_list(raw.get("labels", []), f"{where}.labels")
+    for label in labels:
+        checked_name(label, f"{where}.labels", "the label")
     tmpl = command_template(raw["cmd"], f"{where}.cmd") if "cmd" in raw else d.template
     return SuiteTest(
         name=name,
@@ -163,7 +175,7 @@ def _listed(raw: Any, where: str, d: _Defaults) -> SuiteTest:
         gpus=_int(raw.get("gpus", d.gpus), f"{where}.gpus"),
         est_time=_seconds(raw["est-time"], f"{where}.est-time") if "est-time" in raw else None,
         command=render_command(tmpl, path=path, name=name),
-        labels=as_str_list(raw.get("labels", []), f"{where}.labels"),
+        labels=labels,
         source=where,
         nightly=as_bool(raw.get("nightly", False), f"{where}.nightly"),
         disabled=disabled_reason(raw.get("disabled"), where, "disabled"),
@@ -212,8 +224,10 @@ def parse_suite(
     root: Path,
     where: str,
     slurm: SlurmSettings,
+    labels: LabelPolicy = BUILTIN_POLICY,
 ) -> Suite:
-    """One ``[suites.NAME]`` table; discovery reads the test files under ``root``."""
+    """One ``[suites.NAME]`` table; discovery reads the test files under ``root``; ``labels``
+    is the project's ``[labels]`` policy."""
     here = f"[suites.{name}] in {where}"
     if not isinstance(raw, dict):
         raise ConfigError(f"{here} must be a table")
@@ -265,6 +279,7 @@ def parse_suite(
         slurm=slurm,
         include_labels=include,
         policy=policy,
+        label_policy=labels,
     )
 
 
@@ -284,9 +299,16 @@ def suite_profile(suites: Mapping[str, Any], name: str, *, where: str) -> str | 
 
 
 def load_suite(
-    suites: Mapping[str, Any], name: str, *, root: Path, where: str, slurm: SlurmSettings
+    suites: Mapping[str, Any],
+    name: str,
+    *,
+    root: Path,
+    where: str,
+    slurm: SlurmSettings,
+    labels: LabelPolicy = BUILTIN_POLICY,
 ) -> Suite:
     """``[suites.NAME]`` of the project file, its Slurm settings already resolved
-    (:meth:`rocmenv.settings.resolve.Settings.slurm_for`)."""
+    (:meth:`rocmenv.settings.resolve.Settings.slurm_for`) and its ``[labels]`` parsed
+    (:func:`rocmenv.suite.labels.parse_label_policy`)."""
     suite_profile(suites, name, where=where)
-    return parse_suite(name, suites[name], root=root, where=where, slurm=slurm)
+    return parse_suite(name, suites[name], root=root, where=where, slurm=slurm, labels=labels)

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rocmenv.errors import ConfigError
-from rocmenv.settings.keys import as_str, check_keys
+from rocmenv.escape import control_char
+from rocmenv.settings.keys import as_str, as_str_list, check_keys
 from rocmenv.suite.discovery import (
     DEFAULT_SIGNATURE,
     Registration,
@@ -26,7 +27,8 @@ from rocmenv.suite.discovery import (
     registered_files,
 )
 
-DISCOVER_KEYS = ("glob", "call", "suite", "signature", "select", "gpus-from")
+DISCOVER_KEYS = ("glob", "call", "suite", "suite-name", "signature", "select", "gpus-from")
+DEFAULT_SUITE_NAME: tuple[str, ...] = ("{suite}",)
 GPUS_FROM_KEYS = ("key", "pattern")
 MAX_GPUS = 64
 MAX_MATCHED = 1000  # characters of a registration value a gpus-from pattern is run on
@@ -45,6 +47,8 @@ class Discovery:
     signature: Signature
     select: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     gpus_from: GpusFrom | None = None
+    suite: tuple[Any, ...] | None = None  # suite = …: the registration's suite name is one
+    suite_name: tuple[str, ...] = DEFAULT_SUITE_NAME  # how its suite is named (suite_name_of)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,14 +92,19 @@ def parse_discovery(raw: Any, where: str) -> Discovery:
     )
     if "suite" in raw and "select" in raw:
         raise ConfigError(f"{where}: give select = {{ suite = … }} or suite = …, not both")
-    select_raw = {"suite": raw["suite"]} if "suite" in raw else raw.get("select", {})
+    select_raw = raw.get("select", {})
     if not isinstance(select_raw, dict):
         raise ConfigError(f'{where}.select must be a table such as {{ suite = "stage-b" }}')
     select = tuple(
         (key, _scalar_or_list(value, f"{where}.select.{key}")) for key, value in select_raw.items()
     )
+    suite = _scalar_or_list(raw["suite"], f"{where}.suite") if "suite" in raw else None
+    suite_name: tuple[str, ...] = DEFAULT_SUITE_NAME
+    if "suite-name" in raw or suite is not None:
+        suite_name = _suite_name(raw.get("suite-name", list(DEFAULT_SUITE_NAME)), where, signature)
     gpus_from = _gpus_from(raw["gpus-from"], f"{where}.gpus-from") if "gpus-from" in raw else None
-    for key in [k for k, _ in select] + ([gpus_from.key] if gpus_from else []):
+    keys = [k for k, _ in select] + ([gpus_from.key] if gpus_from else [])
+    for key in keys:
         if key not in signature.names and not signature.any_keyword:
             raise ConfigError(
                 f"{where}: {key!r} is not a parameter of the signature ({signature.text})",
@@ -103,8 +112,49 @@ def parse_discovery(raw: Any, where: str) -> Discovery:
             )
     return Discovery(
         glob=as_str(raw["glob"], f"{where}.glob"), calls=calls, signature=signature,
-        select=select, gpus_from=gpus_from,
+        select=select, gpus_from=gpus_from, suite=suite, suite_name=suite_name,
     )  # fmt: skip
+
+
+def _suite_name(raw: Any, where: str, signature: Signature) -> tuple[str, ...]:
+    """``suite-name``: templates such as ``"{stage}-test-{runner_config}"``, tried in order."""
+    from string import Formatter
+
+    templates = (raw,) if isinstance(raw, str) else as_str_list(raw, f"{where}.suite-name")
+    if not templates:
+        raise ConfigError(f"{where}.suite-name is empty", hint='e.g. suite-name = "{suite}"')
+    for template in templates:
+        try:
+            fields = [(f, spec, conv) for _, f, spec, conv in Formatter().parse(template)
+                      if f is not None]  # fmt: skip
+        except ValueError as err:
+            raise ConfigError(f"{where}.suite-name {template!r}: {err}") from None
+        for name, spec, conv in fields:
+            if spec or conv or not name.isidentifier():
+                raise ConfigError(
+                    f"{where}.suite-name {template!r}: {{{name}}} must name a parameter, "
+                    "nothing more",
+                    hint='e.g. "{stage}-test-{runner_config}"',
+                )
+            if name not in signature.names and not signature.any_keyword:
+                raise ConfigError(
+                    f"{where}.suite-name {template!r}: {name!r} is not a parameter of the "
+                    f"signature ({signature.text})"
+                )
+    return templates
+
+
+def suite_name_of(values: Mapping[str, Any], templates: tuple[str, ...]) -> str | None:
+    """A registration's suite as its client's collector names it: the first template whose
+    parameters are all given (not None), filled in (sglang: ``{stage}-test-{runner_config}``
+    when both are given, else ``{suite}``)."""
+    from string import Formatter
+
+    for template in templates:
+        fields = [f for _, f, _, _ in Formatter().parse(template) if f is not None]
+        if all(values.get(f) is not None for f in fields):
+            return template.format(**{f: values[f] for f in fields})
+    return None
 
 
 def _gpus_from(raw: Any, where: str) -> GpusFrom:
@@ -143,6 +193,9 @@ def discovered_tests(root: Path, discovery: Discovery) -> Iterator[Found]:
 
 
 def _selected(reg: Registration, discovery: Discovery) -> bool:
+    named = suite_name_of(reg.values, discovery.suite_name)
+    if discovery.suite is not None and named not in discovery.suite:
+        return False
     return all(reg.values.get(key) in allowed for key, allowed in discovery.select)
 
 
@@ -159,6 +212,9 @@ def _read(rel: str, reg: Registration, discovery: Discovery) -> Found:
         not isinstance(labels, (list, tuple)) or not all(isinstance(x, str) for x in labels)
     ):
         raise ConfigError(f"{where}: {reg.call}(labels={labels!r}) must be a list of strings")
+    checked_name(rel, where, "the test file's name")
+    for label in labels or ():
+        checked_name(label, where, f"{reg.call}() label")
     nightly = v.get("nightly")
     if nightly is not None and not isinstance(nightly, bool):
         raise ConfigError(f"{where}: {reg.call}(nightly={nightly!r}) must be True or False")
@@ -168,6 +224,20 @@ def _read(rel: str, reg: Registration, discovery: Discovery) -> Found:
         nightly=bool(nightly), disabled=disabled_reason(v.get("disabled"), where, reg.call),
         values=dict(v),
     )  # fmt: skip
+
+
+def checked_name(value: str, where: str, what: str) -> str:
+    """A test's name, path or label as read: :class:`ConfigError` at ``where`` when it holds
+    a control character (a newline, an escape, a bidirectional override: what
+    :func:`rocmenv.escape.control_char` finds), which every report would have to disguise."""
+    bad = control_char(value)
+    if bad is not None:
+        raise ConfigError(
+            f"{where}: {what} {value!r} holds the control character {bad!r}",
+            hint="rename it: test names, paths and labels are shown in logs, tables and "
+            "summaries, where a control character could end a line or forge one",
+        )
+    return value
 
 
 def disabled_reason(value: Any, where: str, call: str = "the test") -> str | None:

@@ -4,7 +4,9 @@
 A test's row is its final result: ``ok`` (``ok, flaky: 2 attempts`` when a retry passed),
 ``FAIL``, ``TIMEOUT`` (killed at its timeout; exit code 124), ``ERROR``, ``cancelled``,
 ``skipped`` (never started) or ``skipped: disabled: <reason>``. The markdown fits
-``$GITHUB_STEP_SUMMARY``; ``--json`` carries every attempt.
+``$GITHUB_STEP_SUMMARY``; ``--json`` carries every attempt. Names and reasons come from the
+checkout: the table shows them through :func:`rocmenv.escape.shown`, the markdown as code
+spans and escaped text (:func:`rocmenv.escape.markdown_code`, ``markdown_text``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocmenv.escape import markdown_code, markdown_text, shown
 from rocmenv.hostfs import open_append, write_atomic
 from rocmenv.suite.drive import TestResult
 
@@ -39,6 +42,7 @@ class SuiteReport:
     interrupted: bool = False
     warnings: tuple[str, ...] = ()
     log_dir: str | None = None  # where the per-test logs are
+    notices: tuple[str, ...] = ()  # what the selection could not use; why nothing ran
 
     @property
     def passed(self) -> bool:
@@ -77,17 +81,19 @@ def result_mark(r: TestResult, *, reason_limit: int | None = None) -> str:
 
 
 def table(report: SuiteReport) -> list[str]:
+    if not report.results:
+        return [summary_line(report)]
     rows = [("TEST", "GPUS", "ON", "WALL", "ESTIMATE", "EXIT", "RESULT")]
     for r in report.ordered():
         rows.append(
             (
-                r.name,
+                shown(r.name),
                 str(r.gpus),
                 _fmt_gpus(r.assigned),
                 f"{r.wall:.1f}s" if r.started is not None else "-",
                 f"{r.estimate:.0f}s",
                 str(r.exit_code) if r.exit_code is not None else "-",
-                _one_line(result_mark(r, reason_limit=REASON_IN_TABLE)),
+                shown(result_mark(r, reason_limit=REASON_IN_TABLE)),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -96,10 +102,6 @@ def table(report: SuiteReport) -> list[str]:
     ]
     lines.append(summary_line(report))
     return lines
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def summary_line(report: SuiteReport) -> str:
@@ -115,7 +117,7 @@ def summary_line(report: SuiteReport) -> str:
         parts.append(f"{flaky} flaky")
     extra = " (interrupted)" if report.interrupted else ""
     return (
-        f"suite {report.suite}: {', '.join(parts)} in {report.makespan:.1f}s on "
+        f"suite {shown(report.suite)}: {', '.join(parts)} in {report.makespan:.1f}s on "
         f"{len(report.pool)} GPU(s){extra}"
     )
 
@@ -123,26 +125,23 @@ def summary_line(report: SuiteReport) -> str:
 def markdown(report: SuiteReport) -> str:
     icon = "✅" if report.passed else "❌"
     out = [
-        f"### {icon} suite `{report.suite}` ({report.backend})",
+        f"### {icon} suite {markdown_code(report.suite)} ({report.backend})",
         "",
-        summary_line(report),
+        markdown_text(summary_line(report)),
         "",
         "| test | GPUs | on | wall | estimate | exit | result |",
         "|---|---|---|---|---|---|---|",
     ]
+    if report.notices:
+        out[3:3] = [f"> {markdown_text(text)}" for text in report.notices] + [""]
     for r in report.ordered():
         wall = f"{r.wall:.1f} s" if r.started is not None else "–"
         code = str(r.exit_code) if r.exit_code is not None else "–"
         out.append(
-            f"| `{_cell(r.name)}` | {r.gpus} | {_fmt_gpus(r.assigned)} | {wall} | "
-            f"{r.estimate:.0f} s | {code} | {_cell(result_mark(r))} |"
+            f"| {markdown_code(r.name)} | {r.gpus} | {_fmt_gpus(r.assigned)} | {wall} | "
+            f"{r.estimate:.0f} s | {code} | {markdown_text(result_mark(r))} |"
         )
     return "\n".join(out) + "\n"
-
-
-def _cell(text: str) -> str:
-    """One markdown table cell: no line breaks, no column separators, no code-span ends."""
-    return _one_line(text).replace("|", "\\|").replace("`", "'")
 
 
 def write_text(path: Path, text: str, *, within: Path | None) -> None:
@@ -167,6 +166,7 @@ def to_json(report: SuiteReport) -> dict[str, Any]:
         "interrupted": report.interrupted,
         "makespan": round(report.makespan, 3),
         "pool": list(report.pool),
+        "notices": list(report.notices),
         "tests": [
             {
                 "name": r.name,

@@ -19,11 +19,12 @@ from rocmenv.settings.project import load_project
 from rocmenv.settings.resolve import Flags, Settings, settings_for
 from rocmenv.suite.drive import Launch, RunOptions, SuiteEvent, TestResult, run_packed
 from rocmenv.suite.history import History, history_path, read_history, record
+from rocmenv.suite.labels import parse_label_policy
 from rocmenv.suite.model import Suite, load_suite, suite_profile
 from rocmenv.suite.packer import Job
 from rocmenv.suite.plan import PlannedTest, estimates, partitions
 from rocmenv.suite.report import SuiteReport
-from rocmenv.suite.select import Selected, Selection, select
+from rocmenv.suite.select import Selected, Selection, nothing_selected, select
 
 Backend = Literal["local", "slurm"]
 BACKENDS: tuple[str, ...] = ("local", "slurm")
@@ -51,7 +52,7 @@ def load(ctx: Context, name: str, flags: Flags | None = None) -> Loaded:
     settings = settings_for(ctx, replace(flags, profile=profile), project=project)
     suite = load_suite(
         project.suites, name, root=project.root, where=project.where,
-        slurm=settings.slurm_for(name),
+        slurm=settings.slurm_for(name), labels=parse_label_policy(project.labels, project.where),
     )  # fmt: skip
     history = read_history(history_path(settings.lockfile))
     return Loaded(suite=suite, settings=settings, history=history)
@@ -82,14 +83,15 @@ def planned(
 
 
 def local_pool(settings: Settings, selection: str | None) -> tuple[int, ...]:
-    """Host GPU indices that ``--gpus SEL`` (default all) names."""
-    from rocmenv.spec.gpu import discover, parse_gpus, select
+    """Host GPU indices that ``--gpus SEL`` (default all: this runner's pool) names: only
+    GPUs whose device nodes exist here (:mod:`rocmenv.spec.pool`)."""
+    from rocmenv.spec.gpu import parse_gpus, select
+    from rocmenv.spec.pool import host_inventory
 
     request = parse_gpus(selection or "all")
     if request.kind == "none":
         return ()
-    inventory = discover(settings.host.sysfs_root, settings.host.dev_root)
-    return select(request, inventory).indices
+    return select(request, host_inventory(settings.host)).indices
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,17 +127,12 @@ def run_suite(
         for t in tests
     ]  # fmt: skip
     commands = {t.name: t.test.command for t in tests}
-    if not jobs and not chosen.disabled:
-        raise UsageError(
-            f"suite {loaded.suite.name!r} has no tests"
-            + (
-                f" in partition {request.partition[0]}/{request.partition[1]}"
-                if request.partition
-                else ""
-            ),
-            hint="check its tests/discover/labels and --cadence/--labels "
-            "(`rocmenv suite list NAME --json` says why each test was left out)",
-        )
+    if not jobs:  # empty is green: nothing to start, no engine or GPU asked
+        return SuiteReport(
+            suite=suite.name, backend=request.backend, makespan=0.0, pool=(),
+            results=tuple(disabled_results(loaded, chosen, request.partition)),
+            notices=(*chosen.notices, nothing_selected(suite, chosen, request.partition)),
+        )  # fmt: skip
     log_dir = make_log_dir(ctx, request.log_dir, loaded)
     options = RunOptions(
         max_parallel=request.max_parallel, fail_fast=request.fail_fast, on_event=on_event
@@ -166,7 +163,7 @@ def run_suite(
     return SuiteReport(
         suite=loaded.suite.name, backend=request.backend, results=tuple(results),
         makespan=makespan, pool=pool, interrupted=stop.is_set(), warnings=tuple(warnings),
-        log_dir=str(log_dir),
+        log_dir=str(log_dir), notices=chosen.notices,
     )  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""The JSON Schema of one ``[suites.NAME]`` table, generated from :mod:`rocmenv.suite.model`'s
+"""The JSON Schema of one ``[suites.NAME]`` table and of ``[labels]``, generated from :mod:`rocmenv.suite.model`'s
 key tables (``SUITE_KEYS``, ``TEST_KEYS``, ``DISCOVER_KEYS``) — the project file's schema
 (:func:`rocmenv.settings.schema.project_schema`) takes it from here, the layer that owns
 suites. A key the tables gain before :data:`SUITE_VALUES` describes it is still in the
@@ -12,6 +12,7 @@ from typing import Final
 
 from rocmenv.settings.schema import STR, STR_LIST, Schema, section, table
 from rocmenv.settings.slurm import SLURM_KEYS
+from rocmenv.suite.labels import CADENCES, LABELS_KEYS
 from rocmenv.suite.model import MAX_GPUS, SUITE_KEYS, TEST_KEYS
 from rocmenv.suite.registered import DISCOVER_KEYS
 
@@ -29,7 +30,8 @@ SUITE_VALUES: Final[Mapping[str, Mapping[str, Schema]]] = {
     "test": {"path": STR, "name": STR, "gpus": GPUS, "est-time": SECONDS, "cmd": COMMAND,
              "labels": STR_LIST, "nightly": {"type": "boolean"},
              "disabled": {"anyOf": [STR, {"type": "boolean"}]}, **POLICY_VALUES},
-    "discover": {"glob": STR, "call": {"anyOf": [STR, STR_LIST]}, "suite": STR,
+    "discover": {"glob": STR, "call": {"anyOf": [STR, STR_LIST]},
+                 "suite": {"anyOf": [STR, STR_LIST]}, "suite-name": {"anyOf": [STR, STR_LIST]},
                  "signature": STR, "select": {"type": "object"}, "gpus-from": {"anyOf": [
                      STR, {"type": "object", "properties": {"key": STR, "pattern": STR},
                            "additionalProperties": False}]}},
@@ -49,3 +51,21 @@ def suite_schema() -> Schema:
         "slurm": section("slurm", SLURM_KEYS),
     }
     return table(SUITE_KEYS, values)
+
+
+INCLUDE_SET: Final[Schema] = {"anyOf": [
+    {"const": "all"}, STR_LIST,
+    {"type": "object", "properties": {"all-but": STR_LIST}, "required": ["all-but"],
+     "additionalProperties": False},
+]}  # fmt: skip
+
+
+def labels_schema() -> Schema:
+    """The ``[labels]`` table (:mod:`rocmenv.suite.labels`)."""
+    cadence = {c: INCLUDE_SET for c in CADENCES}
+    values = {
+        "prefix": STR, "ignore": STR_LIST,
+        "scopes": {"type": "object", "additionalProperties": INCLUDE_SET},
+        "cadence": table(CADENCES, cadence),
+    }  # fmt: skip
+    return table(LABELS_KEYS, values)

@@ -255,13 +255,17 @@ def job_args(
 
 
 def run_as_job(
-    ctx: Context, settings: SlurmSettings, *, count: int, node_args: Sequence[str]
+    ctx: Context,
+    settings: SlurmSettings,
+    *,
+    count: int,
+    node_args: Sequence[str],
+    untrusted: bool = False,
 ) -> int:
-    """``srun`` the node-side ``rocmenv run --gpus slurm …`` with this terminal's output;
-    SIGINT/SIGTERM ``scancel`` the job (the node-side rocmenv then removes its container)."""
-    import signal
-    import threading
-
+    """``srun`` the node-side ``rocmenv run --gpus slurm …`` with this terminal's output
+    (``untrusted``: fenced in GitHub Actions, :meth:`rocmenv.context.Context.child_output` —
+    it carries the container's); SIGINT/SIGTERM ``scancel`` the job (the node-side rocmenv
+    then removes its container)."""
     if shutil.which("srun", path=ctx.env.get("PATH")) is None:
         raise EngineUnavailable(
             "srun is not on PATH: this is not a Slurm submit host",
@@ -274,10 +278,19 @@ def run_as_job(
     for stream in (ctx.stdout, ctx.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=_fd(ctx.stdout, 1), stderr=_fd(ctx.stderr, 2),
-        cwd=ctx.cwd, env=dict(ctx.env), start_new_session=True,
-    )  # fmt: skip
+    with ctx.child_output(untrusted=untrusted) as out:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out.stdout_fd, stderr=out.stderr_fd,
+            cwd=ctx.cwd, env=dict(ctx.env), start_new_session=True,
+        )  # fmt: skip
+        return _wait_job(ctx, proc, name)
+
+
+def _wait_job(ctx: Context, proc: subprocess.Popen[bytes], name: str) -> int:
+    """The job's exit status; SIGINT/SIGTERM/SIGHUP meanwhile ``scancel`` it (128+N)."""
+    import signal
+    import threading
+
     received: list[int] = []
 
     def stop(signum: int, _frame: object) -> None:
@@ -298,13 +311,6 @@ def run_as_job(
         wait_job_gone(name, ctx.env)
         return 128 + received[0]
     return code
-
-
-def _fd(stream: object, default: int) -> int:
-    try:
-        return int(stream.fileno())  # type: ignore[attr-defined]
-    except (AttributeError, ValueError, OSError):
-        return default
 
 
 def render_sbatch(

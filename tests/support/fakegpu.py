@@ -7,6 +7,10 @@ the BMC's VGA device (no KFD node, no render node), the GPUs are card1-card8.
 With ``char_devices=True`` (needs root) the /dev entries are real character devices made
 with ``mknod`` (majors: kfd 511, DRM 226), so Docker's ``--device`` accepts them; without
 root they are plain files (enough for discovery tests).
+
+:func:`fake_pod` turns such a host into what an ARC runner pod of sglang's AMD CI sees: sysfs
+still shows all eight GPUs, ``/dev`` holds only the pod's nodes, and a podinfo file lists
+them as ``docker run`` flags (``/etc/podinfo/gha-render-devices``).
 """
 
 from __future__ import annotations
@@ -55,8 +59,13 @@ class FakeHost:
     gpus: tuple[FakeGpu, ...]  # in index order
 
     def env(self) -> dict[str, str]:
-        """The environment overrides that point rocmenv at this host."""
-        return {"ROCMENV_SYSFS_ROOT": str(self.sysfs_root), "ROCMENV_DEV_ROOT": str(self.dev_root)}
+        """The environment overrides that point rocmenv at this host (and at no pod's device
+        list: a test on an ARC runner must not read the runner's own)."""
+        return {
+            "ROCMENV_SYSFS_ROOT": str(self.sysfs_root),
+            "ROCMENV_DEV_ROOT": str(self.dev_root),
+            "ROCMENV_PODINFO_DEVICES": str(self.root / "podinfo" / "absent"),
+        }
 
 
 def _props(lines: dict[str, int]) -> str:
@@ -161,3 +170,42 @@ def _link(path: Path, target: str) -> None:
     if path.is_symlink() or path.exists():
         path.unlink()
     path.symlink_to(target)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FakePod:
+    host: FakeHost
+    podinfo: Path  # the pod's device list (what /etc/podinfo/gha-render-devices holds)
+    gpus: tuple[FakeGpu, ...]  # the pod's GPUs (rocmenv indices of the whole host)
+
+    @property
+    def render_names(self) -> frozenset[str]:
+        return frozenset(g.render_name for g in self.gpus)
+
+    def env(self) -> dict[str, str]:
+        """The environment overrides that point rocmenv at this pod (its roots and list)."""
+        return {**self.host.env(), "ROCMENV_PODINFO_DEVICES": str(self.podinfo)}
+
+
+def fake_pod(
+    host: FakeHost, indices: tuple[int, ...] = (2, 5), *, podinfo: Path | None = None
+) -> FakePod:
+    """Make ``host`` an ARC runner pod holding the GPUs ``indices``: every other GPU's render
+    and card nodes leave the fake /dev (sysfs keeps them all), and the podinfo file names
+    the pod's render nodes as sglang's launcher reads them (``--device PATH`` flags split on
+    whitespace; one as ``--device=PATH``). Use the returned :meth:`FakePod.env` (it sets
+    ``ROCMENV_PODINFO_DEVICES``; the file is not at /etc/podinfo)."""
+    kept = tuple(g for g in host.gpus if g.index in indices)
+    if len(kept) != len(set(indices)):
+        raise ValueError(f"the fake host has no GPUs {indices}")
+    for gpu in host.gpus:
+        if gpu not in kept:
+            for name in (gpu.render_name, gpu.card_name):
+                (host.dev_root / "dri" / name).unlink(missing_ok=True)
+    path = podinfo or host.root / "podinfo" / "gha-render-devices"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = [f"--device {host.dev_root}/dri/{g.render_name}" for g in kept]
+    if len(flags) > 1:
+        flags[-1] = flags[-1].replace("--device ", "--device=")
+    path.write_text(" ".join(flags) + "\n")
+    return FakePod(host=host, podinfo=path, gpus=kept)

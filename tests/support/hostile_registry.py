@@ -13,6 +13,8 @@ Modes (every path gets the same treatment):
 * ``drip`` — a ``Content-Length: 1000`` body sent one byte every 0.5 s;
 * ``drip-headers`` — an endless response head (``X-Pad`` header lines), one byte every 0.5 s;
 * ``endless-links`` — every tag page valid, with a ``Link`` to a distinct next page;
+* ``hostile-tags`` — one tag page of :data:`HOSTILE_TAGS`: a real tag among tags that print
+  workflow commands, newlines, terminal escapes and bidirectional overrides;
 * ``md5-index`` — an image index whose ``linux/amd64`` entry has an ``md5:`` digest (HEAD
   answers with the index's real digest, GET with the index);
 * ``capture`` — answers 401 with a Basic challenge and records every ``Authorization`` header
@@ -57,6 +59,7 @@ MODES = (
     "chunked-400mb",
     "drip",
     "endless-links",
+    "hostile-tags",
     "md5-index",
     "capture",
     "token-429",
@@ -72,6 +75,18 @@ IMAGE_MODES = (
     "planted-digest",
     "size-lie",
     "drip-layer",
+)
+#: What the ``hostile-tags`` mode lists (JSON carries any string as a tag).
+HOSTILE_TAGS = (
+    "v0.5.8-rocm700-mi30x-20260215",
+    "::set-output name=image::PWNED-tag",
+    "ok\n::add-mask::PWNED-newline",
+    "x\r::error::PWNED-cr",
+    "##[set-output name=digest;]PWNED-v1",
+    "  ::stop-commands::pwnedtags",
+    "\x1b]0;PWNED-title\x07\x1b[2J\x1b]8;;http://127.0.0.1:9/\x1b\\link\x1b]8;;\x1b\\",
+    "\u202eevil-bidi\u202c",
+    "\x9b31mc1-csi",
 )
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
@@ -271,6 +286,12 @@ class HostileRegistry:
                     },
                 )
                 + body
+            )
+            return
+        if self.mode == "hostile-tags":
+            body = json.dumps({"name": "x/y", "tags": list(HOSTILE_TAGS)}).encode()
+            conn.sendall(
+                self._head("200 OK", {**json_type, "Content-Length": str(len(body))}) + body
             )
             return
         if self.mode == "md5-index":

@@ -35,6 +35,8 @@ RUN_MODULES = {
     "rocmenv.engine.select", "rocmenv.engine.wire", "rocmenv.errors", "rocmenv.grammar",
     "rocmenv.grammar.reference", "rocmenv.grammar.tags", "rocmenv.hostfs", "rocmenv.image",
     "rocmenv.image.pinning", "rocmenv.lazy", "rocmenv.record", "rocmenv.redact", "rocmenv.run",
+    "rocmenv.escape",  # (issue 31: the one escaping function; nothing compiled at import)
+    "rocmenv.joblog",  # (issue 31: the container's output goes where it decides)
     "rocmenv.run.execute", "rocmenv.run.interrupt", "rocmenv.run.stages", "rocmenv.settings",
     "rocmenv.settings.choices", "rocmenv.settings.files", "rocmenv.settings.host",
     "rocmenv.settings.keys", "rocmenv.settings.policy", "rocmenv.settings.profile_set",
@@ -42,6 +44,8 @@ RUN_MODULES = {
     "rocmenv.settings.resolve", "rocmenv.settings.site", "rocmenv.settings.slurm",
     "rocmenv.typecheck", "rocmenv.spec", "rocmenv.spec.builder", "rocmenv.spec.gpu", "rocmenv.spec.hostpaths",
     "rocmenv.spec.labels", "rocmenv.spec.plan", "rocmenv.spec.render", "rocmenv.spec.runspec",
+    # the GPU pool (which GPUs this runner owns: an ARC pod's device list), for a GPU run
+    "rocmenv.spec.pool",
     # with the shim launcher (its bundle reused: nothing of the vendored packaging)
     "rocmenv.launcher", "rocmenv.shims", "rocmenv.shims.bundle", "rocmenv.shims.catalogue",
 }  # fmt: skip

@@ -87,7 +87,7 @@ def test_the_action_declares_what_its_script_reads() -> None:
     assert env_inputs <= inputs
     script = (ROOT / "scripts" / "action.sh").read_text()
     assert all(f"INPUT_{name.upper().replace('-', '_')}" in script for name in env_inputs)
-    assert set(action["outputs"]) == {"image", "digest", "matrix"}
+    assert set(action["outputs"]) == {"image", "digest", "matrix", "has-tests"}
 
 
 FAKE = """#!/usr/bin/env python3
@@ -112,7 +112,7 @@ def _action(
     ("inputs", "argv"),
     [
         ({"COMMAND": "suite-run", "SUITE": "s", "PARTITION": "1/2", "LABELS": "run-ci-moe,docs"},
-         ["suite", "run", "s", "--cadence", "regular", "--labels", "moe,docs", "--partition",
+         ["suite", "run", "s", "--cadence", "regular", "--labels", "run-ci-moe,docs", "--partition",
           "1/2", "--declared", "--junit", "rocmenv-junit.xml"]),
         ({"COMMAND": "suite-plan", "SUITE": "s", "MAX_PARTITION_TIME": "1800", "CADENCE": "nightly"},
          ["suite", "plan", "s", "--cadence", "nightly", "--format", "gha-matrix", "--declared",
@@ -122,6 +122,7 @@ def _action(
         ({"COMMAND": "pin", "PROFILE": "ci", "ARGS": "--update --json"},
          ["pin", "--profile", "ci", "--update", "--json"]),
         ({"COMMAND": "resolve", "PROFILE": "ci"}, ["resolve", "--digest", "--profile", "ci"]),
+        ({"COMMAND": "resolve"}, ["resolve", "--digest"]),  # the default profile
     ],
 )  # fmt: skip
 def test_inputs_become_the_rocmenv_command_line(
@@ -164,9 +165,9 @@ def test_suite_plan_through_the_action_sets_the_matrix_output(tmp_path: Path) ->
     env_extra = {"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(out)}
     done = _action(tmp_path, bin_dir, env_extra, COMMAND="suite-plan", SUITE="s", PARTITIONS="2")
     assert done.returncode == 0, done.stderr
-    name, _, value = out.read_text().strip().partition("=")
-    assert name == "matrix"
-    assert [e["partition"] for e in json.loads(value)["include"]] == ["0/2", "1/2"]
+    written = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert written["has-tests"] == "true"
+    assert [e["partition"] for e in json.loads(written["matrix"])["include"]] == ["0/2", "1/2"]
 
 
 def test_the_action_script_passes_shellcheck() -> None:
@@ -177,3 +178,106 @@ def test_the_action_script_passes_shellcheck() -> None:
     done = subprocess.run(["shellcheck", str(ROOT / "scripts" / "action.sh")],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stdout
+
+
+def test_the_action_runs_rocmenv_isolated_from_the_pythonpath_the_step_sets(
+    tmp_path: Path,
+) -> None:
+    """A step's PYTHONPATH is for the tests (a profile's pass-env), never for rocmenv's own
+    imports: a planted `rocmenv` package on it is not what runs."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "rocmenv.toml").write_text(
+        '[suites.s]\nprofile = "cpu"\ngpus = 0\ntests = [{ path = "a.py" }]\n'
+    )
+    planted = tmp_path / "checkout-dir" / "rocmenv"
+    planted.mkdir(parents=True)
+    (planted / "__init__.py").write_text("raise SystemExit('the planted rocmenv ran')\n")
+    runner_temp = tmp_path / "runner-temp"
+    runner_temp.mkdir()
+    (runner_temp / "rocmenv-venv").symlink_to(Path(sys.executable).parent.parent)
+    env_extra = {"RUNNER_TEMP": str(runner_temp), "PYTHONPATH": str(planted.parent)}
+    bin_dir = Path(sys.executable).parent  # `rocmenv` on PATH too: what ran without -I
+    done = _action(tmp_path, bin_dir, env_extra, COMMAND="suite-list", SUITE="s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "planted" not in done.stdout + done.stderr and "a.py" in done.stdout
+
+
+def _printed_workflows(tmp_path: Path) -> dict[str, str]:
+    """The workflow `rocmenv init` prints for each example repository, as a user gets it."""
+    import io
+
+    from rocmenv.cli import main
+    from rocmenv.context import Context
+
+    out: dict[str, str] = {}
+    for name, extra in (("miles-shaped", []),
+                        ("sglang-shaped", ["--image", "rocm/sgl-dev:v0.5.13-rocm720-mi35x-20260601"])):  # fmt: skip
+        repo = tmp_path / "printed" / name
+        shutil.copytree(EXAMPLES / name, repo)
+        (repo / ".git").mkdir()
+        stdout, stderr = io.StringIO(), io.StringIO()
+        ctx = Context(env={"HOME": str(repo)}, cwd=repo, stdout=stdout, stderr=stderr)
+        argv = ["init", "--json", "--from-workflow", ".github/workflows/pr-test-amd.yml", *extra]
+        assert main(argv, ctx=ctx) == 0, stderr.getvalue()
+        out[f"printed-{name}.yml"] = json.loads(stdout.getvalue())["steps"]
+    return out
+
+
+def zizmor(paths: list[Path]) -> list[str]:
+    """zizmor's findings as ``ident: path``, with no configuration file discovered (a stray
+    zizmor.yml above a temporary directory must not suppress anything) and an environment
+    of PATH alone."""
+    from tests.support import testenv
+
+    binary = Path(sys.executable).parent / "zizmor"
+    found = str(binary) if binary.exists() else shutil.which("zizmor")
+    if found is None:
+        testenv.missing_environment("zizmor is not installed (pip install zizmor)", kind="tool")
+    done = subprocess.run([found, "--offline", "--no-config", "--no-progress", "--format", "json",
+                           *map(str, paths)], capture_output=True, text=True, timeout=120,
+                          env={"PATH": os.environ["PATH"]}, cwd=paths[0].parent)  # fmt: skip
+    assert done.returncode in (0, 10, 11, 12, 13, 14), done.stderr  # 1x: findings
+    try:
+        report = json.loads(done.stdout or "[]")
+    except ValueError as err:
+        raise AssertionError(
+            f"zizmor printed no JSON ({err}): {done.stdout!r} {done.stderr!r}"
+        ) from err
+    findings = []
+    for f in report:
+        key = (f.get("locations") or [{}])[0].get("symbolic", {}).get("key", {})
+        findings.append(f"{f['ident']}: {key.get('Local', {}).get('verbatim_path', '?')}")
+    assert findings or done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    return findings
+
+
+@pytest.mark.parametrize("linter", sorted(LINTERS))
+def test_inits_printed_workflow_passes_actionlint(linter: str, tmp_path: Path) -> None:
+    printed = {n: t.replace(ACTION_REF, LOCAL) for n, t in _printed_workflows(tmp_path).items()}
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        paths = _local_repo(tmp_path, printed)
+        errors = LINTERS[linter]([p for p in paths if p.name.startswith("printed-")])
+    finally:
+        os.chdir(cwd)
+    assert errors == [], "\n".join(errors)
+
+
+def test_the_printed_and_the_example_workflows_pass_zizmor(tmp_path: Path) -> None:
+    printed = tmp_path / "printed-workflows"
+    printed.mkdir()
+    for name, text in _printed_workflows(tmp_path).items():
+        (printed / name).write_text(text)
+    paths = [*WORKFLOWS, *sorted(printed.iterdir())]
+    assert zizmor(paths) == []
+
+
+def test_zizmor_finds_what_the_printed_workflow_avoids(tmp_path: Path) -> None:
+    """The audit really runs: a tag-pinned action and no permissions block are findings."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: pull_request\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
+                   "      - uses: rocmenv/rocmenv@v0.1.0\n        with:\n          command: pin\n")  # fmt: skip
+    findings = zizmor([bad])
+    assert any(f.startswith("unpinned-uses:") for f in findings), findings
+    assert any(f.startswith("excessive-permissions:") for f in findings), findings

@@ -220,7 +220,11 @@ def test_container_options_are_what_rocmenv_options_prints() -> None:
             )  # fmt: skip
             outputs.append(done.stdout.strip())
     assert literals == outputs
-    assert "readonly" not in outputs[0] and "readonly" in outputs[1]
+    # the data mounts: read-only in the untrusted variant; optional (the built-in profile's
+    # /data/miles_ci), so -v semantics: the runner's engine creates an absent source
+    trusted, untrusted = ([w for w in o.split() if w.startswith("--volume=")] for o in outputs)
+    assert len(trusted) == len(untrusted) == 4 and "--mount=" not in outputs[0]
+    assert not any(w.endswith(":ro") for w in trusted) and all(w.endswith(":ro") for w in untrusted)
 
 
 def test_pr_workflow_gates_forks_and_withholds_secrets() -> None:

@@ -123,14 +123,20 @@ def test_doctor_fails_when_pulls_go_to_the_registry_that_is_down(tmp_path: Path)
     assert checks["registry 127.0.0.1:5000"]["status"] == "ok"
 
 
-def test_doctor_fails_for_an_unpinned_profile_whose_registry_is_down(tmp_path: Path) -> None:
+def test_doctor_judges_an_unpinned_profile_by_the_host_its_pull_goes_to(tmp_path: Path) -> None:
+    """With pull-from-mirror an unpinned image is pulled through the mirror too (issue 30,
+    item 6: doctor and the pull agree); without it, from the registry that is down."""
     with FaultProxy.unreachable() as down:
-        _mirrored_project(tmp_path, down.host, pull_from_mirror=True)  # no lock: canonical
-        result = doctor(tmp_path, {})
-    checks = _checks(result)
-    assert result.returncode == 1, result.stdout
-    assert checks[f"registry {down.host}"]["status"] == "fail"
-    assert "pin through 127.0.0.1:5000" in checks[f"registry {down.host}"]["hint"]
+        _mirrored_project(tmp_path, down.host, pull_from_mirror=True)  # no lock
+        through_mirror = _checks(result := doctor(tmp_path, {}))
+        assert result.returncode == 0, result.stdout
+        _mirrored_project(tmp_path, down.host, pull_from_mirror=False)
+        direct = _checks(result := doctor(tmp_path, {}))
+        assert result.returncode == 1, result.stdout
+    assert through_mirror[f"registry {down.host}"]["status"] == "warn"
+    assert through_mirror["registry 127.0.0.1:5000"]["status"] == "ok"
+    assert direct[f"registry {down.host}"]["status"] == "fail"
+    assert "pull-from-mirror = true" in direct[f"registry {down.host}"]["hint"]
 
 
 def test_doctor_says_at_once_that_a_name_does_not_resolve(tmp_path: Path) -> None:
@@ -171,6 +177,7 @@ def test_a_socket_nobody_listens_on_gets_the_stopped_daemon_hint(
     assert str(dead) in found["hint"]
 
 
+@pytest.mark.root_only  # drops to a user outside the docker group (setpriv): only root can
 @pytest.mark.parametrize("engine", ["docker-api", "docker-api+docker-py", "docker-cli"])
 def test_permission_denied_on_the_socket_gets_the_docker_group_hint(
     tmp_path: Path, engine: str

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -126,3 +128,54 @@ def test_gc_cleans_up_after_a_run_that_was_killed(project: Project, engine: str)
     assert done.returncode == 0, done.stderr
     assert f"removed {orphan[:12]}" in done.stdout
     assert project.containers() == []
+
+
+def _unprivileged(argv: list[str]) -> list[str]:
+    """``argv`` as an unprivileged user that may still reach the engine (the docker group):
+    as root, through ``setpriv`` to the test user (or ``nobody``); as another user, as it."""
+    if os.geteuid() != 0:
+        return argv
+    import grp
+    import pwd
+
+    docker_gid = grp.getgrnam("docker").gr_gid
+    try:  # scripts/setup.sh's test user: given the way to the venv's interpreter
+        user = pwd.getpwnam(os.environ.get("ROCMENV_TEST_USER", "rocmenv-test"))
+        uid, gid = user.pw_uid, user.pw_gid
+    except KeyError:
+        uid = gid = 65534
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", f"--groups={docker_gid}", *argv]
+
+
+def test_gc_keeps_a_container_whose_owner_it_may_not_signal(project: Project) -> None:
+    """The owner is init (root's, alive): gc as an ordinary user gets EPERM from
+    ``kill(1, 0)`` and must read it as "alive, someone else's", never as "gone"."""
+    owner_start = process_start(1)
+    assert owner_start
+    theirs = _create(
+        project,
+        {
+            "rocmenv.owner-pid": "1",
+            "rocmenv.owner-host": socket.gethostname(),
+            "rocmenv.owner-start": owner_start,
+        },
+    )
+    home = tempfile.mkdtemp(prefix="h34-gc-home-")
+    os.chmod(home, 0o777)
+    try:
+        env = {**project.env(), "HOME": home, "XDG_CACHE_HOME": home}
+        for dry in (["--dry-run"], []):
+            done = subprocess.run(
+                _unprivileged([sys.executable, "-m", "rocmenv", "gc", "--engine", "docker-cli",
+                               "--json", *dry]),
+                cwd="/", env=env, capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            report = json.loads(done.stdout)
+            gone = report["removed"] + report["would_remove"]
+            assert theirs not in {c["id"] for c in gone}
+            assert theirs in {c["id"] for c in report["kept"]}
+        assert project.containers() == [theirs]
+    finally:
+        docker("rm", "-f", theirs, check=False)
+        shutil.rmtree(home, ignore_errors=True)

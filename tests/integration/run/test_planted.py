@@ -27,6 +27,11 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
     wait_for,
 )
 
+# root's alone: the fork's fake host has real device nodes (mknod), the proof is taken as
+# another user (setpriv); and an ordinary user's rocmenv cannot change what a root container
+# left in the checkout anyway (the sweep reports it; the copy-on-write checkout is the fix)
+pytestmark = pytest.mark.root_only
+
 NOBODY = 65534
 PLANT = r"""
 cp /bin/sh s && chmod 4755 s && echo "suid=$(stat -c %a s)"
@@ -54,7 +59,8 @@ def fork_fixture(family: testenv.Family) -> Iterator[Project]:
         })  # fmt: skip
         os.chmod(root, 0o755)
         host = build_fake_host(base / "host", char_devices=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ROCMENV_")}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("ROCMENV_") and k != "GITHUB_ACTIONS"}  # fmt: skip
         env.update(host.env())
         env.update({"ROCMENV_UNTRUSTED": "1", "ROCMENV_SHIMS_QUIET": "1",
                     "ROCMENV_MIRRORS": f"docker.io={testenv.OPEN_REGISTRY}"})  # fmt: skip
@@ -135,3 +141,33 @@ def test_an_interrupted_run_still_leaves_nothing_the_host_honours(fork: Project)
     assert proc.returncode == 130, err
     assert_nothing_honoured(fork.root)
     assert fork.containers() == []
+
+
+CAP = r"""
+cp /bin/sh capped && cp /bin/sh later && chmod 644 later && python3 -c '
+import os, struct
+cap = struct.pack("<5I", 0x02000001, 1 << 7, 0, 0, 0)  # cap_setuid+ep
+for name in ("capped", "later"):
+    os.setxattr(name, "security.capability", cap)
+print("capped=" + ",".join(n for n in ("capped", "later") if os.getxattr(n, "security.capability")))
+'
+"""
+
+
+def test_file_capabilities_a_policy_lets_the_container_set_are_removed_after_the_run(
+    fork: Project, engine: str
+) -> None:
+    """A site may allow SETFCAP (a policy file): ``cap_setuid+ep`` on a copied shell, and on
+    a 0644 copy a host user could make executable later, do not survive the run."""
+    policy = fork.data / "policy.toml"
+    policy.write_text('cap-add = ["SETFCAP"]\n')
+    write_checkout(fork.root, {"extends": "cpu", "cap-add": ["SETFCAP"],
+                               "labels": {"org.rocmenv.test": fork.token}, "mounts": []})  # fmt: skip
+    done = fork.run("run", "--engine", engine, "--image", fork.image, "--gpus", "none", "--",
+                    "sh", "-c", CAP, env={"ROCMENV_POLICY": str(policy)})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "capped=capped,later" in done.stdout  # they were set, inside
+    for name in ("capped", "later"):
+        assert (fork.root / name).exists()
+        with pytest.raises(OSError):
+            os.getxattr(fork.root / name, "security.capability")

@@ -343,3 +343,33 @@ def test_pull_says_the_rate_limit_state_the_registry_sends(tmp_path: Path) -> No
         ), done.stderr
     finally:
         docker("image", "rm", ref)  # the tag only: the image is the demo's
+
+
+def test_pull_from_mirror_pulls_an_unpinned_image_through_the_mirror_too(
+    tmp_path: Path, scratch_repo: str, cleanup: list[str]
+) -> None:
+    """Issue 30, item 6: a runner behind a mirror (``ROCMENV_PULL_FROM_MIRROR=1``) pulled a
+    profile nobody pinned from Docker Hub itself — while ``doctor`` said pulls use the
+    mirror. The image exists only in the local registry (the mirror), so a pull that went
+    to Docker Hub could not succeed."""
+    push_random_image(scratch_repo, "t1", (50_000,))
+    mirror_ref = f"127.0.0.1:5000/{scratch_repo}:t1"
+    cleanup.append(mirror_ref)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "rocmenv.toml").write_text(
+        f'[profiles.x]\nextends = "cpu"\nimage = "docker.io/{scratch_repo}"\ntag = "t1"\n'
+    )
+    env = {"ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000", "ROCMENV_PULL_FROM_MIRROR": "1"}
+    done = rocmenv(tmp_path, "pull", "-p", "x", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    (pulled,) = json.loads(done.stdout)["pulled"]
+    assert pulled["image"] == mirror_ref and image_id(mirror_ref) is not None
+    # the same for --image and for what `options` renders as the job's image
+    shown = rocmenv(tmp_path, "options", "-p", "x", "--format", "gha", "--json", env=env)
+    assert json.loads(shown.stdout)["image"] == mirror_ref, shown.stderr
+    done = rocmenv(tmp_path, "pull", f"docker.io/{scratch_repo}:t1", "--json", env=env)
+    assert done.returncode == 0 and json.loads(done.stdout)["pulled"][0]["image"] == mirror_ref
+    # without pull-from-mirror the canonical reference is what the engine is asked for
+    plain = rocmenv(tmp_path, "options", "-p", "x", "--format", "gha", "--json",
+                    env={"ROCMENV_MIRRORS": "docker.io=127.0.0.1:5000"})  # fmt: skip
+    assert json.loads(plain.stdout)["image"] == f"{scratch_repo}:t1"

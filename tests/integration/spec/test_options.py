@@ -157,3 +157,37 @@ def test_the_reference_ci_profile_is_checked_by_create_and_inspect(
         assert mine == docker_made
     finally:
         remove_containers([ours, theirs])
+
+
+def test_gha_options_with_an_absent_optional_source_are_accepted_by_docker_create(
+    project: Project,
+) -> None:
+    """The gha string renders for the runner, whose paths this host cannot check: an optional
+    mount keeps ``-v`` semantics there (issue 30, item 4), so the engine accepts it on a host
+    without the directory — where ``--mount`` (what was rendered before) is refused. Only
+    created, never started: the daemon makes an absent ``-v`` source at start, not at create."""
+    absent = project.data.parent / "absent-on-this-runner" / "models"
+    with (project.root / "rocmenv.toml").open("a") as fh:
+        fh.write(
+            f'\n[profiles.optional-data]\nextends = "rocm"\nlabels = {{ "org.rocmenv.test" = '
+            f'"{project.token}" }}\nmounts = [{{ source = "{absent}", target = "/root/models", '
+            "optional = true }]\n"
+        )
+    rendered = project.run("options", "--format", "gha", "--profile", "optional-data")
+    assert rendered.returncode == 0, rendered.stderr
+    args = shlex.split(rendered.stdout)
+    assert f"--volume={absent}:/root/models" in args and not absent.exists()
+    made = docker("create", *args, project.image, "true", check=False)
+    try:
+        assert made.returncode == 0, made.stderr
+        host = inspect(made.stdout.strip())["HostConfig"]
+        assert f"{absent}:/root/models" in host["Binds"]  # type: ignore[index]
+        assert not absent.exists()  # created, not started: nothing made on the host yet
+    finally:
+        remove_containers([made.stdout.strip()] if made.returncode == 0 else [])
+    # the same mount as --mount (the old rendering) is what the engine refuses here
+    old = [f"--mount=type=bind,source={absent},target=/root/models" if a.startswith("--volume=")
+           else a for a in args]  # fmt: skip
+    refused = docker("create", *old, project.image, "true", check=False)
+    remove_containers([refused.stdout.strip()] if refused.returncode == 0 else [])
+    assert refused.returncode != 0 and "does not exist" in refused.stderr

@@ -88,7 +88,7 @@ def fork_fixture(tmp_path: Path, family: testenv.Family) -> Iterator[Project]:
         for k, v in os.environ.items()
         if (not k.startswith("ROCMENV_") or k == "ROCMENV_SITE_CONFIG")
         and k not in SECRETS
-        and k != "HIP_VISIBLE_DEVICES"
+        and k not in ("HIP_VISIBLE_DEVICES", "GITHUB_ACTIONS")  # (stdout: not the job log's)
     }
     base_env.update(host.env())
     base_env.update(SECRETS)

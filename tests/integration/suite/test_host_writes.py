@@ -61,6 +61,7 @@ def _host_python_runs(site: Path, marker: Path) -> bool:
     return marker.exists()
 
 
+@pytest.mark.root_only  # GPU slots: the engine needs real device nodes (mknod)
 @pytest.mark.parametrize("backend", ["local", "slurm"])
 def test_planted_log_links_are_replaced_never_written_through(
     project: Project, tmp_path: Path, backend: str, request: pytest.FixtureRequest
@@ -196,6 +197,7 @@ def test_an_untrusted_run_learns_nothing_and_logs_outside_the_checkout(
     assert history.read_text() == before
 
 
+@pytest.mark.root_only  # GPU slots: the engine needs real device nodes (mknod)
 def test_a_module_the_fork_commits_is_not_imported_by_the_slurm_node_command(
     project: Project, tmp_path: Path, slurm: Path
 ) -> None:

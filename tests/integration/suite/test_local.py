@@ -8,6 +8,7 @@ import signal
 import time
 import xml.etree.ElementTree as ET
 
+from tests.support.fakegpu import fake_pod
 from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
     engine_fixture,
@@ -77,6 +78,28 @@ def test_a_pool_subset_and_a_test_too_big_for_it(project: Project) -> None:
     assert done.returncode == 2
     assert "need more GPUs than the pool of 4 has: z8 (8)" in done.stderr
     assert not (big / "z8.json").exists() and project.containers() == []
+
+
+def test_on_an_arc_runner_pod_the_suite_runs_on_exactly_the_pods_gpus(project: Project) -> None:
+    """Issue 30, item 5: sysfs shows eight GPUs, the pod's /dev holds two, and its podinfo
+    file names them as ``--device`` flags; every test's container gets only those (before,
+    the suite scheduled onto GPU 0: "device … does not exist on this host")."""
+    pod = fake_pod(project.host, (2, 5))
+    specs = [Spec(name="pair", gpus=2, est=30, sleep=0.3)] + [
+        Spec(name=f"one{i}", gpus=1, est=20 - i, sleep=0.3) for i in range(3)
+    ]
+    out = write_suite(project, "pod", specs)
+    done = project.run("suite", "run", "pod", "--json", env=pod.env(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert {t["name"]: t["status"] for t in report["tests"]} == {s.name: "passed" for s in specs}
+    assert {g for t in report["tests"] for g in t["assigned"]} == {2, 5}
+    recs = records(out)
+    assert set(recs["pair"]["render"]) == pod.render_names  # the devices each container got
+    assert all(len(recs[f"one{i}"]["render"]) == 1 for i in range(3))
+    assert set().union(*(recs[s.name]["render"] for s in specs)) == pod.render_names
+    check_schedule(recs, specs, report, {g.index: g.render_name for g in project.host.gpus}, 2)
+    assert project.containers() == []
 
 
 def _running(project: Project) -> int:

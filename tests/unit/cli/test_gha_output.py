@@ -67,8 +67,8 @@ def test_suite_plan_gha_matrix_sizes_the_matrix_from_the_estimates(
         main(["suite", "plan", "s", "--max-partition-time", "900", "--format", "gha-matrix"]) == 0
     )
     printed = json.loads(capsys.readouterr().out)
-    written = (tmp_path / "out").read_text()
-    assert written.startswith("matrix=") and json.loads(written[len("matrix=") :]) == printed
+    written = dict(line.split("=", 1) for line in (tmp_path / "out").read_text().splitlines())
+    assert json.loads(written["matrix"]) == printed and written["has-tests"] == "true"
     assert [e["partition"] for e in printed["include"]] == ["0/2", "1/2"]
     assert sorted(e["estimated_seconds"] for e in printed["include"]) == [700, 900]
     assert sum(e["tests"] for e in printed["include"]) == 4  # the disabled one is not planned

@@ -21,6 +21,7 @@ from rocmenv.image.pinning import (
     engine_reference,
     entry_matches_spec,
     pin_spec,
+    unpinned_reference,
 )
 from rocmenv.registry.manifest import PlatformImage
 from rocmenv.settings.profiles import BUILTIN_PROFILES, ImageSpec
@@ -123,6 +124,22 @@ def test_a_lock_pinned_through_a_mirror_pulls_the_canonical_reference(tmp_path: 
     assert engine_reference("docker.io/rocm/sgl-dev", D1, "registry-1.docker.io").familiar == (
         f"rocm/sgl-dev@{D1}"
     )
+
+
+def test_pull_from_mirror_takes_an_unpinned_reference_through_the_first_mirror() -> None:
+    from rocmenv.settings.registry import RegistrySettings
+
+    mirrors = (("docker.io", ("127.0.0.1:5000", "127.0.0.1:5001")),)
+    on = RegistrySettings(mirrors=mirrors, pull_from_mirror=True)
+    for text, want in (
+        ("rocm/sgl-dev:v1", "127.0.0.1:5000/rocm/sgl-dev:v1"),
+        (f"rocm/sgl-dev@{D1}", f"127.0.0.1:5000/rocm/sgl-dev@{D1}"),
+        (f"docker.io/rocm/sgl-dev:v1@{D1}", f"127.0.0.1:5000/rocm/sgl-dev:v1@{D1}"),
+        ("ghcr.io/x/y:v1", "ghcr.io/x/y:v1"),  # no mirror for that registry
+    ):
+        assert unpinned_reference(parse(text), on).familiar == want, text
+    off = RegistrySettings(mirrors=mirrors)
+    assert unpinned_reference(parse("rocm/sgl-dev:v1"), off).familiar == "rocm/sgl-dev:v1"
 
 
 @pytest.mark.parametrize(

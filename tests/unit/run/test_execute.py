@@ -246,6 +246,7 @@ def _running(engine: FakeEngine) -> bool:
     return any(box.state == "running" for box in list(engine.containers.values()))
 
 
+@pytest.mark.forked  # it signals its own process: the forked child, never pytest
 def test_an_interrupt_the_image_thread_takes_ends_the_run_while_the_pull_still_runs(
     project: Path, engine: FakeEngine
 ) -> None:
@@ -268,6 +269,7 @@ def test_an_interrupt_the_image_thread_takes_ends_the_run_while_the_pull_still_r
     assert engine.created == {}
 
 
+@pytest.mark.forked  # it signals its own process: the forked child, never pytest
 def test_an_interrupt_the_waiting_thread_takes_is_forwarded_then_the_container_killed(
     project: Path, engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -286,6 +288,7 @@ def test_an_interrupt_the_waiting_thread_takes_is_forwarded_then_the_container_k
     assert engine.alive == set()
 
 
+@pytest.mark.forked  # it signals its own process: the forked child, never pytest
 def test_a_second_interrupt_kills_at_once(
     project: Path, engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -311,6 +314,7 @@ def test_a_second_interrupt_kills_at_once(
 STAGES = [stage.value for stage in Stage]
 
 
+@pytest.mark.forked  # it signals its own process: the forked child, never pytest
 @pytest.mark.parametrize("stage", STAGES)
 def test_an_interrupt_parked_at_each_stage_ends_the_run_with_no_container_left(
     project: Path, engine: FakeEngine, tmp_path: Path, stage: str,

@@ -1,6 +1,10 @@
 """The run's signal state (rocmenv.run.interrupt): real signals, sent to this process or to one
 of its threads, never a mock. The regression at the heart of issue 18: a signal the kernel
-delivers to a worker thread while the main thread waits must still wake the main thread."""
+delivers to a worker thread while the main thread waits must still wake the main thread.
+
+Every test runs in a forked child (pytest-forked): "this process" is the child, so a signal
+the code under test fails to catch ends that child — a failed test with its name — never
+the test runner."""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ import pytest
 from rocmenv.run.interrupt import Interrupted, SignalWatch
 
 HANG = 30.0  # a ceiling that only catches a hang
+
+pytestmark = pytest.mark.forked
 
 
 def test_a_signal_delivered_to_a_worker_thread_wakes_the_waiting_main_thread() -> None:

@@ -36,6 +36,7 @@ def _plant(root: Path) -> None:
     os.chmod(root / "plain", 0o755)
 
 
+@pytest.mark.root_only  # mknod: root's (the ordinary-user pass leaves it out)
 def test_set_id_bits_are_cleared_and_device_nodes_removed(tmp_path: Path) -> None:
     root = tmp_path / "checkout"
     root.mkdir()
@@ -51,6 +52,7 @@ def test_set_id_bits_are_cleared_and_device_nodes_removed(tmp_path: Path) -> Non
     assert sweep(str(root)).changed is False  # idempotent
 
 
+@pytest.mark.root_only  # mknod and a setuid file of the host's: root's (the ordinary-user pass leaves it out)
 def test_links_are_never_followed_out_of_the_swept_tree(tmp_path: Path) -> None:
     """A test still running in the same checkout can plant links: the sweep must not strip
     the host's own setuid binaries or remove its device nodes through them."""
@@ -91,6 +93,7 @@ def test_read_only_sub_mounts_are_skipped(tmp_path: Path) -> None:
     assert list(writable_sources(spec)) == [(str(root), (f"{root}/.git",))]
 
 
+@pytest.mark.root_only  # chown to root: root's (the ordinary-user pass leaves it out)
 def test_directories_nested_too_deep_to_walk_are_made_roots_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -107,6 +110,7 @@ def test_directories_nested_too_deep_to_walk_are_made_roots_alone(
     assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == 0
 
 
+@pytest.mark.root_only  # setting security.capability needs CAP_SETFCAP (the ordinary-user pass leaves it out)
 def test_file_capabilities_are_removed(tmp_path: Path) -> None:
     """``setcap cap_setuid+ep`` on a copied interpreter would be root for every host user."""
     root = tmp_path / "checkout"
@@ -121,6 +125,7 @@ def test_file_capabilities_are_removed(tmp_path: Path) -> None:
         os.getxattr(binary, "security.capability")
 
 
+@pytest.mark.root_only  # mknod: root's (the ordinary-user pass leaves it out)
 def test_sweep_after_says_what_it_did_and_skips_trusted_runs(tmp_path: Path) -> None:
     root = tmp_path / "checkout"
     root.mkdir()

@@ -25,6 +25,7 @@ from rocmenv.settings.project import TOP_KEYS
 from rocmenv.settings.registry import REGISTRY_KEYS, RESPONSE_LIMITS
 from rocmenv.settings.site import SITE_KEYS
 from rocmenv.settings.slurm import SLURM_KEYS
+from rocmenv.suite.labels import CADENCES, LABELS_KEYS
 from rocmenv.suite.model import SUITE_KEYS, TEST_KEYS
 from rocmenv.suite.registered import DISCOVER_KEYS
 
@@ -108,6 +109,8 @@ def test_the_schema_holds_exactly_the_keys_of_the_readers_tables() -> None:
     assert properties(project, "registry", "limits") == set(RESPONSE_LIMITS)
     assert properties(project, "slurm") == set(SLURM_KEYS)
     assert properties(project, "host") == set(HOST_KEYS)
+    assert properties(project, "labels") == set(LABELS_KEYS)
+    assert properties(project, "labels", "cadence") == set(CADENCES)
     assert properties(project, "suites", "*") == set(SUITE_KEYS)
     assert properties(project, "suites", "*", "tests") == set(TEST_KEYS)
     assert properties(project, "suites", "*", "discover") == set(DISCOVER_KEYS)
@@ -130,6 +133,8 @@ UNKNOWN = [
     ("suite", "project", '[suites.s]\ngpu = 1\ntests = [{ path = "t.py" }]\n', "gpu"),
     ("test", "project", '[suites.s]\ntests = [{ path = "t.py", timout = 5 }]\n', "timout"),
     ("discover", "project", '[suites.s]\ndiscover = { glob = "*.py", call = "f", suit = "x" }\n', "suit"),
+    ("suite-labels", "project", '[labels]\nprefx = "x"\n[suites.s]\ntests = [{ path = "t.py" }]\n', "prefx"),
+    ("suite-labels-cadence", "project", '[labels]\ncadence = { nigthly = "all" }\n[suites.s]\ntests = [{ path = "t.py" }]\n', "nigthly"),
     ("suite-slurm", "project", '[suites.s]\ntests = [{ path = "t.py" }]\n[suites.s.slurm]\nacount = "x"\n', "acount"),
     ("site-top", "site", 'mirrors = ["m:5000"]\n', "mirrors"),
     ("site-policy", "site", '[policy]\ncap-adds = ["X"]\n', "cap-adds"),

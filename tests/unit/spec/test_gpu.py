@@ -246,7 +246,7 @@ def test_gpus_command_lists_the_host(host: FakeHost, tmp_path: Path) -> None:
         check=False,
     )
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["INDEX", "GFX", "PCI", "UUID", "RENDER", "CARD", "KFD-NODE"]
+    assert lines[0].split() == ["INDEX", "GFX", "PCI", "UUID", "RENDER", "CARD", "KFD-NODE", "POOL"]
     assert lines[1].split()[:4] == ["0", "gfx942", host.gpus[0].pci_address, host.gpus[0].uuid]
     empty = subprocess.run(
         [sys.executable, "-m", "rocmenv", "gpus"], cwd=tmp_path, capture_output=True, text=True, check=False,

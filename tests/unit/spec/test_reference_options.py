@@ -65,7 +65,8 @@ def normalise(options: str) -> set[tuple[str, str]]:
             soft, _, hard = numbers.partition(":")
             value = f"{limit}={soft}:{hard or soft}"
         elif name in ("-v", "--volume"):
-            name, value = "--mount", ":".join(value.split(":")[:2])
+            src, dst, *opts = value.split(":")
+            name, value = "--mount", f"{src}:{dst}" + (":ro" if "ro" in opts else "")
         elif name == "--mount":
             fields = dict(f.partition("=")[::2] for f in value.split(","))
             assert fields.get("type") == "bind", value
@@ -86,6 +87,10 @@ def workflow_literals() -> list[str]:
 def test_the_normaliser_knows_dockers_equivalences() -> None:
     assert normalise("--ulimit nofile=5") == normalise("--ulimit=nofile=5:5")
     assert normalise("-v /a:/b") == normalise("--mount=type=bind,source=/a,target=/b")
+    assert normalise("--volume=/a:/b:ro") == normalise(
+        "--mount=type=bind,source=/a,target=/b,readonly"
+    )
+    assert normalise("-v /a:/b:ro") != normalise("-v /a:/b")
     assert normalise("--group-add video") == normalise("--group-add=video")
     assert normalise("--ulimit nofile=5") != normalise("--ulimit nofile=5:6")
 

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rocmenv.escape import shown
 from rocmenv.suite.drive import Attempt, TestResult
-from rocmenv.suite.junit import LOG_TAIL, junit_xml, xml_text
+from rocmenv.suite.junit import LOG_TAIL, junit_xml
 from rocmenv.suite.report import SuiteReport
 from tests.support.junit_check import check_junit
 
@@ -44,7 +45,7 @@ def test_a_log_with_ansi_nul_and_invalid_utf8_gives_well_formed_valid_junit(
     failure = root.find("testsuite/testcase/failure")
     assert failure is not None and failure.text is not None
     assert "FAILED test_accuracy" in failure.text and "\x1b" not in failure.text
-    assert "nul:\\x00 bell:\\x07 vt:\\x0b ff:\\x0c" in failure.text
+    assert "nul:\\u0000 bell:\\u0007 vt:\\u000b ff:\\u000c" in failure.text
     assert "markup: <failure> & ]]>" in failure.text  # escaped by the writer, read back intact
     assert "\\ufffe" in failure.text
     (suite,) = list(doc)
@@ -76,11 +77,10 @@ def test_hostile_test_names_and_messages_stay_well_formed(tmp_path: Path) -> Non
     text.encode("utf-8")  # no lone surrogate survives
     root, _ = check_junit(text, tmp_path)
     case = root.find("testsuite/testcase")
-    assert case is not None and case.get("name") == "test/\\udcffevil<\"'>.py".replace(
-        "evil", "\\x01evil"
-    )
+    # one line: the name's controls shown, its escape sequence too (not run, not dropped)
+    assert case is not None and case.get("name") == "test/\\udcff\\u0001evil\\u001b[2J<\"'>.py"
     error = case.find("error")
-    assert error is not None and error.get("message") == "boom\\x00"
+    assert error is not None and error.get("message") == "boom\\u0000"  # a log's text: colour gone
 
 
 def test_a_flaky_test_has_flaky_failures_and_a_failed_one_rerun_failures(tmp_path: Path) -> None:
@@ -135,13 +135,14 @@ def test_any_log_bytes_and_any_name_give_parseable_junit(data: bytes, name: str)
 
 
 @pytest.mark.parametrize(
-    ("raw", "shown"),
+    ("raw", "text"),
     [
         ("\x1b[1;31mred\x1b[0m", "red"),
-        ("a\x00b", "a\\x00b"),
+        ("a\x00b", "a\\u0000b"),
         ("\ud800", "\\ud800"),
         ("ok\tß", "ok\tß"),
+        ("line\r\n::error::x", "line\n\\u003a:error::x"),
     ],
 )
-def test_xml_text(raw: str, shown: str) -> None:
-    assert xml_text(raw) == shown
+def test_a_logs_text_is_shown_as_xml_can_hold_it(raw: str, text: str) -> None:
+    assert shown(raw, lines=True) == text

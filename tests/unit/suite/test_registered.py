@@ -184,3 +184,51 @@ def test_a_test_file_linking_out_of_the_checkout_is_not_read(tmp_path: Path) -> 
         "suite": "s-1-gpu-x",
     }
     assert _suite(root, {"discover": table}).tests == ()
+
+
+SGLANG_SIG = "est_time, suite=None, nightly=False, disabled=None, *, stage=None, runner_config=None"
+SGLANG_NAMING = ["{stage}-test-{runner_config}", "{suite}"]
+
+
+def test_suite_name_groups_registrations_as_sglangs_collector_names_them(tmp_path: Path) -> None:
+    _write(tmp_path, "test/registered/a.py",
+           'register_amd_ci(est_time=3, stage="stage-b", runner_config="1-gpu-small-amd-mi35x")\n')  # fmt: skip
+    _write(
+        tmp_path,
+        "test/registered/b.py",
+        'register_amd_ci(2, "stage-b-test-1-gpu-small-amd-mi35x")\n',
+    )
+    _write(
+        tmp_path, "test/registered/c.py", 'register_amd_ci(5, "nightly-amd-8-gpu-mi35x", True)\n'
+    )
+    _write(tmp_path, "test/registered/d.py",
+           'register_amd_ci(4, stage="stage-b", runner_config="2-gpu-amd-mi35x")\n')  # fmt: skip
+    discover = {"glob": "test/registered/**/*.py", "call": "register_amd_ci",
+                "signature": SGLANG_SIG, "suite-name": SGLANG_NAMING}  # fmt: skip
+    one = _suite(
+        tmp_path, {"discover": {**discover, "suite": "stage-b-test-1-gpu-small-amd-mi35x"}}
+    )
+    assert sorted(t.name for t in one.tests) == ["test/registered/a.py", "test/registered/b.py"]
+    night = _suite(tmp_path, {"discover": {**discover, "suite": "nightly-amd-8-gpu-mi35x"}})
+    assert [t.nightly for t in night.tests] == [True]  # nightly passed by position
+    # the raw select still matches the raw keyword: stage-b without the -test- naming
+    raw = _suite(tmp_path, {"discover": {**discover | {"suite-name": "{suite}"},
+                                         "select": {"stage": "stage-b"}}})  # fmt: skip
+    assert sorted(t.name for t in raw.tests) == ["test/registered/a.py", "test/registered/d.py"]
+
+
+@pytest.mark.parametrize(
+    ("naming", "message"),
+    [
+        ("{stage!r}-x", "must name a parameter"),
+        ("{stage:>3}", "must name a parameter"),
+        ("{nope}-test", "'nope' is not a parameter"),
+        ("{stage", "suite-name"),
+        ([], "is empty"),
+    ],
+)
+def test_a_bad_suite_name_is_a_config_error(tmp_path: Path, naming: Any, message: str) -> None:
+    discover = {"glob": "*.py", "call": "register_amd_ci", "signature": SGLANG_SIG,
+                "suite-name": naming, "suite": "x"}  # fmt: skip
+    with pytest.raises(ConfigError, match=message):
+        _suite(tmp_path, {"discover": discover})

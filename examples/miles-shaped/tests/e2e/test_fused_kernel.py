@@ -1,8 +1,8 @@
 import sys
 
-from ci_register import register_rocm_ci
+from tests.ci.ci_register import register_rocm_ci
 
-register_rocm_ci(est_time=2, suite="stage-c-4-gpu-mi350")
+register_rocm_ci(est_time=2, suite="stage-c-4-gpu-mi350", labels=["amd"])
 
 print("launching the fused kernel \x1b[1m…\x1b[0m\x00")
 sys.stdout.flush()

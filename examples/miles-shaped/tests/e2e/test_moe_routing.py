@@ -1,8 +1,8 @@
 import time
 
-from ci_register import register_rocm_ci
+from tests.ci.ci_register import register_rocm_ci
 
-register_rocm_ci(4, "stage-c-4-gpu-mi350", labels=["moe"])  # runs with --labels moe
+register_rocm_ci(4, "stage-c-4-gpu-mi350", labels=["amd"])
 
 time.sleep(0.5)
 print("moe routing: ok")

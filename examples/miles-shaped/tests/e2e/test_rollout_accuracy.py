@@ -1,9 +1,9 @@
 import sys
 
-from ci_register import register_rocm_ci
-from probe import first_attempt
+from tests.ci.ci_register import register_rocm_ci
+from tests.ci.probe import first_attempt
 
-register_rocm_ci(2, "stage-c-4-gpu-mi350")
+register_rocm_ci(2, "stage-c-4-gpu-mi350", labels=["amd"])
 
 if first_attempt(__file__):
     print("\x1b[31mFAILED\x1b[0m rollout accuracy", file=sys.stderr)

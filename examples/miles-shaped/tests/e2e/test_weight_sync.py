@@ -1,8 +1,8 @@
 import time
 
-from ci_register import register_rocm_ci
+from tests.ci.ci_register import register_rocm_ci
 
-register_rocm_ci(2, "stage-c-4-gpu-mi350")
+register_rocm_ci(2, "stage-c-4-gpu-mi350", labels=["amd"])
 
 print("waiting for the weight sync that never comes")
 while True:

@@ -1,5 +1,5 @@
-"""What a test of this example can see: the GPUs it was given, and a state file that
-survives a retry (the checkout is mounted into every attempt's container)."""
+"""What a test of this example can see: the GPUs it was given, the job's environment, and a
+state file that survives a retry (the checkout is mounted into every attempt's container)."""
 
 import os
 import pathlib

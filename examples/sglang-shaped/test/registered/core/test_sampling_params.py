@@ -1,9 +1,9 @@
 import time
 import unittest
 
-from ci_register import register_amd_ci
+from sglang.test.ci.ci_register import register_amd_ci
 
-register_amd_ci(est_time=2, suite="stage-b-test-small-1-gpu-amd")
+register_amd_ci(est_time=2, stage="stage-b", runner_config="1-gpu-small-amd-mi35x")
 
 
 class TestSamplingParams(unittest.TestCase):

@@ -10,13 +10,6 @@ def visible_gpus():
     return [n for n in names.split(",") if n]
 
 
-def render_nodes():
-    try:
-        return sorted(n for n in os.listdir("/dev/dri") if n.startswith("renderD"))
-    except OSError:
-        return []
-
-
 def first_attempt(test_file):
     """True the first time a test file asks (a marker beside it remembers)."""
     marker = pathlib.Path(test_file).with_suffix(".attempted")
