@@ -233,3 +233,117 @@ def test_run_starts_the_container_from_the_image_the_cache_loaded(
     assert done.returncode == 0, done.stderr
     assert "from the cache" in done.stdout
     assert [i["manifest"] for i in images] == [digest]
+
+
+def lockfile(path: Path, *digests: str) -> Path:
+    """A project lockfile pinning ``digests`` (the fields the cache reads from it)."""
+    path.write_text(
+        json.dumps({"profiles": {f"p{n}": {"digest": d} for n, d in enumerate(digests)}})
+    )
+    return path
+
+
+def cached_layers(cache: Path) -> set[str]:
+    return {f"sha256:{p.name}" for p in (cache / "blobs" / "sha256").iterdir()}
+
+
+def test_a_full_cache_prunes_the_least_recently_used_but_never_a_pinned_image_first(
+    tmp_path: Path, scratch_repo: str, loaded: list[tuple[str, str]]
+) -> None:
+    """Three images of 3 MB in a cache capped at 7 MB: the third job's fetch makes room by
+    removing the least recently used image that no lockfile pins (the second), not the
+    pinned one used before it (the first)."""
+    first, first_layers = push_random_image(scratch_repo, "a", (3 * MB,))
+    second, second_layers = push_random_image(scratch_repo, "b", (3 * MB,))
+    third, third_layers = push_random_image(scratch_repo, "c", (3 * MB,))
+    cache = tmp_path / "cache"
+    lockfile(tmp_path / "rocmenv.lock", first)
+    env = {"ROCMENV_IMAGE_CACHE_MAX": "7m"}
+    for digest in (first, second, third):
+        doc = pulled(job(tmp_path, cache, "pull", "--engine", "docker-cli", "--json",
+                         f"127.0.0.1:5000/{scratch_repo}@{digest}", env=env))  # fmt: skip
+        loaded.append(("docker-cli", str(doc["present_as"])))
+        time.sleep(0.05)  # distinct last-use times
+    held = cached_layers(cache)
+    assert set(first_layers) <= held and set(third_layers) <= held
+    assert not set(second_layers) & held
+    status = json.loads(job(tmp_path, cache, "cache", "status", "--json").stdout)
+    assert {i["manifest"] for i in status["images"]} == {first, third}
+    assert [i["pinned"] for i in status["images"] if i["manifest"] == first] == [True]
+
+
+def test_cache_prune_bounds_the_cache_by_hand_and_pins_go_last(
+    tmp_path: Path, scratch_repo: str, loaded: list[tuple[str, str]]
+) -> None:
+    old, old_layers = push_random_image(scratch_repo, "a", (2 * MB,))
+    new, new_layers = push_random_image(scratch_repo, "b", (2 * MB,))
+    cache = tmp_path / "cache"
+    for digest in (old, new):
+        doc = pulled(job(tmp_path, cache, "pull", "--engine", "docker-cli", "--json",
+                         f"127.0.0.1:5000/{scratch_repo}@{digest}"))  # fmt: skip
+        loaded.append(("docker-cli", str(doc["present_as"])))
+        time.sleep(0.05)
+    pins = lockfile(tmp_path / "other.lock", old)
+    dry = job(tmp_path, cache, "cache", "prune", "--max-size", "3m", "--lock", str(pins),
+              "--dry-run", "--json")  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    assert cached_layers(cache) >= set(old_layers) | set(new_layers)  # a dry run removes nothing
+    done = job(tmp_path, cache, "cache", "prune", "--max-size", "3m", "--lock", str(pins),
+               "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    removed = {r["digest"] for r in json.loads(done.stdout)["removed"]}
+    assert set(new_layers) <= removed and not set(old_layers) & removed
+    assert set(old_layers) <= cached_layers(cache)
+    assert json.loads(dry.stdout)["removed"] == json.loads(done.stdout)["removed"]
+    emptied = job(tmp_path, cache, "cache", "prune", "--all", "--json")
+    assert emptied.returncode == 0 and not cached_layers(cache)
+    assert json.loads(job(tmp_path, cache, "cache", "status", "--json").stdout)["images"] == []
+
+
+def test_cache_commands_without_a_cache_are_a_usage_error(tmp_path: Path) -> None:
+    done = job(tmp_path, tmp_path / "unused", "cache", "status", env={"ROCMENV_IMAGE_CACHE": ""})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_docker_pulls_a_cold_image_from_the_cache_served_on_loopback(
+    tmp_path: Path, scratch_repo: str, loaded: list[tuple[str, str]]
+) -> None:
+    """The first job on an empty cache: Docker pulls from the cache's loopback registry (the
+    engine records that repository digest), not from the registry itself, nor a load."""
+    digest, _ = push_random_image(scratch_repo, "t1", (2 * MB, 2 * MB))
+    cache = tmp_path / "cache"
+    with FaultProxy(upstream="127.0.0.1:5000") as proxy:
+        doc = pulled(job(tmp_path, cache, "pull", "--engine", "docker-api", "--json",
+                         f"127.0.0.1:{proxy.port}/{scratch_repo}@{digest}"))  # fmt: skip
+    image_id = str(doc["present_as"])
+    loaded.append(("docker-api", image_id))
+    inspect = subprocess.run(["docker", "image", "inspect", "--format", "{{json .RepoDigests}}",
+                              image_id], capture_output=True, text=True, check=True)  # fmt: skip
+    repo_digests = json.loads(inspect.stdout)
+    assert any(
+        d.startswith("127.0.0.1:") and d.endswith(f"/{scratch_repo}@{digest}")
+        and not d.startswith(f"127.0.0.1:{proxy.port}/")
+        for d in repo_digests
+    ), repo_digests  # fmt: skip
+
+
+def test_the_step_summary_says_where_the_image_came_from_and_what_crossed_the_network(
+    tmp_path: Path, scratch_repo: str, loaded: list[tuple[str, str]]
+) -> None:
+    digest, _ = push_random_image(scratch_repo, "t1", (1 * MB,))
+    cache = tmp_path / "cache"
+    summary = tmp_path / "summary.md"
+    ref = f"127.0.0.1:5000/{scratch_repo}@{digest}"
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    for _ in range(2):
+        full = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "d"), "ROCMENV_SITE_CONFIG": "",
+                "XDG_CACHE_HOME": str(tmp_path / "c"), "ROCMENV_IMAGE_CACHE": str(cache), **env}  # fmt: skip
+        done = subprocess.run([sys.executable, "-m", "rocmenv", "pull", "--engine", "docker-cli",
+                               "--json", ref], cwd=tmp_path, env=full, capture_output=True,
+                              text=True, timeout=300, check=False)  # fmt: skip
+        doc = pulled(done)
+        loaded.append(("docker-cli", str(doc["present_as"])))
+        remove("docker-cli", str(doc["present_as"]))
+    lines = summary.read_text().splitlines()
+    assert len(lines) == 2 and all(f"`{ref}`" in line for line in lines)
+    assert "from upstream" in lines[0] and "from cache, 0 B" in lines[1]
