@@ -101,15 +101,39 @@ class _Proxy:
 
 
 class LinkProxy(_Proxy):
-    """``rate`` bytes/s shared by every connection (a token bucket: each 16 kB piece takes
-    its slot on the link in turn); ``one_way`` seconds of latency before an answer's first
-    byte (a pipe's latency is paid once per answer, not per piece)."""
+    """``rate`` bytes/s in each direction, shared by every connection (a token bucket per
+    direction: each 16 kB piece takes its slot on the link in turn); ``one_way`` seconds of
+    latency before an answer's first byte (a pipe's latency is paid once per answer, not per
+    piece). ``up`` counts the bytes carried towards the registry."""
 
     def __init__(self, target: tuple[str, int], rate: float, one_way: float = 0.005) -> None:
         super().__init__(target)
         self.rate, self.one_way = rate, one_way
-        self._next = time.monotonic()  # when the link is free again
+        self.up = 0
+        self._next = time.monotonic()  # when the downstream link is free again
+        self._next_up = time.monotonic()
         self._bucket = threading.Lock()
+
+    def _pump_up(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                for i in range(0, len(data), 16384):
+                    piece = data[i : i + 16384]
+                    with self._bucket:
+                        self._next_up = (
+                            max(self._next_up, time.monotonic()) + len(piece) / self.rate
+                        )
+                        at = self._next_up
+                    delay = at - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                    dst.sendall(piece)
+                    with self._lock:
+                        self.up += len(piece)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
 
     def _pump_down(self, src: socket.socket, dst: socket.socket) -> None:
         first = True

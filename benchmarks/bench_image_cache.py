@@ -16,7 +16,7 @@ The stand-ins (sizes scaled down, proportions real):
   level 6 as ``docker push`` does; ``--image-mb`` MB uncompressed per image.
 
 Usage: ``sudo .venv/bin/python benchmarks/bench_image_cache.py [--image-mb 400]
-[--link-mbps 20] [--rounds 3] [--clean]``. Root: it starts Docker engines. Prints every figure of the
+[--link-mbps 20] [--rounds 3] [--engine docker-api|docker-cli] [--clean]``. Root: it starts Docker engines. Prints every figure of the
 issue with its target, and exits 1 when one misses.
 """
 
@@ -272,8 +272,9 @@ class Bench:
         return took
 
     def cache_job(
-        self, manifest: str, cache: Path, mirror: int | None = None, engine_kind: str = "docker-cli"
+        self, manifest: str, cache: Path, mirror: int | None = None, engine_kind: str = ""
     ) -> tuple[float, int, dict[str, object]]:
+        engine_kind = engine_kind or self.args.engine
         with self.engine() as e:
             argv = [*rocmenv_cmd(), "pull", "--engine", engine_kind, "--json", self.ref(manifest)]
             took, moved, out = self.link_bytes(
@@ -312,6 +313,10 @@ def main() -> int:
         "--stall-after", type=float, default=0.3, help="share served by the mirror before it stalls"
     )
     parser.add_argument("--clean", action="store_true", help="make the layers again")
+    parser.add_argument(
+        "--engine", default="docker-api", choices=("docker-api", "docker-cli"),
+        help="rocmenv's engine adapter (docker-api: what it picks for a socket that answers)",
+    )  # fmt: skip
     parser.add_argument(
         "--rounds", type=int, default=1,
         help="rounds of the two timed pairs (first job vs A, later job vs B's load), "
@@ -379,7 +384,7 @@ def main() -> int:
             e.__enter__()
         try:
             before = link.down
-            procs = [subprocess.Popen([*rocmenv_cmd(), "pull", "--engine", "docker-cli", "--json", bench.ref(m1)],
+            procs = [subprocess.Popen([*rocmenv_cmd(), "pull", "--engine", args.engine, "--json", bench.ref(m1)],
                                       env=bench.rocmenv_env(e, cache3), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                      for e in engines]  # fmt: skip
             start = time.perf_counter()
@@ -402,7 +407,7 @@ def main() -> int:
         # kill -9 mid-pull, then the next job
         cache_k = work / "cache-kill"
         with bench.engine() as e:
-            p = subprocess.Popen([*rocmenv_cmd(), "pull", "--engine", "docker-cli", bench.ref(m1)],
+            p = subprocess.Popen([*rocmenv_cmd(), "pull", "--engine", args.engine, bench.ref(m1)],
                                  env=bench.rocmenv_env(e, cache_k), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
             partial = cache_k / "partial" / "sha256"
             deadline = time.monotonic() + 300

@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from rocmenv.cache.store import BlobCache
 
-WAIT = 0.05
+WAIT = 0.02  # seconds between two looks at a file still being fetched
 
 
 class CacheRegistry:
