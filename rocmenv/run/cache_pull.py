@@ -10,7 +10,7 @@ engine as without the cache, with a note saying so.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rocmenv.context import Context
 from rocmenv.engine.protocol import Engine, PullEvent
@@ -19,7 +19,17 @@ from rocmenv.settings.resolve import Settings
 
 if TYPE_CHECKING:
     from rocmenv.cache.present import LayerNeed, Presented
-    from rocmenv.run.progress import PullDisplay
+
+
+class PullDisplay(Protocol):
+    """What is used of :class:`rocmenv.run.progress.PullDisplay` (which imports this module:
+    named here structurally, no import cycle)."""
+
+    def note(self, text: str) -> None: ...
+
+    def event(self, event: PullEvent) -> None: ...
+
+    def begin(self, plan: PullPlan) -> None: ...
 
 
 class _Observer:
