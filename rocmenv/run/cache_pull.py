@@ -10,30 +10,26 @@ engine as without the cache, with a note saying so.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from rocmenv.context import Context
 from rocmenv.engine.protocol import Engine, PullEvent
-from rocmenv.run.pull import LayerPlan, PullPlan, PullResult, human_bytes, human_seconds
+from rocmenv.run.pull import (
+    LayerPlan,
+    PullObserver,
+    PullPlan,
+    PullResult,
+    human_bytes,
+    human_seconds,
+)
 from rocmenv.settings.resolve import Settings
 
 if TYPE_CHECKING:
     from rocmenv.cache.present import LayerNeed, Presented
 
 
-class PullDisplay(Protocol):
-    """What is used of :class:`rocmenv.run.progress.PullDisplay` (which imports this module:
-    named here structurally, no import cycle)."""
-
-    def note(self, text: str) -> None: ...
-
-    def event(self, event: PullEvent) -> None: ...
-
-    def begin(self, plan: PullPlan) -> None: ...
-
-
 class _Observer:
-    def __init__(self, display: PullDisplay, image: str) -> None:
+    def __init__(self, display: PullObserver, image: str) -> None:
         self.display, self.image = display, image
 
     def note(self, text: str) -> None:
@@ -51,7 +47,7 @@ class _Observer:
 
 
 def pull_through_cache(
-    ctx: Context, settings: Settings, engine: Engine, image: str, display: PullDisplay
+    ctx: Context, settings: Settings, engine: Engine, image: str, display: PullObserver
 ) -> PullResult:
     from rocmenv.cache.present import CacheUnsupported
     from rocmenv.cache.runner import present_with_settings
