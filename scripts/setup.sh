@@ -45,9 +45,11 @@ VENV="$REPO/.venv"
 PY="$VENV/bin/python"
 # gpgv + debian-archive-keyring: debootstrap verifies the Release files (only Recommends);
 # tmux: the tests read the pull display and the shell off a real terminal's screen;
-# acl: setfacl gives the ordinary test user the way to the checkout and the venv's Python
+# acl: setfacl gives the ordinary test user the way to the checkout and the venv's Python;
+# zstd: the tarball-cache baseline of benchmarks/bench_image_cache.py; pigz: dockerd unpacks
+# gzip layers with unpigz when it is on PATH (pulls and loads, with and without the cache)
 APT_PACKAGES=(docker.io docker-registry debootstrap skopeo git python3-venv ca-certificates curl
-  gpgv debian-archive-keyring shellcheck tinyproxy openssl tmux acl)
+  gpgv debian-archive-keyring shellcheck tinyproxy openssl tmux acl zstd pigz)
 export ROCMENV_TESTENV_STATE="$STATE"
 
 [ "$(id -u)" = 0 ] || die "scripts/setup.sh must run as root (it installs packages and starts dockerd)" \

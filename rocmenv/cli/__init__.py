@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("inspect", "compare two images' packages, ROCm, Python and shims without pulling"),
     "drift": ("drift", "report what moved behind pinned tags"),
     "gc": ("gc", "remove containers whose rocmenv owner is gone, and unused pulled images"),
+    "cache": ("cache", "show and bound the runner image cache (status, prune)"),
     "doctor": ("doctor", "check the engine, registry access and configuration"),
     "config": ("config", "show every effective setting and its origin; the config's JSON Schema"),
     "completion": ("completion", "print the shell completion script (bash, zsh, fish)"),

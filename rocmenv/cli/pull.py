@@ -82,6 +82,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                         "downloaded": r.missing_bytes,
                         "seconds": round(r.seconds, 3),
                         "attempts": r.attempts,
+                        # where it came from, what crossed the network, time to present
+                        "source": r.source,
+                        "network_bytes": r.missing_bytes
+                        if r.network_bytes is None
+                        else r.network_bytes,
+                        "seconds_to_present": round(r.seconds, 3),
+                        "present_as": r.present_as,
                     }
                     for r in results
                 ]

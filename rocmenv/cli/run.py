@@ -185,10 +185,10 @@ class CliReporter:
 
         warn(self.ctx, text)
 
-    def pull(self, settings: Any, engine: Any, image: str) -> None:
+    def pull(self, settings: Any, engine: Any, image: str) -> object:
         from rocmenv.cli import resume_collection
         from rocmenv.run.progress import pull_with_display
 
         resume_collection()  # a pull may take minutes: start-up is over
 
-        pull_with_display(self.ctx, settings, engine, image)
+        return pull_with_display(self.ctx, settings, engine, image)

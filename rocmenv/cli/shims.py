@@ -120,12 +120,14 @@ def run_check(args: argparse.Namespace, ctx: Context) -> int:
     if not image:
         raise UsageError("no image to check", hint="pass --image REF or --profile NAME")
     bundle = prepare_launcher(ctx)
+    local = image  # the engine's name for it: the id when the runner image cache loaded it
     if not engine.image_exists(image):
         from rocmenv.run.progress import pull_with_display
 
-        pull_with_display(ctx, settings, engine, image, quiet=args.json)
+        pulled = pull_with_display(ctx, settings, engine, image, quiet=args.json)
+        local = pulled.present_as or image
     probe = check_image_versions(
-        EngineCapture(engine), image, bundle=bundle, python=args.python, timeout=args.timeout
+        EngineCapture(engine), local, bundle=bundle, python=args.python, timeout=args.timeout
     )
     rows: list[dict[str, Any]] = []
     for shim in probe["shims"]:

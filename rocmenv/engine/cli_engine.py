@@ -39,7 +39,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rocmenv.engine import volumes
@@ -221,6 +221,46 @@ class CliEngine:
                 f"{self.kind}: pulling {image} failed: {redact(text.strip())}",
                 hint="check the reference, registry access and credentials (`docker login`)",
             ) from None
+
+    def load(self, archive: Iterable[bytes]) -> None:
+        """``docker load`` / ``podman load`` with the archive on stdin; an error from
+        ``archive`` closes stdin early (a truncated archive loads nothing) and is raised."""
+        argv = [*self._cmd, "load"]
+        try:
+            proc = subprocess.Popen(
+                argv, env=self._env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True,
+            )  # fmt: skip
+        except OSError as err:
+            raise EngineUnavailable(f"{self.kind}: cannot run {argv[0]}: {err}") from None
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        out: list[bytes] = []
+        readers = [
+            threading.Thread(target=lambda s=s: out.append(s.read()), daemon=True)
+            for s in (proc.stdout, proc.stderr)
+        ]
+        for reader in readers:
+            reader.start()
+        failed: BaseException | None = None
+        try:
+            for chunk in archive:
+                proc.stdin.write(chunk)
+        except BrokenPipeError:
+            pass  # the engine stopped reading: its exit status says why
+        except BaseException as err:  # the archive failed: the engine must load nothing
+            failed = err
+            proc.kill()
+        finally:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        code = proc.wait()
+        for reader in readers:
+            reader.join()
+        if failed is not None:
+            raise failed
+        if code != 0:
+            text = b"".join(out).decode(errors="replace").strip()
+            raise EngineError(f"{self.kind}: loading an image failed: {redact(text[-2000:])}")
 
     def store_info(self) -> StoreInfo:
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from rocmenv.engine import volumes
 from rocmenv.engine.attach import STDERR, AttachStream, demux
@@ -217,6 +217,33 @@ class DockerApiEngine:
                 f"docker-api: pulling {image} failed: {redact(str(err.explanation or err))}",
                 hint=hint,
             ) from None
+
+    def load(self, archive: Iterable[bytes]) -> None:
+        """``POST /images/load`` with the archive as a chunked body (docker-py's session for
+        a remote daemon). The daemon answers 200 and reports a failure inside its JSON
+        stream: that is read too."""
+        try:
+            if isinstance(self.wire, UnixWire):
+                status, _, body = self.wire.upload("/images/load", archive, query={"quiet": "1"})
+            else:
+                assert isinstance(self.wire, DockerPyWire)
+                stream = self.wire.api.load_image(data=archive, quiet=True)  # type: ignore[no-untyped-call]
+                body = b"\n".join(json.dumps(item).encode() for item in stream or ())
+                status = 200
+        except WireUnavailable as err:
+            raise EngineUnavailable(
+                f"the Docker engine does not answer: {redact(str(err))}",
+                hint=_unreachable_hint(str(err), self._env),
+            ) from None
+        except WireTimeout as err:
+            raise EngineError(f"docker-api: loading an image: {err}") from None
+        text = body.decode(errors="replace")
+        problems = [line for line in text.splitlines() if '"error' in line]
+        if status != 200 or problems:
+            raise EngineError(
+                f"docker-api: loading an image failed ({status}): "
+                f"{redact((problems or [_message(body)])[-1])[:2000]}"
+            )
 
     def store_info(self) -> StoreInfo:
         info = self._json("GET", "/info", action="asking for engine information")

@@ -10,7 +10,7 @@ module imports nothing heavy: the CLI's argument parsers read :data:`ENGINE_NAME
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from rocmenv.errors import StartFailure
 from rocmenv.record import record
@@ -142,6 +142,11 @@ class Engine(Protocol):
         """The ``Env`` of the image's config (raises EngineError when absent)."""
 
     def pull(self, image: str, *, progress: Callable[[PullEvent], None] | None = None) -> None: ...
+
+    def load(self, archive: Iterable[bytes]) -> None:
+        """``docker load`` / ``podman load`` of a ``docker save`` archive streamed from
+        ``archive`` (:mod:`rocmenv.cache.archive`); an exception from ``archive`` aborts the
+        load (the engine then loads nothing) and is raised."""
 
     def store_info(self) -> StoreInfo:
         """The engine's data root (``DockerRootDir`` / podman's graph root)."""

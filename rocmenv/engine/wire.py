@@ -218,6 +218,33 @@ class UnixWire:
         finally:
             sock.close()
 
+    def upload(
+        self, path: str, chunks: Any, *, query: Query | None = None, timeout: float | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """``POST path`` with ``chunks`` (an iterable of bytes) as a chunked tar body; an error
+        from ``chunks`` closes the connection before the body's end (the daemon then
+        refuses the request) and is raised."""
+        target = self._version_prefix() + path + _encode_query(query)
+        sock = self._connect(timeout)
+        try:
+            head = [f"POST {target} HTTP/1.1", "Host: docker", "User-Agent: rocmenv",
+                    "Content-Type: application/x-tar", "Transfer-Encoding: chunked",
+                    "Connection: close"]  # fmt: skip
+            sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+            for chunk in chunks:
+                if chunk:
+                    sock.sendall(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+            sock.sendall(b"0\r\n\r\n")
+            reader = AnswerReader(sock, f"{self.where}: POST {path}")
+            status, headers = reader.head()
+            return status, headers, reader.body(headers)
+        except TimeoutError:
+            raise WireTimeout(f"{self.where}: no answer to POST {path} in {timeout} s") from None
+        except ConnectionError as err:
+            raise WireUnavailable(f"{self.where}: {err}") from None
+        finally:
+            sock.close()
+
     def hijack(self, path: str, *, query: Query | None = None) -> tuple[Any, bytes]:
         target = self._version_prefix() + path + _encode_query(query)
         sock = self._connect(60.0)

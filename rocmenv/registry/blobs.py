@@ -80,6 +80,17 @@ def open_blob(
         raise DigestMismatch(f"blob {ref.name}@{digest} from {host}: the bytes do not match")
 
 
+def read_from(
+    client: RegistryClient, ref: Reference, host: str, digest: str, start: int
+) -> Iterator[bytes]:
+    """One ``GET`` of a blob from byte ``start`` on (``Range``), redirects followed: no
+    hashing, no resuming, no cap — the caller (:mod:`rocmenv.cache.fetch`, which switches
+    sources and hashes across them) does those. A broken or stalled stream is
+    :class:`StreamBroken`."""
+    check_blob_digest(digest, "blob")
+    return _get(client, ref, host, f"/v2/{ref.path}/blobs/{digest}", digest, start)
+
+
 def _get(
     client: RegistryClient, ref: Reference, host: str, path: str, digest: str, done: int
 ) -> Iterator[bytes]:

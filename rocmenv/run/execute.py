@@ -92,26 +92,36 @@ class Reporter(Protocol):
 
     def warning(self, text: str) -> None: ...
 
-    def pull(self, settings: Settings, engine: Engine, image: str) -> None:
+    def pull(self, settings: Settings, engine: Engine, image: str) -> object:
         """Pull ``image`` with ``settings``' registry and disk reserve (the CLI: :func:`rocmenv.run.progress.pull_with_display` — progress,
         retries, disk budget, the record for ``gc --images``)."""
 
 
-def ensure_image(engine: Engine, image: str, settings: Settings, reporter: Reporter) -> ImageInfo:
+def ensure_image(
+    engine: Engine, image: str, settings: Settings, reporter: Reporter
+) -> tuple[ImageInfo, str | None]:
+    """The image's info, and the engine's name for it when that is not ``image`` (the id of
+    an image the runner image cache loaded)."""
     policy = settings.pull
     info = None if policy == "always" else engine.image_info(image)
     if info is not None:
-        return info
+        return info, None
     if policy == "never":
         raise RunNotStarted(
             f"image {image} is not present on the engine and --pull is never",
             hint="pull it (`docker pull`, or --pull missing), or check the reference",
         )
-    reporter.pull(settings, engine, image)
+    result = reporter.pull(settings, engine, image)
+    # the runner image cache loads the image: the engine knows it by its id, not by the
+    # pinned repo@digest (rocmenv.cache.present), and containers are created from that id
+    present_as = getattr(result, "present_as", None)
     info = engine.image_info(image)
+    if info is not None:
+        return info, None
+    info = engine.image_info(present_as) if isinstance(present_as, str) else None
     if info is None:
         raise RunNotStarted(f"image {image} is still absent after pulling it")
-    return info
+    return info, info.id
 
 
 def execute(
@@ -167,9 +177,11 @@ def _run(
     except EngineError as err:
         raise RunNotStarted(err.what, hint=err.hint) from err
     stages.enter(Stage.IMAGE)
-    info, launcher = _image_and_launcher(ctx, stages, engine, planned, settings, reporter)
+    (info, present_as), launcher = _image_and_launcher(
+        ctx, stages, engine, planned, settings, reporter
+    )
     identity = Identity.current()
-    spec = _complete(planned, info, launcher, identity, reporter)
+    spec = _complete(planned, info, launcher, identity, reporter, present_as)
     hint = (
         stages.watch.start(lambda: _sibling_note(engine), name="sibling")
         if spec.mounts and in_container()
@@ -234,7 +246,7 @@ def _image_and_launcher(
     planned: Plan,
     settings: Settings,
     reporter: Reporter,
-) -> tuple[ImageInfo, LauncherMount | None]:
+) -> tuple[tuple[ImageInfo, str | None], LauncherMount | None]:
     """The image check (a CLI process for docker-cli, a pull maybe) on a thread while this
     one prepares the shim launcher; a signal meanwhile ends the wait at once."""
     assert planned.image is not None  # a run needs an image (choose_image says so otherwise)
@@ -257,8 +269,10 @@ def _complete(
     launcher: LauncherMount | None,
     identity: Identity,
     reporter: Reporter,
+    present_as: str | None = None,
 ) -> RunSpec:
-    """The planned draft completed with what the image and this run add; its notes told."""
+    """The planned draft completed with what the image and this run add; its notes told.
+    ``present_as``: the engine's name for the image when not the reference."""
     choice = planned.image
     assert choice is not None
     spec = planned.complete(
@@ -266,6 +280,7 @@ def _complete(
         image_digest=choice.digest or info.digest_for(choice.repository) or info.id,
         image_env=info.env_map(),
         launcher=launcher,
+        engine_image=present_as,
     )
     for text in spec.warnings:
         reporter.warning(text)

@@ -280,6 +280,13 @@ def pull_with_display(
         quiet=quiet,
         ticker=True,
     )
+    if settings.images.cache is not None:  # the runner image cache (issue 32)
+        from rocmenv.run.cache_pull import pull_through_cache
+
+        try:
+            return pull_through_cache(ctx, settings, engine, image, display)
+        finally:
+            display.close()
     client = make_client(ctx, settings)
     try:
         return fetch(

@@ -99,6 +99,12 @@ class PullResult:
     missing_bytes: int  # what had to be downloaded, as planned
     seconds: float
     attempts: int
+    # the runner image cache (rocmenv.cache): where the image came from ("registry": the
+    # engine pulled it), the bytes that crossed the network (None: as planned), and the
+    # engine's name for it when that is not the reference (a load records no repo digest)
+    source: str = "registry"
+    network_bytes: int | None = None
+    present_as: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

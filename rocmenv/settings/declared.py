@@ -297,6 +297,19 @@ _SITE: Final = (
     _s("site", "slurm", TABLE, "this cluster's Slurm settings (over the projects')", {}),
     _s("site", "policy", TABLE, "what untrusted containers may have here", {}),
     _s("site", "profiles", TABLE, "profiles every project here extends", {}),
+    _s("site", "images", TABLE, "the runner image cache (never in a project file)", {}),
+)  # fmt: skip
+
+_IMAGES: Final = (
+    _s("images", "cache", STR, "the runner image cache: an absolute directory that survives "
+       "between jobs (unset: none, the engine pulls)", env="ROCMENV_IMAGE_CACHE"),
+    _s("images", "max-size", SIZE, "the cache's cap, least recently used first (unset: only "
+       "--reserve bounds it)", env="ROCMENV_IMAGE_CACHE_MAX"),
+    _s("images", "source-floor", SIZE, "bytes per second below which a source (mirror, then "
+       "upstream) is left …", 1_000_000, env="ROCMENV_SOURCE_FLOOR"),
+    _s("images", "source-window", {"type": "number", "minimum": 1, "maximum": 3600},
+       "… when it stays below the floor for this many seconds", 20.0,
+       env="ROCMENV_SOURCE_WINDOW"),
 )  # fmt: skip
 
 _LIMITS: Final = tuple(
@@ -307,7 +320,8 @@ _LIMITS: Final = tuple(
 
 #: Every setting of the project, site and policy files (the suite tables: the suite layer's).
 SETTINGS: Final[tuple[Setting, ...]] = (
-    *_TOP, *_PROFILE, *_REGISTRY, *_LIMITS, *_HOST, *_SLURM, *_POLICY, *_SITE, *MOUNT_SETTINGS,
+    *_TOP, *_PROFILE, *_REGISTRY, *_LIMITS, *_HOST, *_SLURM, *_POLICY, *_SITE, *_IMAGES,
+    *MOUNT_SETTINGS,
 )  # fmt: skip
 
 #: Every ``ROCMENV_*`` variable that is not a key's override.

@@ -15,6 +15,7 @@ from typing import Any
 from rocmenv.context import Context
 from rocmenv.settings.declared import default
 from rocmenv.settings.host import HOST_KEYS
+from rocmenv.settings.images import IMAGES_ENV, IMAGES_KEYS
 from rocmenv.settings.policy import POLICY_ENV, POLICY_KEYS
 from rocmenv.settings.registry import REGISTRY_ENV, REGISTRY_KEYS
 from rocmenv.settings.resolve import CASCADE, HOST_ENV, Origin, Settings, resolve_policy
@@ -68,6 +69,8 @@ def effective(ctx: Context, settings: Settings) -> list[Effective]:
         if key == "ulimits":  # as the policy file writes them: name = N or "soft:hard"
             value = {u.name: u.soft if u.soft == u.hard else f"{u.soft}:{u.hard}" for u in value}
         add(f"policy.{key}", value, "policy")
+    for key in IMAGES_KEYS:
+        add(f"images.{key}", getattr(settings.images, key.replace("-", "_")), "images")
     return out
 
 
@@ -105,6 +108,8 @@ def _where(ctx: Context, settings: Settings, key: str, setting: str, origin: Ori
             return next(v for v, k in REGISTRY_ENV.items() if k == sub)
         if setting == "host":
             return next(v for v, k in HOST_ENV.items() if k == sub)
+        if setting == "images":
+            return next(v for v, k in IMAGES_ENV.items() if k == sub)
         if setting == "policy":
             return f"{POLICY_ENV}={ctx.env.get(POLICY_ENV, '').strip()}"
         return variable or "the environment"

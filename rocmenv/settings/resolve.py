@@ -35,6 +35,7 @@ from rocmenv.record import field, record, replace
 from rocmenv.settings.choices import ENGINE_NAMES
 from rocmenv.settings.declared import VARIABLES, default, setting, variables
 from rocmenv.settings.host import HostSettings, host_settings
+from rocmenv.settings.images import ImageCacheSettings
 from rocmenv.settings.keys import parse_size
 from rocmenv.settings.policy import (
     DEFAULT_POLICY,
@@ -109,6 +110,7 @@ CASCADE: Mapping[str, tuple[str | None, str | None, str | None, str | None, str 
     ),
     "slurm": (None, None, None, "[slurm]", "[slurm]"),
     "policy": (None, "ROCMENV_POLICY", None, "[policy]", None),
+    "images": (None, "ROCMENV_IMAGE_CACHE …", None, "[images]", None),
 }
 HOST_ENV: Final = variables("host")
 
@@ -142,6 +144,7 @@ class Settings:
     host: HostSettings
     slurm: SlurmSettings  # the top-level [slurm] (suites: :meth:`slurm_for`)
     policy: Policy | None  # the untrusted policy; None when trusted
+    images: ImageCacheSettings  # the runner image cache (site, user, environment only)
     notes: tuple[str, ...] = ()  # what untrusted mode ignored
     # the level each value came from: "engine", …, and "registry.timeout", "slurm.partition"
     # … key by key (the table's own name: its highest level)
@@ -249,7 +252,8 @@ def settings_for(
     host = _host(env, project, distrusted, origins)
     slurm = slurm_settings(project, distrusted, None, origins)
     policy = resolve_policy(ctx, project, origins) if untrusted else None
-    for table in ("registry", "host", "slurm", "policy"):
+    images = _images(env, project, origins)
+    for table in ("registry", "host", "slurm", "policy", "images"):
         origins[table] = _highest(origins, table)
     return Settings(
         project=project,
@@ -264,6 +268,7 @@ def settings_for(
         host=host,
         slurm=slurm,
         policy=policy,
+        images=images,
         notes=notes,
         origins=origins,
         distrusted=distrusted,
@@ -282,6 +287,21 @@ def _registry(
     )  # fmt: skip
     origins.update((f"registry.{key}", "env") for var, key in REGISTRY_ENV.items() if env.get(var))
     return env_registry(env, registry)
+
+
+def _images(
+    env: Mapping[str, str], project: Project, origins: dict[str, Origin]
+) -> ImageCacheSettings:
+    """default < user < site (key by key) < ``ROCMENV_IMAGE_CACHE`` … (never the project's)."""
+    from rocmenv.settings.images import IMAGES_ENV, env_image_cache, image_cache_settings
+
+    images = layered(
+        site_layers(project, "images"),
+        lambda table, where, root, base: image_cache_settings(table, where, root, base),
+        ImageCacheSettings(), origins, "images",
+    )  # fmt: skip
+    origins.update((f"images.{key}", "env") for var, key in IMAGES_ENV.items() if env.get(var))
+    return env_image_cache(env, images)
 
 
 def _host(

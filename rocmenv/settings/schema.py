@@ -69,7 +69,7 @@ MOUNT: Final[Schema] = {
 
 
 def section(name: str) -> Schema:
-    """The table ``[name]`` (``registry``, ``host``, ``slurm``, ``policy``)."""
+    """The table ``[name]`` (``registry``, ``host``, ``slurm``, ``policy``, ``images``)."""
     nested = {"limits": table(settings_of("registry.limits"))} if name == "registry" else None
     return table(settings_of(name), nested)
 
@@ -124,6 +124,7 @@ def site_schema() -> Schema:
         "host": section("host"),
         "slurm": section("slurm"),
         "policy": section("policy"),
+        "images": section("images"),
         "profiles": profile_tables(),
     }
     return _document(

@@ -21,6 +21,9 @@ with a "did you mean")::
     [policy]                          # the untrusted policy (rocmenv.settings.policy)
     mount-sources = ["/data"]
 
+    [images]                          # the runner image cache (rocmenv.settings.images)
+    cache = "/cache/rocmenv-images"
+
     [profiles.NAME]                   # defaults for profiles: a project profile of the same
                                       # name extends this one (as it extends a built-in)
 
@@ -68,6 +71,7 @@ class SiteFile:
     slurm: Any = None
     policy: Any = None
     profiles: Mapping[str, Any] | None = None
+    images: Any = None  # [images]: the runner image cache (rocmenv.settings.images)
 
     @property
     def where(self) -> str:
@@ -128,6 +132,11 @@ def read_site_file(origin: SiteOrigin, path: Path) -> SiteFile:
         from rocmenv.settings.host import host_settings
 
         host_settings(table["host"], path.parent, f"[host] in {where}")
+    if "images" in table:
+        from rocmenv.settings.images import ImageCacheSettings, image_cache_settings
+
+        image_cache_settings(table["images"], f"[images] in {where}", path.parent,
+                             ImageCacheSettings())  # fmt: skip
     profiles = table.get("profiles")
     if profiles is not None and not isinstance(profiles, dict):
         raise ConfigError(f"profiles in {where} must be a table of tables")
@@ -142,4 +151,5 @@ def read_site_file(origin: SiteOrigin, path: Path) -> SiteFile:
         slurm=table.get("slurm"),
         policy=table.get("policy"),
         profiles=profiles,
+        images=table.get("images"),
     )

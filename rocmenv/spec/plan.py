@@ -69,15 +69,18 @@ class Plan:
         image_digest: str | None,
         image_env: Mapping[str, str],
         launcher: LauncherMount | None,
+        engine_image: str | None = None,
     ) -> RunSpec:
         """The spec ``run`` creates: the same steps with the run's identity, the image's
-        digest and environment (for ``PYTHONPATH``), and the shim launcher."""
+        digest and environment (for ``PYTHONPATH``), and the shim launcher. ``engine_image``:
+        the engine's name for the image when it does not know it by the reference (the id
+        of an image the runner image cache loaded; the reference stays in the labels)."""
         facts = replace(
             self.facts, identity=identity, image_digest=image_digest, image_env=image_env
         )
         return build_spec(
-            self.profile, self.overrides, facts, image=self.spec.image, guard=self.guard,
-            launcher=launcher,
+            self.profile, self.overrides, facts, image=engine_image or self.spec.image,
+            guard=self.guard, launcher=launcher,
         )  # fmt: skip
 
 

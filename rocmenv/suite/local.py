@@ -41,11 +41,11 @@ class LogReporter:
         self.stream.write(f"rocmenv: warning: {text}\n")
         self.stream.flush()
 
-    def pull(self, settings: Any, engine: Any, image: str) -> None:
+    def pull(self, settings: Any, engine: Any, image: str) -> object:
         """Plain progress lines into the log (retries, disk budget: :mod:`rocmenv.run.pull`)."""
         from rocmenv.run.progress import pull_with_display
 
-        pull_with_display(self.ctx, settings, engine, image)
+        return pull_with_display(self.ctx, settings, engine, image)
 
 
 def run_in_container(

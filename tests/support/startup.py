@@ -42,7 +42,7 @@ RUN_MODULES = {
     "rocmenv.escape",  # (issue 31: the one escaping function; nothing compiled at import)
     "rocmenv.joblog",  # (issue 31: the container's output goes where it decides)
     "rocmenv.run.execute", "rocmenv.run.interrupt", "rocmenv.run.stages", "rocmenv.settings",
-    "rocmenv.settings.choices", "rocmenv.settings.files", "rocmenv.settings.host",
+    "rocmenv.settings.choices", "rocmenv.settings.files", "rocmenv.settings.host", "rocmenv.settings.images",
     "rocmenv.settings.keys", "rocmenv.settings.policy", "rocmenv.settings.profile_set",
     "rocmenv.settings.profiles", "rocmenv.settings.project", "rocmenv.settings.registry",
     "rocmenv.settings.resolve", "rocmenv.settings.site", "rocmenv.settings.slurm",

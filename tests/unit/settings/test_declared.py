@@ -109,6 +109,10 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "ROCMENV_DEV_ROOT": ("/x/dev", "/x/dev"),
     "ROCMENV_GPUS_FROM": ("/x/gpus.txt", "/x/gpus.txt"),
     "ROCMENV_PODINFO_DEVICES": ("/x/podinfo", "/x/podinfo"),
+    "ROCMENV_IMAGE_CACHE": ("/x/cache", "/x/cache"),
+    "ROCMENV_IMAGE_CACHE_MAX": ("2g", 2 * 1024**3),
+    "ROCMENV_SOURCE_FLOOR": ("2m", 2 * 1024**2),
+    "ROCMENV_SOURCE_WINDOW": ("30", 30.0),
 }
 
 
