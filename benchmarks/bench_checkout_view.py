@@ -109,11 +109,11 @@ def scratch_cost(co: Path, rounds: int) -> list[list[str]]:
     import time
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from rocmenv.container.labels import Identity, run_labels
+    from rocmenv.container.runspec import BindMount, RunSpec
     from rocmenv.context import Context
     from rocmenv.engine.overlay import prepare, release
     from rocmenv.engine.select import make_engine
-    from rocmenv.spec.labels import Identity, run_labels
-    from rocmenv.spec.runspec import BindMount, RunSpec
 
     rows = []
     for kind in ("docker-api", "docker-cli"):

@@ -13,7 +13,7 @@ TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typeche
 if TYPE_CHECKING:
     from typing import Any, ClassVar, NamedTuple
 
-# Documented exit codes (README "Exit codes"; a test keeps the table in sync).
+# Documented exit codes (docs/commands.md "Exit codes"; a test keeps the table in sync).
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2

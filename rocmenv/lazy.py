@@ -1,7 +1,7 @@
 """Package surfaces loaded on first use (PEP 562); regular expressions compiled on first use.
 
 A package's ``__init__`` names its public surface, ``name -> submodule``, with
-:func:`surface`; nothing is imported until a name is asked for, so ``import rocmenv.spec``
+:func:`surface`; nothing is imported until a name is asked for, so ``import rocmenv.container``
 (and ``rocmenv --help``) costs nothing. Inside the package, modules import from the module
 that defines a name, never from the package itself (``tests/unit/test_layers.py``).
 """

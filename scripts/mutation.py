@@ -53,8 +53,8 @@ REGISTRY_INTEGRATION = [
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "settings": (["rocmenv/settings/resolve.py"], ["tests/unit/settings"]),
     "guard": (
-        ["rocmenv/spec/guard.py", "rocmenv/spec/hostpaths.py"],
-        ["tests/unit/spec", "tests/unit/settings"],
+        ["rocmenv/container/guard.py", "rocmenv/container/hostpaths.py"],
+        ["tests/unit/container", "tests/unit/settings"],
     ),
     "lock": (["rocmenv/image/lock.py"], ["tests/unit/image/test_lock.py"]),
     "grammar": (
@@ -88,7 +88,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
             "rocmenv/suite/allocation.py",
             "rocmenv/suite/slurm.py",
         ],
-        ["tests/unit/suite", "tests/unit/spec"],
+        ["tests/unit/suite", "tests/unit/container"],
     ),
     # issue 34: the modules a second hand-planted audit found gaps in, each with the unit
     # tests that decide its behaviour (the integration twins run rocmenv as a subprocess,

@@ -154,7 +154,7 @@ TIMEOUTS = {"unit": 60.0, "integration": 300.0, "serial": 600.0}
 #: file capability, another user's file) is marked ``root_only`` beside its reason.
 AS_USER = (
     "unit/engine", "unit/run", "unit/test_hostfs.py", "unit/image/test_lock.py",
-    "unit/contents/test_store.py", "unit/settings", "unit/spec/test_hostpaths.py",
+    "unit/contents/test_store.py", "unit/settings", "unit/container/test_hostpaths.py",
     "unit/bootstrap", "unit/suite/test_warm.py", "unit/suite/test_allocation.py",
     "unit/cli/test_hostile_inputs.py", "unit/registry/test_auth.py",
     "integration/engine/test_gc.py", "integration/engine/test_engine_api.py",

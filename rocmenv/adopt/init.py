@@ -12,7 +12,7 @@ and the client's ``[labels]`` policy when the tree has its layout. The text is l
 rocmenv's own loaders (the project, the profile, every suite with its discovery and the
 label policy) from the temp file before it replaces anything: ``init`` never writes a file
 rocmenv then refuses. An existing project file is kept unless ``force``. Whether untrusted
-mode would refuse the profile is the guard's answer (:mod:`rocmenv.spec.guard`), as a note.
+mode would refuse the profile is the guard's answer (:mod:`rocmenv.container.guard`), as a note.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def init_project(ctx: Context, request: InitRequest) -> InitResult:
                 f"{container.workflow}: job {container.job!r}: container.options has flags a "
                 f"profile cannot express: {'; '.join(options.refused)}",
                 hint="remove them from the workflow (or run init with --image and write the "
-                'profile by hand); see README "Running containers" for what a profile holds',
+                "profile by hand); see docs/running.md for what a profile holds",
             )
         more, notes = profile_keys(options, base)
         keys |= more
@@ -220,9 +220,9 @@ def _check(
 def _untrusted_refusal(ctx: Context, profile: str) -> str | None:
     """What the guard says of the profile in untrusted mode, rendered for a CI runner (as
     ``options --format gha --untrusted``), if it refuses it."""
+    from rocmenv.container.plan import PlanRequest, plan
     from rocmenv.errors import PolicyViolation
     from rocmenv.settings.resolve import Flags, settings_for
-    from rocmenv.spec.plan import PlanRequest, plan
 
     request = PlanRequest(for_this_host=False, group_names=True, needs_image=False,
                           resolve_constraints=False)  # fmt: skip

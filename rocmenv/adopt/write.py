@@ -67,7 +67,7 @@ def project_text(
 ) -> str:
     out = [
         f"# rocmenv project file, written by `rocmenv init` {source}.",
-        '# Keys: README "Configuration" and docs/suites.md. Check it: `rocmenv suite list`.',
+        "# Keys: docs/configuration.md and docs/suites.md. Check it: `rocmenv suite list`.",
         "",
         _line("default-profile", profile),
         "",

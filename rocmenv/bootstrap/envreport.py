@@ -73,7 +73,7 @@ def pick_packages(distributions: Mapping[str, str]) -> dict[str, PackageJSON]:
 
 def kfd_gfx_targets(sysfs_root: Path) -> list[str]:
     """gfx targets of the GPU nodes of the KFD topology (CPU nodes have ``simd_count 0``)."""
-    from rocmenv.spec.gpu import gfx_target_name
+    from rocmenv.container.gpu import gfx_target_name
 
     nodes = sysfs_root / "class" / "kfd" / "kfd" / "topology" / "nodes"
     found: set[str] = set()

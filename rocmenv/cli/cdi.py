@@ -1,6 +1,6 @@
 """``rocmenv cdi generate [--output FILE]``: a CDI spec for this host's AMD GPUs, as the AMD
 Container Toolkit names them (``amd.com/gpu=<index>``, ``amd.com/gpu=all``), from the KFD
-topology (:mod:`rocmenv.spec.cdi`). JSON on stdout, or written atomically to ``--output``
+topology (:mod:`rocmenv.container.cdi`). JSON on stdout, or written atomically to ``--output``
 (e.g. ``/etc/cdi/amd.json``, where podman and Docker look). A profile's ``gpu-devices =
 "cdi"`` then makes ``run`` and ``options`` name the selected GPUs this way.
 
@@ -39,10 +39,10 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 def run_generate(args: argparse.Namespace, ctx: Context) -> int:
     import json
 
+    from rocmenv.container.cdi import generate_spec
+    from rocmenv.container.gpu import discover
     from rocmenv.hostfs import write_atomic
     from rocmenv.settings.resolve import settings_for
-    from rocmenv.spec.cdi import generate_spec
-    from rocmenv.spec.gpu import discover
 
     settings = settings_for(ctx)
     inventory = discover(settings.host.sysfs_root, settings.host.dev_root)

@@ -161,7 +161,7 @@ def _engine(state: _State) -> list[Finding]:
 def _cdi(info: Any, cfg: Any) -> Finding:
     """Whether the engine takes CDI device names (``gpu-devices = "cdi"``): a warning only
     when the selected profile uses them."""
-    from rocmenv.spec.cdi import cdi_support
+    from rocmenv.container.cdi import cdi_support
 
     ok, why = cdi_support(info.kind, info.version)
     wanted = cfg is not None and cfg.profile.gpu_devices == "cdi"
@@ -191,7 +191,7 @@ def _registries(state: _State) -> list[Finding]:
 
 
 def _gpus(state: _State) -> list[Finding]:
-    from rocmenv.spec.pool import host_inventory
+    from rocmenv.container.pool import host_inventory
 
     cfg = state.config
     if cfg is None:

@@ -25,8 +25,8 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json
+    from rocmenv.container.pool import host_inventory
     from rocmenv.settings.resolve import settings_for
-    from rocmenv.spec.pool import host_inventory
 
     config = settings_for(ctx)
     inv = host_inventory(config.host)

@@ -26,7 +26,7 @@ DESCRIPTION = (
 )
 
 
-#: What the renderings cannot say of an untrusted container (rocmenv.spec.render).
+#: What the renderings cannot say of an untrusted container (rocmenv.container.render).
 OVERLAY_NOTE = (
     "the checkout is rendered read-only here: `rocmenv run` gives an untrusted container a "
     "copy-on-write view of it (scratch volumes it creates and removes), which these options "
@@ -64,13 +64,13 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json, warn
     from rocmenv.cli.run import flags_of
+    from rocmenv.container.labels import LABEL_PREFIX
+    from rocmenv.container.plan import PlanRequest, plan
+    from rocmenv.container.render import plain_words, render_compose, render_docker, render_gha
+    from rocmenv.container.runspec import Overrides
     from rocmenv.errors import UsageError
     from rocmenv.settings.profile_set import PROFILE_NAME_RE
     from rocmenv.settings.resolve import settings_for
-    from rocmenv.spec.labels import LABEL_PREFIX
-    from rocmenv.spec.plan import PlanRequest, plan
-    from rocmenv.spec.render import plain_words, render_compose, render_docker, render_gha
-    from rocmenv.spec.runspec import Overrides
 
     settings = settings_for(ctx, flags_of(args))
     profile = settings.profile

@@ -38,13 +38,13 @@ def add_parser(sub: Any, name: str, help_text: str) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli._common import emit, emit_json
+    from rocmenv.container.plan import choose
     from rocmenv.engine.select import open_engine
     from rocmenv.errors import UsageError
     from rocmenv.grammar.reference import parse
     from rocmenv.run.progress import pull_with_display
     from rocmenv.run.pull import RetryPolicy
     from rocmenv.settings.resolve import Flags, settings_for
-    from rocmenv.spec.plan import choose
 
     if args.refs and args.profile:
         raise UsageError("give references or --profile, not both", hint="see `rocmenv pull -h`")

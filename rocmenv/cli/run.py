@@ -87,8 +87,8 @@ def flags_of(args: argparse.Namespace) -> Flags:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from rocmenv.cli import resume_collection
+    from rocmenv.container.runspec import Overrides
     from rocmenv.run.execute import RunRequest, execute
-    from rocmenv.spec.runspec import Overrides
 
     command = list(getattr(args, "command", None) or [])
     if command and command[0] == "--":

@@ -95,9 +95,9 @@ def run_list(args: argparse.Namespace, ctx: Context) -> int:
 def _image_and_engine(
     args: argparse.Namespace, ctx: Context
 ) -> tuple[str, str | None, Any, Settings]:
+    from rocmenv.container.plan import choose
     from rocmenv.engine.select import open_engine
     from rocmenv.settings.resolve import Flags, settings_for
-    from rocmenv.spec.plan import choose
 
     if args.image:
         from rocmenv.grammar.reference import parse

@@ -1,5 +1,5 @@
 """Drift reports for people and programs: text, markdown (``$GITHUB_STEP_SUMMARY``) and the
-stable JSON document (``report_version`` 1, README "drift"). Pure functions of the results.
+stable JSON document (``report_version`` 1, docs/pinning.md "Drift"). Pure functions of the results.
 
 Tags come from a registry and package names from an image: the text shows them through
 :func:`rocmenv.escape.shown`, the markdown as escaped text or code spans

@@ -42,6 +42,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from rocmenv.container.render import render_docker
+from rocmenv.container.runspec import RunSpec
 from rocmenv.engine import volumes
 from rocmenv.engine.cli_attach import CliAttachment, run_on_terminal
 from rocmenv.engine.cli_command import CliError, run_command
@@ -61,8 +63,6 @@ from rocmenv.engine.select import EngineOptions
 from rocmenv.errors import EngineError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
 from rocmenv.settings.choices import EngineKind
-from rocmenv.spec.render import render_docker
-from rocmenv.spec.runspec import RunSpec
 
 
 def make(kind: EngineKind, options: EngineOptions) -> CliEngine:

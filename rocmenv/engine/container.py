@@ -13,10 +13,10 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
+from rocmenv.container.labels import LABEL_SESSION, capture_labels
+from rocmenv.container.runspec import BindMount, EnvVar, RunSpec
 from rocmenv.engine.protocol import Attachment, CaptureResult, Engine
 from rocmenv.errors import EngineError, EngineStartError, RocmenvError, RunNotStarted
-from rocmenv.spec.labels import LABEL_SESSION, capture_labels
-from rocmenv.spec.runspec import BindMount, EnvVar, RunSpec
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:  # the probe's types: only `shims check` and `drift --inspect` capture

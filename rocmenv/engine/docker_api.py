@@ -18,6 +18,8 @@ import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from rocmenv.container.render import create_body
+from rocmenv.container.runspec import RunSpec
 from rocmenv.engine import volumes
 from rocmenv.engine.attach import STDERR, AttachStream, demux
 from rocmenv.engine.overlay import prepare, release
@@ -44,8 +46,6 @@ from rocmenv.engine.wire import (
 )
 from rocmenv.errors import EngineError, EngineProtocolError, EngineStartError, EngineUnavailable
 from rocmenv.redact import redact
-from rocmenv.spec.render import create_body
-from rocmenv.spec.runspec import RunSpec
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:

@@ -15,15 +15,15 @@ import os
 import socket
 from dataclasses import dataclass, replace
 
-from rocmenv.engine.protocol import Engine
-from rocmenv.errors import EngineError
-from rocmenv.spec.labels import (
+from rocmenv.container.labels import (
     LABEL_OWNER_HOST,
     LABEL_OWNER_PID,
     LABEL_OWNER_START,
     LABEL_PROFILE,
     process_start,
 )
+from rocmenv.engine.protocol import Engine
+from rocmenv.errors import EngineError
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,5 +1,5 @@
 """The untrusted checkout's copy-on-write view, as each engine makes it (the spec says
-``kind = "overlay"``: :func:`rocmenv.spec.guard.Guard.apply`).
+``kind = "overlay"``: :func:`rocmenv.container.guard.Guard.apply`).
 
 The container sees the checkout at its own path and may write it; the writes land in an
 upper directory the engine owns and go with the container. The host's checkout is the
@@ -30,9 +30,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
+from rocmenv.container.labels import LABEL_PREFIX, LABEL_PURPOSE, LABEL_SESSION
+from rocmenv.container.runspec import BindMount, RunSpec, csv_field
 from rocmenv.record import record
-from rocmenv.spec.labels import LABEL_PREFIX, LABEL_PURPOSE, LABEL_SESSION
-from rocmenv.spec.runspec import BindMount, RunSpec, csv_field
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:

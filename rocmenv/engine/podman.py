@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rocmenv.container.runspec import RunSpec
 from rocmenv.engine.overlay import overlays, podman_volume
 from rocmenv.engine.protocol import PullEvent
-from rocmenv.spec.runspec import RunSpec
 
 
 def podman_events(line: str, seen: Sequence[str]) -> list[PullEvent]:

@@ -19,8 +19,8 @@ TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typeche
 if TYPE_CHECKING:
     from typing import Any, Protocol
 
+    from rocmenv.container.runspec import RunSpec
     from rocmenv.settings.choices import EngineKind
-    from rocmenv.spec.runspec import RunSpec
 else:
     from rocmenv.typecheck import Protocol
 

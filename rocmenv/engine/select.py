@@ -1,6 +1,6 @@
 """Which engine a command uses, and opening it.
 
-Choice (one rule for every setting with several sources, README "Precedence"): ``--engine``
+Choice (one rule for every setting with several sources, docs/configuration.md "Precedence"): ``--engine``
 > ``ROCMENV_ENGINE`` > the profile's ``engine`` > the project file's ``engine`` > auto
 (a socket that answers ``/_ping`` → docker-api; else a ``docker`` binary → docker-cli;
 else ``podman``). Adapters are imported only when an engine is made (``rocmenv --help``

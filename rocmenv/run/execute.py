@@ -23,6 +23,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rocmenv.container.gpu import family_mismatch
+from rocmenv.container.labels import Identity
+from rocmenv.container.plan import Plan, PlanRequest, plan
+from rocmenv.container.runspec import LauncherMount, Overrides, RunSpec
 from rocmenv.context import Context
 from rocmenv.engine.container import Container
 from rocmenv.engine.protocol import Attachment, Engine, ImageInfo
@@ -32,10 +36,6 @@ from rocmenv.record import field, record, replace
 from rocmenv.run.interrupt import Interrupted, Job, SignalWatch
 from rocmenv.run.stages import Stage, Stages
 from rocmenv.settings.resolve import Flags, Settings, settings_for
-from rocmenv.spec.gpu import family_mismatch
-from rocmenv.spec.labels import Identity
-from rocmenv.spec.plan import Plan, PlanRequest, plan
-from rocmenv.spec.runspec import LauncherMount, Overrides, RunSpec
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
@@ -214,9 +214,9 @@ def _collector(
         return None
 
     def collect(box: Container) -> None:
+        from rocmenv.container.runspec import OUTPUT_ENV
         from rocmenv.run.output import copy_out, summary
         from rocmenv.settings.policy import policy_bytes
-        from rocmenv.spec.runspec import OUTPUT_ENV
 
         if stages.watch.first() is not None:
             return

@@ -1,5 +1,5 @@
 """What an untrusted container may not leave behind on the host — the **second line**
-(README "Running untrusted code").
+(docs/security.md "Running untrusted code").
 
 The first line is structural: an untrusted container has no writable host path at all. It
 sees the checkout through a copy-on-write view whose writes go with the container
@@ -23,7 +23,7 @@ and leaves nothing the host would honour:
 Root in the container is root on the host (Docker runs no user namespace per container),
 and mount flags do not help: ``nosuid``/``nodev`` on the container's view leave a planted
 file itself setuid-root on the host's own mount. The guard drops ``MKNOD``, ``SETFCAP`` and
-``FSETID`` too (:mod:`rocmenv.spec.guard`).
+``FSETID`` too (:mod:`rocmenv.container.guard`).
 
 The walk never follows a link: each directory is opened with ``O_NOFOLLOW`` relative to its
 parent (other tests of a suite may still be running in the same checkout and swap a
@@ -45,8 +45,8 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from rocmenv.container.runspec import RunSpec
 from rocmenv.hostfs import is_under
-from rocmenv.spec.runspec import RunSpec
 
 MAX_DEPTH = 128  # directories below the mount's root walked (one descriptor per level)
 SET_ID = stat.S_ISUID | stat.S_ISGID

@@ -11,7 +11,7 @@ this runner's (project, site or user file; ``ROCMENV_SYSFS_ROOT``, ``ROCMENV_DEV
                                       #   "" for none
 
 Relative paths are relative to the directory of the file that says them (the variables':
-to the working directory). The files' format: :mod:`rocmenv.spec.pool`.
+to the working directory). The files' format: :mod:`rocmenv.container.pool`.
 """
 
 from __future__ import annotations

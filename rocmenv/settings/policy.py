@@ -1,10 +1,10 @@
 """The untrusted policy as data: what an untrusted container may have beyond the fixed rules
-(README "Running untrusted code"), and whether this invocation is untrusted at all.
+(docs/security.md "Running untrusted code"), and whether this invocation is untrusted at all.
 
 The policy is the built-in :data:`DEFAULT_POLICY` under the ``[policy]`` tables of the user
 and site configuration (:mod:`rocmenv.settings.site`) under the TOML file ``ROCMENV_POLICY``
 names (outside the checkout: inside it, it would be the pull request's), key by key. The rules that apply it to
-a container are :mod:`rocmenv.spec.guard`'s.
+a container are :mod:`rocmenv.container.guard`'s.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ POLICY_ENV: Final = "ROCMENV_POLICY"  # declared in rocmenv.settings.declared.VA
 TRUE_WORDS: Final = ("1", "true", "yes")
 FALSE_WORDS: Final = ("0", "false", "no")
 POLICY_KEYS: Final = keys("policy")  # declared, with their defaults, in settings.declared
-#: The policy's caps (what an untrusted container gets at most: rocmenv.spec.caps).
+#: The policy's caps (what an untrusted container gets at most: rocmenv.container.caps).
 CAP_KEYS: Final = ("pids-limit", "memory", "shm-size", "ulimits", "output-size")
 #: The policy's lists (what an untrusted container may have beyond the fixed rules).
 LIST_KEYS: Final = tuple(k for k in POLICY_KEYS if k not in CAP_KEYS)
@@ -63,9 +63,9 @@ class Policy:
     network: tuple[str, ...] = tuple(default("policy", "network"))
     images: tuple[str, ...] = ()  # empty: the trusted config's repositories, else rocm/sgl-dev
     mount_sources: tuple[str, ...] = ()  # data mounts only under these (empty: the trusted
-    # config's profile mounts, e.g. /data/miles_ci: rocmenv.spec.guard.guard_for)
+    # config's profile mounts, e.g. /data/miles_ci: rocmenv.container.guard.guard_for)
     pass_env: tuple[str, ...] = ()  # host variables an untrusted profile may still pass
-    # The caps (rocmenv.spec.caps; docs/security.md "Caps by default" says why these defaults).
+    # The caps (rocmenv.container.caps; docs/security.md "Caps by default" says why these defaults).
     pids_limit: int = default("policy", "pids-limit")  # processes and threads of the container
     memory: str = default("policy", "memory")  # of this host's memory, or a size; no swap beyond
     shm_size: str = default("policy", "shm-size")  # the private /dev/shm (the reference CI's)

@@ -18,7 +18,7 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     [host]                            # rocmenv.settings.host
     sysfs-root = "/sys"               # where class/kfd/kfd/topology lives
     dev-root = "/dev"                 # where kfd and dri/ live
-    gpus-from = "gpus.txt"            # the GPU pool: --device flags or node paths (spec/pool)
+    gpus-from = "gpus.txt"            # the GPU pool: --device flags or node paths (container/pool)
     podinfo-devices = "/etc/podinfo/gha-render-devices"  # a pod's list, when it exists
 
     [profiles.NAME]                   # rocmenv.settings.profiles
@@ -58,7 +58,7 @@ Schema (every key optional; unknown keys are errors with a "did you mean")::
     output = "/rocmenv-output"        # what --output copies out ($ROCMENV_OUTPUT; relative:
                                       #   to the working directory): rocmenv.run.output
     shims = true                      # inject the shim launcher
-    untrusted = false                 # true: the untrusted policy (rocmenv.spec.guard); false
+    untrusted = false                 # true: the untrusted policy (rocmenv.container.guard); false
                                       #   cannot switch off --untrusted/ROCMENV_UNTRUSTED
     pull = "missing"                  # always | missing | never
     engine = "docker-api"             # per-profile engine choice
@@ -104,7 +104,7 @@ class Project:
     path: Path | None  # the file read, if any
     root: Path  # the project root: the file's directory, else the working directory
     # A file outside the checkout named by --config/ROCMENV_CONFIG, or no file (built-ins):
-    # what untrusted mode may believe (README "Running untrusted code").
+    # what untrusted mode may believe (docs/security.md "Running untrusted code").
     trusted: bool = True
     default_profile: str | None = None  # the file's default-profile
     lockfile: str | None = None  # the file's lockfile, as written

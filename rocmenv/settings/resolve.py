@@ -1,6 +1,6 @@
 """Every setting resolved once, by one cascade, into one frozen :class:`Settings`.
 
-The order (README "Precedence")::
+The order (docs/configuration.md "Precedence")::
 
     command-line flag > ROCMENV_* variable > the profile > site file > user file > project file
     > default
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     #: (level, the table as written, where it was written, the directory it is relative to)
     Layer = tuple[Origin, Any, str, Path]
 
-#: The levels, highest first (README "Precedence").
+#: The levels, highest first (docs/configuration.md "Precedence").
 ORIGINS: Final[tuple[Origin, ...]] = (
     "flag", "env", "profile", "site", "user", "project", "default",
 )  # fmt: skip

@@ -177,7 +177,7 @@ def allocated_gpus(
 ) -> NodeGpus:  # fmt: skip
     """This job's GPUs, from Slurm's indices through gres.conf to rocmenv's inventory
     (``check``: the device access check, where the step's process is)."""
-    from rocmenv.spec.gpu import discover
+    from rocmenv.container.gpu import discover
 
     conf = gres_conf or settings.slurm.gres_conf or default_gres_conf(ctx.env)
     try:
@@ -208,11 +208,11 @@ def warm_up_node(ctx: Context, *, untrusted: bool = False) -> None:
     profile's plan (no registry or engine asked) — done once by the warm runner: its
     children inherit what it compiled and cached (a step's planning: ~25 ms cold, ~5 warm).
     Best effort: the steps do it properly anyway."""
+    from rocmenv.container.gpu import discover
+    from rocmenv.container.plan import PlanRequest, plan
+    from rocmenv.container.runspec import Overrides
     from rocmenv.errors import RocmenvError
     from rocmenv.settings.resolve import settings_for
-    from rocmenv.spec.gpu import discover
-    from rocmenv.spec.plan import PlanRequest, plan
-    from rocmenv.spec.runspec import Overrides
 
     with contextlib.suppress(RocmenvError, OSError, ValueError):
         settings = settings_for(ctx, Flags(untrusted=untrusted))

@@ -63,8 +63,8 @@ def run_in_container(
     """The adapter to the run pipeline (re-wire here when its API moves); ``on_exit``: the
     command's status before the container's removal (:func:`rocmenv.run.execute.execute`);
     ``output``: where the test's output directory goes (``--output``)."""
+    from rocmenv.container.runspec import Overrides
     from rocmenv.run.execute import RunRequest, execute
-    from rocmenv.spec.runspec import Overrides
 
     test_ctx = Context(
         env=ctx.env, cwd=ctx.cwd, stdout=log, stderr=log, debug=ctx.debug,

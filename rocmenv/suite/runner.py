@@ -84,9 +84,9 @@ def planned(
 
 def local_pool(settings: Settings, selection: str | None) -> tuple[int, ...]:
     """Host GPU indices that ``--gpus SEL`` (default all: this runner's pool) names: only
-    GPUs whose device nodes exist here (:mod:`rocmenv.spec.pool`)."""
-    from rocmenv.spec.gpu import parse_gpus, select
-    from rocmenv.spec.pool import host_inventory
+    GPUs whose device nodes exist here (:mod:`rocmenv.container.pool`)."""
+    from rocmenv.container.gpu import parse_gpus, select
+    from rocmenv.container.pool import host_inventory
 
     request = parse_gpus(selection or "all")
     if request.kind == "none":

@@ -25,11 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocmenv.container.render import refuse_control
 from rocmenv.context import Context
 from rocmenv.errors import EngineUnavailable, UsageError
 from rocmenv.settings.resolve import Flags
 from rocmenv.settings.slurm import SlurmSettings
-from rocmenv.spec.render import refuse_control
 from rocmenv.suite.allocation import MARKER
 from rocmenv.suite.drive import Cancel, Outcome, Status
 from rocmenv.suite.packer import Job
@@ -219,7 +219,7 @@ def _markers(log_path: Path) -> tuple[tuple[int, ...] | None, float | None]:
 def gpu_count(ctx: Context, selection: str) -> int:
     """How many GPUs a ``--gpus`` selection names (Slurm picks which): indices and ranges
     count one per GPU, a UUID or PCI address one; ``all`` is a whole node."""
-    from rocmenv.spec.gpu import parse_gpus
+    from rocmenv.container.gpu import parse_gpus
 
     request = parse_gpus(selection)
     if request.kind == "none":

@@ -31,9 +31,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from rocmenv.container.render import refuse_control
 from rocmenv.errors import SlurmError
 from rocmenv.settings.slurm import SlurmSettings
-from rocmenv.spec.render import refuse_control
 from rocmenv.suite.drive import Cancel, Outcome
 from rocmenv.suite.packer import Job
 from rocmenv.suite.slurm import (

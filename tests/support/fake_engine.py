@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocmenv.container.runspec import RunSpec
 from rocmenv.engine.protocol import (
     ContainerInfo,
     EngineInfo,
@@ -41,7 +42,6 @@ from rocmenv.engine.protocol import (
 )
 from rocmenv.errors import EngineError, EngineStartError, StartFailure
 from rocmenv.settings.choices import EngineKind
-from rocmenv.spec.runspec import RunSpec
 
 COMMANDS = ("true", "false", "sleep", "echo", "id", "sh")
 _RLIMIT = {"memlock": resource.RLIMIT_MEMLOCK, "nofile": resource.RLIMIT_NOFILE,

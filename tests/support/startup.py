@@ -9,7 +9,7 @@ from __future__ import annotations
 #: ``socket``, ``selectors``, ``signal``, ``struct``, ``zlib``
 RUN_UNUSED = {
     "importlib.metadata", "packaging", "rocmenv.launcher._vendor.packaging",
-    "rocmenv.shims.probe", "rocmenv.spec.guard", "rocmenv.spec.caps", "rocmenv.run.planted",
+    "rocmenv.shims.probe", "rocmenv.container.guard", "rocmenv.container.caps", "rocmenv.run.planted",
     "rocmenv.run.output", "tarfile",
     "rocmenv.run.pull", "rocmenv.registry", "urllib3", "ssl", "docker", "secrets",
     "dataclasses", "inspect", "ast", "dis", "hashlib", "_hashlib", "shutil", "bz2", "lzma",
@@ -47,10 +47,10 @@ RUN_MODULES = {
     "rocmenv.settings.profiles", "rocmenv.settings.project", "rocmenv.settings.registry",
     "rocmenv.settings.resolve", "rocmenv.settings.site", "rocmenv.settings.slurm",
     "rocmenv.settings.declared",  # (issue 33: every setting declared once; the readers read it)
-    "rocmenv.typecheck", "rocmenv.spec", "rocmenv.spec.builder", "rocmenv.spec.gpu", "rocmenv.spec.hostpaths",
-    "rocmenv.spec.labels", "rocmenv.spec.plan", "rocmenv.spec.render", "rocmenv.spec.runspec",
+    "rocmenv.typecheck", "rocmenv.container", "rocmenv.container.builder", "rocmenv.container.gpu", "rocmenv.container.hostpaths",
+    "rocmenv.container.labels", "rocmenv.container.plan", "rocmenv.container.render", "rocmenv.container.runspec",
     # the GPU pool (which GPUs this runner owns: an ARC pod's device list), for a GPU run
-    "rocmenv.spec.pool",
+    "rocmenv.container.pool",
     # with the shim launcher (its bundle reused: nothing of the vendored packaging)
     "rocmenv.launcher", "rocmenv.shims", "rocmenv.shims.bundle", "rocmenv.shims.catalogue",
 }  # fmt: skip

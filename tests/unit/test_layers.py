@@ -147,7 +147,7 @@ def test_errors_imports_nothing_of_the_package() -> None:
     assert graph()["rocmenv.errors"] == {}
 
 
-@pytest.mark.parametrize("library", ["run", "spec", "suite", "bootstrap", "drift", "engine"])
+@pytest.mark.parametrize("library", ["run", "container", "suite", "bootstrap", "drift", "engine"])
 def test_no_library_package_imports_the_cli(library: str) -> None:
     offenders = [
         f"{name} -> {target}"

@@ -104,7 +104,7 @@ def _imported(*modules: str) -> tuple[list[str], set[str]]:
 def test_the_run_path_compiles_no_expression_and_imports_only_what_a_run_uses() -> None:
     compiled, modules = _imported(
         "rocmenv.cli.run", "rocmenv.run.execute", "rocmenv.engine.docker_api",
-        "rocmenv.shims.bundle", "rocmenv.spec.plan",
+        "rocmenv.shims.bundle", "rocmenv.container.plan",
     )  # fmt: skip
     assert compiled == []
     assert (RUN_UNUSED | IMPORT_UNUSED) & modules == set()

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from rocmenv.container.runspec import BindMount, RunSpec
 from rocmenv.context import Context
 from rocmenv.engine.container import capture
 from rocmenv.engine.protocol import Engine, ImageInfo
 from rocmenv.engine.select import make_engine
 from rocmenv.errors import EngineError, EngineStartError
-from rocmenv.spec.runspec import BindMount, RunSpec
 from tests.support import hostfacts, testenv
 from tests.support.fake_engine import FakeEngine
 
@@ -131,7 +131,7 @@ def test_run_capture_of_a_missing_command_exits_127(engine: Engine, family: test
 
 @pytest.fixture
 def created(engine: Engine, family: testenv.Family) -> Iterator[str]:
-    from rocmenv.spec.labels import Identity
+    from rocmenv.container.labels import Identity
 
     spec = RunSpec(
         image=family["demo"].ref,
@@ -164,8 +164,8 @@ def test_wait_times_out_on_a_running_container(engine: Engine, created: str) -> 
 
 
 def test_a_refused_start_is_explained(engine: Engine, family: testenv.Family) -> None:
+    from rocmenv.container.labels import Identity
     from rocmenv.settings.profiles import Ulimit
-    from rocmenv.spec.labels import Identity
 
     spec = RunSpec(
         image=family["demo"].ref,
@@ -250,7 +250,7 @@ def test_export_streams_a_stopped_containers_files_and_nothing_for_a_missing_pat
     import io
     import tarfile
 
-    from rocmenv.spec.labels import Identity
+    from rocmenv.container.labels import Identity
 
     spec = RunSpec(
         image=family["demo"].ref,
@@ -276,7 +276,7 @@ def test_a_failed_create_leaves_no_scratch_volume_of_the_overlay(
 ) -> None:
     """Issue 31: the engine refuses the create (the name is taken) after the overlay's
     scratch volumes were made: they are removed before the error is raised."""
-    from rocmenv.spec.labels import Identity
+    from rocmenv.container.labels import Identity
 
     identity = Identity.current()
     labels = tuple(sorted({**identity.labels(), "rocmenv.profile": "engine-test"}.items()))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from rocmenv.spec.labels import process_start
+from rocmenv.container.labels import process_start
 from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
     docker,

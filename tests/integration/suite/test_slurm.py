@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.spec.gpu import discover
+from rocmenv.container.gpu import discover
 from rocmenv.suite.allocation import MARKER, parse_gres_conf
 from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,

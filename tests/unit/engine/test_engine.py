@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.container.labels import Identity, process_start
+from rocmenv.container.runspec import RunSpec
 from rocmenv.context import Context
 from rocmenv.engine.protocol import explain_start_failure
 from rocmenv.engine.select import (
@@ -27,8 +29,6 @@ from rocmenv.engine.select import (
 )
 from rocmenv.errors import EngineUnavailable, UsageError
 from rocmenv.settings.profiles import Ulimit
-from rocmenv.spec.labels import Identity, process_start
-from rocmenv.spec.runspec import RunSpec
 
 # Error texts as Docker 20.10 / runc print them on this kind of host.
 RLIMIT_MEMLOCK = (

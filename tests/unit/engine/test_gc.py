@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 import pytest
 
+from rocmenv.container.labels import LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START
+from rocmenv.container.runspec import RunSpec
 from rocmenv.engine import gc
 from rocmenv.engine.gc import collect_garbage, find_leftovers
 from rocmenv.engine.protocol import ImageInfo
 from rocmenv.errors import EngineError
-from rocmenv.spec.labels import LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_START
-from rocmenv.spec.runspec import RunSpec
 from tests.support.fake_engine import FakeEngine
 
 IMAGE = "rocmenv-gc-test:1"

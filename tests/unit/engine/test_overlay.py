@@ -9,15 +9,15 @@ from collections.abc import Mapping
 
 import pytest
 
+from rocmenv.container.labels import Identity, run_labels
+from rocmenv.container.render import create_body, render_docker
+from rocmenv.container.runspec import BindMount, RunSpec
 from rocmenv.engine.container import Container
 from rocmenv.engine.gc import collect_garbage
 from rocmenv.engine.overlay import prepare
 from rocmenv.engine.podman import podman_args
 from rocmenv.engine.protocol import ImageInfo
 from rocmenv.errors import EngineError, RunNotStarted
-from rocmenv.spec.labels import Identity, run_labels
-from rocmenv.spec.render import create_body, render_docker
-from rocmenv.spec.runspec import BindMount, RunSpec
 from tests.support.fake_engine import FakeEngine
 
 IMAGE = "127.0.0.1:5000/x/y:z"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import resource
 from pathlib import Path
 
+from rocmenv.container.render import render_docker
+from rocmenv.container.runspec import RunSpec
 from rocmenv.engine.podman import podman_args
 from rocmenv.settings.profiles import Ulimit
-from rocmenv.spec.render import render_docker
-from rocmenv.spec.runspec import RunSpec
 
 
 def spec(**fields: object) -> RunSpec:

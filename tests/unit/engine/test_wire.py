@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.container.render import create_body, parse_bytes
+from rocmenv.container.runspec import BindMount, Device, EnvVar, RunSpec
 from rocmenv.engine.answer import MAX_BODY
 from rocmenv.engine.attach import demux
 from rocmenv.engine.wire import (
@@ -25,8 +27,6 @@ from rocmenv.engine.wire import (
 )
 from rocmenv.errors import EngineError, EngineProtocolError
 from rocmenv.settings.profiles import Ulimit
-from rocmenv.spec.render import create_body, parse_bytes
-from rocmenv.spec.runspec import BindMount, Device, EnvVar, RunSpec
 
 
 class Server:

@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
+from rocmenv.container.labels import LABEL_IMAGE_DIGEST, LABEL_OWNER_PID, LABEL_SESSION
+from rocmenv.container.runspec import Overrides
 from rocmenv.context import Context
 from rocmenv.engine.protocol import ImageInfo
 from rocmenv.errors import EngineError, EngineStartError, RunNotStarted, StartFailure
 from rocmenv.run.execute import RunRequest, execute
 from rocmenv.run.stages import Stage
 from rocmenv.settings.resolve import Flags
-from rocmenv.spec.labels import LABEL_IMAGE_DIGEST, LABEL_OWNER_PID, LABEL_SESSION
-from rocmenv.spec.runspec import Overrides
 from tests.support.fake_engine import FakeEngine
 
 DIGEST = "sha256:" + "d" * 64

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.container.runspec import RunSpec
 from rocmenv.errors import UsageError
 from rocmenv.run.output import MAX_ENTRIES, check_destination, copy_out, summary
-from rocmenv.spec.runspec import RunSpec
 from tests.support.fake_engine import FakeEngine
 
 SOURCE = "/rocmenv-output"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.container.runspec import BindMount, RunSpec
 from rocmenv.run import planted
 from rocmenv.run.planted import sweep, sweep_after, writable_sources
-from rocmenv.spec.runspec import BindMount, RunSpec
 
 
 class Collect:

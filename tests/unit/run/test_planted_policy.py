@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
+from rocmenv.container.runspec import BindMount, Overrides, RunSpec
 from rocmenv.context import Context
 from rocmenv.engine.protocol import ImageInfo
 from rocmenv.errors import EngineError
 from rocmenv.run.execute import RunRequest, execute
 from rocmenv.run.planted import CAPABILITY_XATTR, sweep_after
 from rocmenv.settings.resolve import Flags
-from rocmenv.spec.runspec import BindMount, Overrides, RunSpec
 from tests.support.fake_engine import FakeAttachment, FakeEngine
 
 # struct vfs_cap_data, revision 2, effective: permitted = CAP_SETUID (bit 7): cap_setuid+ep

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.container.runspec import Overrides
 from rocmenv.run.execute import RunRequest, execute
-from rocmenv.spec.runspec import Overrides
 from tests.support.fake_engine import FakeEngine
 from tests.unit.run.test_execute import (  # noqa: F401 - fixtures
     HANG,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from rocmenv.cli import main
+from rocmenv.container.plan import PlanRequest, plan
+from rocmenv.container.runspec import Overrides
 from rocmenv.context import Context
 from rocmenv.settings.resolve import Flags, settings_for
-from rocmenv.spec.plan import PlanRequest, plan
-from rocmenv.spec.runspec import Overrides
 from tests.support.fakegpu import FakeHost, build_fake_host
 from tests.support.hostile import SECRETS, write_checkout
 

@@ -86,7 +86,7 @@ def test_indices_that_are_not_numbers_are_an_error_naming_the_variable() -> None
 
 
 def test_a_file_entry_is_matched_by_name_when_it_is_no_device(tmp_path: Path) -> None:
-    from rocmenv.spec.gpu import discover
+    from rocmenv.container.gpu import discover
 
     host = build_fake_host(tmp_path / "host")
     inventory = discover(host.sysfs_root, host.dev_root)
@@ -197,7 +197,7 @@ def test_without_gpus_allocated_the_hint_says_how_to_ask_for_them() -> None:
 def test_a_host_without_gpus_or_with_a_missing_node_matches_by_name_or_refuses(
     tmp_path: Path,
 ) -> None:
-    from rocmenv.spec.gpu import discover
+    from rocmenv.container.gpu import discover
 
     devices = parse_gres_conf("Name=gpu File=/dev/dri/renderD128\n")
     with pytest.raises(SlurmError) as err:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.container.gpu import discover
 from rocmenv.errors import SlurmError
 from rocmenv.settings.slurm import SlurmSettings
-from rocmenv.spec.gpu import discover
 from rocmenv.suite.allocation import allocated_indices, map_allocation, parse_gres_conf
 from rocmenv.suite.packer import Job
 from rocmenv.suite.slurm import gpu_args, time_limit

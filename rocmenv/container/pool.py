@@ -3,7 +3,7 @@
 Sysfs shows every GPU of the machine; a Kubernetes pod (an ARC runner of sglang's AMD CI)
 has only its own device nodes in ``/dev`` and lists them in a file its launcher passes to
 ``docker run`` verbatim (``DEVICE_FLAG=$(cat /etc/podinfo/gha-render-devices)``). So the
-pool (:attr:`rocmenv.spec.gpu.GpuInventory.pool`) is
+pool (:attr:`rocmenv.container.gpu.GpuInventory.pool`) is
 
 * the GPUs whose render node exists under the dev root, and
 * of those, the ones a **device list file** names, when one applies: ``gpus-from``
@@ -33,9 +33,9 @@ import re
 import stat
 from pathlib import Path
 
+from rocmenv.container.gpu import Gpu, GpuInventory, discover
 from rocmenv.errors import ConfigError
 from rocmenv.record import record, replace
-from rocmenv.spec.gpu import Gpu, GpuInventory, discover
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.container.guard import UNTRUSTED_CAP_DROP, Guard, builtin_mount_sources
+from rocmenv.container.hostpaths import FORBIDDEN_EXACT, FORBIDDEN_ROOTS
+from rocmenv.container.plan import build_spec
+from rocmenv.container.runspec import HostFacts, Overrides
 from rocmenv.errors import PolicyViolation, UsageError
 from rocmenv.settings.policy import Policy
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Mount
-from rocmenv.spec.guard import UNTRUSTED_CAP_DROP, Guard, builtin_mount_sources
-from rocmenv.spec.hostpaths import FORBIDDEN_EXACT, FORBIDDEN_ROOTS
-from rocmenv.spec.plan import build_spec
-from rocmenv.spec.runspec import HostFacts, Overrides
 
 # capabilities(7), without the CAP_ prefix
 CAPABILITIES = (

@@ -1,5 +1,5 @@
 """The resource caps of an untrusted container: part of the guard's one pass
-(:meth:`rocmenv.spec.guard.Guard.apply` calls :func:`cap`), from the policy's
+(:meth:`rocmenv.container.guard.Guard.apply` calls :func:`cap`), from the policy's
 ``pids-limit``, ``memory``, ``shm-size`` and ``ulimits`` (:mod:`rocmenv.settings.policy`).
 
 A fork's tests may fork-bomb, fill ``/dev/shm`` or allocate without end on a runner other
@@ -25,10 +25,10 @@ Refusals name the key (``memory``, ``ulimits.core``, …) as the guard's other r
 
 from __future__ import annotations
 
+from rocmenv.container.runspec import HostFacts, RunSpec
 from rocmenv.errors import ConfigError
 from rocmenv.settings.policy import Policy, policy_bytes
 from rocmenv.settings.profiles import Ulimit
-from rocmenv.spec.runspec import HostFacts, RunSpec
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:

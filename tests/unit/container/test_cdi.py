@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from rocmenv.cli import main
+from rocmenv.container.cdi import cdi_support, generate_spec
+from rocmenv.container.gpu import discover
+from rocmenv.container.render import create_body
+from rocmenv.container.runspec import Device, RunSpec
 from rocmenv.context import Context
-from rocmenv.spec.cdi import cdi_support, generate_spec
-from rocmenv.spec.gpu import discover
-from rocmenv.spec.render import create_body
-from rocmenv.spec.runspec import Device, RunSpec
 from tests.support.fakegpu import FakeHost, build_fake_host
 
 PROJECT = """

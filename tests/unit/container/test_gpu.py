@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rocmenv.container.gpu import discover, family_mismatch, gfx_target_name, parse_gpus, select
 from rocmenv.errors import GpuSelectionError
-from rocmenv.spec.gpu import discover, family_mismatch, gfx_target_name, parse_gpus, select
 from tests.support.fakegpu import MI355X, FakeHost, build_fake_host
 
 

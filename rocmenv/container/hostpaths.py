@@ -1,5 +1,5 @@
 """Host paths an untrusted container may not mount — the second line behind the guard's
-allowlist (:mod:`rocmenv.spec.guard`: a profile's data mounts only under sources the trusted
+allowlist (:mod:`rocmenv.container.guard`: a profile's data mounts only under sources the trusted
 side declared): system directories, engine state, logs and backups, sockets (``*.sock``,
 anything that is a socket, a directory with one among its first :data:`SOCKET_SCAN_LIMIT`
 entries, anything holding the engine's socket), directories holding the checkout, the CI

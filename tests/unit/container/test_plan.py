@@ -79,7 +79,7 @@ def test_every_format_refuses_what_run_refuses(tmp_path: Path, fmt: str) -> None
 @pytest.mark.parametrize("fmt", ["docker", "gha", "compose"])
 def test_every_format_accepts_an_ordinary_source(tmp_path: Path, fmt: str) -> None:
     """The control: the refusals above are about the paths, not the formats (``run`` of an
-    ordinary source needs an engine: tests/integration/spec/test_untrusted.py)."""
+    ordinary source needs an engine: tests/integration/container/test_untrusted.py)."""
     root = _checkout(tmp_path)
     data = tmp_path / "data"
     data.mkdir()

@@ -1,4 +1,4 @@
-"""Issue 31, item 3: the caps of an untrusted container (rocmenv/spec/caps.py) and the
+"""Issue 31, item 3: the caps of an untrusted container (rocmenv/container/caps.py) and the
 policy keys that set them (rocmenv/settings/policy.py). The real engines enforce them in
 tests/integration/run/test_caps.py."""
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from rocmenv.container.caps import cap
+from rocmenv.container.guard import Guard
+from rocmenv.container.plan import build_spec
+from rocmenv.container.runspec import HostFacts, Overrides, RunSpec
 from rocmenv.errors import ConfigError, PolicyViolation
 from rocmenv.settings.policy import DEFAULT_POLICY, Policy, policy_from_table
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Ulimit
-from rocmenv.spec.caps import cap
-from rocmenv.spec.guard import Guard
-from rocmenv.spec.plan import build_spec
-from rocmenv.spec.runspec import HostFacts, Overrides, RunSpec
 
 GIB = 1 << 30
 FORK = {"name": "fork", "source": "/fork/rocmenv.toml"}

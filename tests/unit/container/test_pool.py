@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
+from rocmenv.container.builder import build_runspec
+from rocmenv.container.gpu import parse_gpus, select
+from rocmenv.container.guard import Guard
+from rocmenv.container.pool import MAX_LIST_BYTES, host_inventory, read_device_list
+from rocmenv.container.runspec import HostFacts, Overrides
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, GpuSelectionError
 from rocmenv.settings.host import PODINFO_DEVICES, HostSettings
 from rocmenv.settings.profiles import BUILTIN_PROFILES
 from rocmenv.settings.resolve import settings_for
-from rocmenv.spec.builder import build_runspec
-from rocmenv.spec.gpu import parse_gpus, select
-from rocmenv.spec.guard import Guard
-from rocmenv.spec.pool import MAX_LIST_BYTES, host_inventory, read_device_list
-from rocmenv.spec.runspec import HostFacts, Overrides
 from tests.support.fakegpu import FakeHost, FakePod, build_fake_host, fake_pod
 
 

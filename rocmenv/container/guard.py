@@ -1,4 +1,4 @@
-"""Untrusted mode: a policy the effective container must satisfy (README "Running untrusted
+"""Untrusted mode: a policy the effective container must satisfy (docs/security.md "Running untrusted
 code").
 
 In an untrusted job (a forked pull request on a self-hosted GPU runner) everything in the
@@ -6,7 +6,7 @@ checkout is the attacker's: ``rocmenv.toml``, ``[tool.rocmenv]``, ``rocmenv.lock
 What is trusted: the workflow's environment (``ROCMENV_*``), a config file outside the
 checkout named by ``--config``/``ROCMENV_CONFIG``, the policy file named by
 ``ROCMENV_POLICY``, the runner's Docker config and daemon. So untrusted mode does not trust
-what the profile asks for: :func:`rocmenv.spec.builder.build_runspec` builds the trusted draft,
+what the profile asks for: :func:`rocmenv.container.builder.build_runspec` builds the trusted draft,
 and :meth:`Guard.apply` takes it and returns the constrained spec (with the one notice line
 that lists every change), or refuses — in one pass, here and nowhere else:
 
@@ -24,7 +24,7 @@ that lists every change), or refuses — in one pass, here and nowhere else:
   host's checkout, ``.git`` included, is never writable from it, so nothing it plants is
   there for the host to honour (:mod:`rocmenv.run.planted` sweeps as a second line; results
   leave through ``--output``: :mod:`rocmenv.run.output`); and the resource **caps** of
-  :mod:`rocmenv.spec.caps` (pids, memory, shm, ulimits: the policy's);
+  :mod:`rocmenv.container.caps` (pids, memory, shm, ulimits: the policy's);
 * it **refuses** (exit 2, :class:`PolicyViolation` naming key, value and rule) what has
   none: a privileged container; device nodes other than ``/dev/kfd`` and the selected GPUs'
   ``renderD*``/``card*``; any other added capability or security option that is not in the
@@ -34,7 +34,7 @@ that lists every change), or refuses — in one pass, here and nowhere else:
   built-in profiles' mounts; ``-v`` is trusted input; an optional mount rendered for another
   host keeps ``-v`` semantics — the engine creates an absent source — only for a source a
   trusted profile declares optional, any other must exist there) and any mount
-  :mod:`rocmenv.spec.hostpaths` refuses (the denylist, a second line); a checkout path the
+  :mod:`rocmenv.container.hostpaths` refuses (the denylist, a second line); a checkout path the
   overlay's mount options cannot carry (``,``, ``:``, ``\\``); a profile asking more than
   a cap; images from repositories the policy does not allow.
 
@@ -61,16 +61,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
+from rocmenv.container.builder import dedupe, gpu_devices, with_gpu_env
+from rocmenv.container.caps import Refusal, cap
+from rocmenv.container.gpu import VISIBLE_DEVICE_VARS
+from rocmenv.container.hostpaths import checkout_problem, mount_problem
+from rocmenv.container.runspec import BindMount, Device, EnvVar, HostFacts, RunSpec
 from rocmenv.errors import PolicyViolation, UsageError
 from rocmenv.hostfs import is_under
 from rocmenv.settings.policy import DEFAULT_POLICY, Policy, repository_name
 from rocmenv.settings.profiles import BUILTIN_PROFILES, PROXY_VARS, Profile
 from rocmenv.settings.resolve import Settings
-from rocmenv.spec.builder import dedupe, gpu_devices, with_gpu_env
-from rocmenv.spec.caps import Refusal, cap
-from rocmenv.spec.gpu import VISIBLE_DEVICE_VARS
-from rocmenv.spec.hostpaths import checkout_problem, mount_problem
-from rocmenv.spec.runspec import BindMount, Device, EnvVar, HostFacts, RunSpec
 
 BUILTIN_REPOSITORY: Final = "docker.io/rocm/sgl-dev"
 # What the built-in rocm profile (the reference CI) adds that the default policy drops.
@@ -96,7 +96,7 @@ PRIVATE_IPC: Final = ("private", "none", "shareable")
 OVERLAY_UNSAFE: Final = ",:\\"
 RULE_HINT: Final = (
     "remove it from the profile (or the command line); an administrator can allow it in "
-    'the policy file named by ROCMENV_POLICY (README "Running untrusted code")'
+    'the policy file named by ROCMENV_POLICY (docs/security.md "Running untrusted code")'
 )
 
 
@@ -231,7 +231,7 @@ class Guard:
         self, spec: RunSpec, profile: Profile, host: HostFacts, over: Sequence[Refusal] = ()
     ) -> None:
         """Raise :class:`PolicyViolation` listing every key of the constrained spec the
-        policy refuses (and the caps ``over`` it: :func:`rocmenv.spec.caps.cap`)."""
+        policy refuses (and the caps ``over`` it: :func:`rocmenv.container.caps.cap`)."""
         bad: list[str] = [f"{key} = {value!r}: {rule}" for key, value, rule in over]
 
         def refuse(key: str, value: str, rule: str) -> None:
@@ -295,7 +295,7 @@ class Guard:
         return tuple(out), refused
 
     def _undeclared(self, mount: BindMount, host: HostFacts) -> str | None:
-        """The allowlist (the denylist of :mod:`rocmenv.spec.hostpaths` is the second line): a
+        """The allowlist (the denylist of :mod:`rocmenv.container.hostpaths` is the second line): a
         profile's data mount only under a source the trusted side declared, judged where its
         links lead. ``-v`` is the workflow's own command line (trusted input)."""
         if mount.origin == "cli":

@@ -15,7 +15,7 @@ ordinary hosts; KFD node numbers and DRM minors are never taken as indices. When
 select by UUID (``GPU-<16 hex digits>`` from ``unique_id``), by PCI address or by render
 node path (``/dev/dri/renderD128``).
 
-**The pool** is the GPUs this runner may hand out (:mod:`rocmenv.spec.pool` decides it):
+**The pool** is the GPUs this runner may hand out (:mod:`rocmenv.container.pool` decides it):
 those whose render node exists under the dev root — sysfs shows every GPU of the machine,
 an ARC runner pod's ``/dev`` only its own — narrowed by a device list file when one
 applies. ``all`` is the pool; a GPU outside it cannot be selected.
@@ -104,7 +104,7 @@ class GpuInventory:
     topology_present: bool
     gpus: tuple[Gpu, ...]
     notes: tuple[str, ...] = ()  # nodes skipped and why
-    # the GPUs this runner may use (rocmenv.spec.pool); None: every GPU (no pool applied:
+    # the GPUs this runner may use (rocmenv.container.pool); None: every GPU (no pool applied:
     # rendering for another host)
     pool_indices: tuple[int, ...] | None = None
     pool_source: str | None = None  # what narrowed it: a device list file, or absent nodes

@@ -10,18 +10,25 @@ from typing import Any
 
 import pytest
 
+from rocmenv.container.builder import build_runspec
+from rocmenv.container.gpu import discover
+from rocmenv.container.guard import Guard
+from rocmenv.container.labels import LABEL_OWNER_PID, LABEL_PROFILE, LABEL_SESSION, Identity
+from rocmenv.container.plan import build_spec
+from rocmenv.container.render import render_compose, render_docker, render_gha
+from rocmenv.container.runspec import (
+    Device,
+    HostFacts,
+    LauncherMount,
+    Overrides,
+    RunSpec,
+    parse_device,
+)
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, UsageError
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Mount, Profile, Ulimit
 from rocmenv.settings.project import Project
 from rocmenv.settings.resolve import Flags, settings_for
-from rocmenv.spec.builder import build_runspec
-from rocmenv.spec.gpu import discover
-from rocmenv.spec.guard import Guard
-from rocmenv.spec.labels import LABEL_OWNER_PID, LABEL_PROFILE, LABEL_SESSION, Identity
-from rocmenv.spec.plan import build_spec
-from rocmenv.spec.render import render_compose, render_docker, render_gha
-from rocmenv.spec.runspec import Device, HostFacts, LauncherMount, Overrides, RunSpec, parse_device
 from tests.support.fakegpu import FakeHost, build_fake_host
 
 ROCM = BUILTIN_PROFILES["rocm"]

@@ -1,7 +1,7 @@
 """The container a profile describes, as one pure value: :class:`RunSpec` and the values it is
 made of (devices, bind mounts, environment variables), with what the command line adds
 (:class:`Overrides`) and what the host says (:class:`HostFacts`). Building one is
-:mod:`rocmenv.spec.builder`; rendering one for other tools is :mod:`rocmenv.spec.render`; nothing here
+:mod:`rocmenv.container.builder`; rendering one for other tools is :mod:`rocmenv.container.render`; nothing here
 touches an engine.
 """
 
@@ -11,15 +11,15 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from rocmenv.container.gpu import (
+    GpuInventory,
+    GpuSelection,
+)
+from rocmenv.container.labels import Identity
 from rocmenv.errors import ConfigError
 from rocmenv.lazy import Pattern
 from rocmenv.record import field, record
 from rocmenv.settings.profiles import Profile, Ulimit
-from rocmenv.spec.gpu import (
-    GpuInventory,
-    GpuSelection,
-)
-from rocmenv.spec.labels import Identity
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class BindMount:
     readonly: bool = False
     origin: MountOrigin = field(default="profile", compare=False)
     # the engine creates an absent source (``-v`` semantics): only an optional mount rendered
-    # for another host, whose source this host cannot check (README "Profiles")
+    # for another host, whose source this host cannot check (docs/configuration.md)
     create_source: bool = False
     kind: MountKind = "bind"
 
@@ -196,7 +196,7 @@ class HostFacts:
     image_digest: str | None = None
     image_env: Mapping[str, str] = field(default_factory=dict)  # the image config's Env
     realpath: Callable[[str], str] = os.path.normpath  # run: os.path.realpath (symlinks)
-    find_socket: Callable[[str], str | None] = lambda _p: None  # run: rocmenv.spec.guard's
+    find_socket: Callable[[str], str | None] = lambda _p: None  # run: rocmenv.container.guard's
     # this host's memory in bytes (an untrusted cap given in percent): None when unknown
     memory_total: Callable[[], int | None] = host_memory
 

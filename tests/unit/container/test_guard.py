@@ -15,17 +15,17 @@ import pytest
 import yaml
 
 from rocmenv.cli import main
+from rocmenv.container.builder import build_runspec
+from rocmenv.container.gpu import VISIBLE_DEVICE_VARS
+from rocmenv.container.guard import Guard
+from rocmenv.container.plan import build_spec
+from rocmenv.container.render import render_compose
+from rocmenv.container.runspec import HostFacts, Overrides, RunSpec
 from rocmenv.context import Context
 from rocmenv.errors import ConfigError, PolicyViolation, UsageError
 from rocmenv.settings.policy import Policy, untrusted_env
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Mount, Profile
 from rocmenv.settings.resolve import settings_for
-from rocmenv.spec.builder import build_runspec
-from rocmenv.spec.gpu import VISIBLE_DEVICE_VARS
-from rocmenv.spec.guard import Guard
-from rocmenv.spec.plan import build_spec
-from rocmenv.spec.render import render_compose
-from rocmenv.spec.runspec import HostFacts, Overrides, RunSpec
 from tests.support.fakegpu import FakeHost, build_fake_host
 from tests.support.hostile import (
     FILE_ATTACKS,
@@ -547,7 +547,7 @@ def test_a_symlink_in_the_checkout_to_a_host_directory_is_refused(tmp_path: Path
 def test_a_socket_or_a_directory_holding_one_is_refused(tmp_path: Path) -> None:
     import socket
 
-    from rocmenv.spec.hostpaths import find_socket
+    from rocmenv.container.hostpaths import find_socket
 
     facts, _checkout = guard_facts(tmp_path)
     facts = replace(facts, find_socket=find_socket)
@@ -620,7 +620,7 @@ def _deep_socket_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[P
     """A directory whose socket lies past the denylist's scan limit (10,000 entries)."""
     import socket
 
-    from rocmenv.spec.hostpaths import SOCKET_SCAN_LIMIT
+    from rocmenv.container.hostpaths import SOCKET_SCAN_LIMIT
 
     deep = tmp_path / "deep"
     (deep / "x" / "y").mkdir(parents=True)
@@ -723,8 +723,8 @@ def test_declared_sources_and_the_command_lines_own_mounts_pass_the_allowlist(
 def test_without_a_policy_the_declared_sources_are_the_trusted_configs_profile_mounts(
     tmp_path: Path,
 ) -> None:
+    from rocmenv.container.guard import guard_for
     from rocmenv.settings.resolve import Flags
-    from rocmenv.spec.guard import guard_for
 
     root = write_checkout(tmp_path / "fork", {"mounts": ["/srv/fork:/x"]})
     ctx = Context(env={"ROCMENV_UNTRUSTED": "1", "HOME": str(tmp_path)}, cwd=root)
@@ -775,7 +775,7 @@ def test_video_and_render_pass_by_name_or_by_this_hosts_gid_and_nothing_else(
 def test_passed_visible_devices_are_renumbered_for_a_subset_in_trusted_mode(
     tmp_path: Path, fake: FakeHost
 ) -> None:
-    from rocmenv.spec.gpu import discover
+    from rocmenv.container.gpu import discover
 
     facts = HostFacts(
         env={"HIP_VISIBLE_DEVICES": "4,5,6,7", "ROCR_VISIBLE_DEVICES": "4,5,6,7"},
@@ -844,8 +844,8 @@ def test_a_profile_that_declares_itself_untrusted_gets_no_mirror_from_its_own_fi
 
 
 def test_the_policys_images_are_the_allowed_ones_over_the_trusted_configs(tmp_path: Path) -> None:
+    from rocmenv.container.guard import guard_for
     from rocmenv.settings.resolve import Flags
-    from rocmenv.spec.guard import guard_for
 
     root = write_checkout(tmp_path / "fork", {})
     trusted = tmp_path / "trusted.toml"
@@ -862,8 +862,8 @@ def test_the_policys_images_are_the_allowed_ones_over_the_trusted_configs(tmp_pa
 def test_the_guard_of_a_run_trusts_the_config_outside_the_checkout_and_its_mirrors(
     tmp_path: Path,
 ) -> None:
+    from rocmenv.container.guard import guard_for
     from rocmenv.settings.resolve import Flags
-    from rocmenv.spec.guard import guard_for
 
     root = write_checkout(tmp_path / "fork", {})
     env = {"ROCMENV_UNTRUSTED": "1", "HOME": str(tmp_path),

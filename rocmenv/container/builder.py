@@ -1,9 +1,9 @@
 """Building the complete container: :func:`build_runspec` turns (profile, CLI overrides, host
-GPU inventory, host facts, the shim launcher) into a frozen :class:`~rocmenv.spec.runspec.RunSpec`
+GPU inventory, host facts, the shim launcher) into a frozen :class:`~rocmenv.container.runspec.RunSpec`
 — labels and launcher included; nothing patches it afterwards. The same spec is what
-``rocmenv run`` gives the engine and what ``rocmenv options`` renders (:mod:`rocmenv.spec.render`).
+``rocmenv run`` gives the engine and what ``rocmenv options`` renders (:mod:`rocmenv.container.render`).
 
-Policies (README "Profiles"):
+Policies (docs/configuration.md):
 
 * **GPUs.** ``--gpus all`` passes ``/dev/kfd`` and the whole ``/dev/dri`` (as the
   reference CI does); a subset passes ``/dev/kfd`` plus exactly the selected ``renderD*``
@@ -23,8 +23,8 @@ Policies (README "Profiles"):
   directory) is mounted at the same path and the working directory is the current one.
 * **Environment**: only what the profile declares; proxy variables are dropped unless
   ``keep-proxy-env``; ``secret-env`` is never passed in untrusted mode.
-* **Untrusted mode** is not this module's: the planner (:mod:`rocmenv.spec.plan`) hands
-  this trusted draft to the guard (:mod:`rocmenv.spec.guard`), which constrains it or
+* **Untrusted mode** is not this module's: the planner (:mod:`rocmenv.container.plan`) hands
+  this trusted draft to the guard (:mod:`rocmenv.container.guard`), which constrains it or
   refuses it in one pass.
 """
 
@@ -32,10 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rocmenv.errors import ConfigError, UsageError
-from rocmenv.record import replace
-from rocmenv.settings.profiles import PROXY_VARS, Mount, Profile, check_env_name, parse_mount
-from rocmenv.spec.gpu import (
+from rocmenv.container.gpu import (
     CONTAINER_DRI,
     CONTAINER_KFD,
     VISIBLE_DEVICE_VARS,
@@ -44,8 +41,8 @@ from rocmenv.spec.gpu import (
     parse_gpus,
     select,
 )
-from rocmenv.spec.labels import LABEL_PREFIX, run_labels
-from rocmenv.spec.runspec import (
+from rocmenv.container.labels import LABEL_PREFIX, run_labels
+from rocmenv.container.runspec import (
     OUTPUT_ENV,
     BindMount,
     Device,
@@ -57,10 +54,13 @@ from rocmenv.spec.runspec import (
     gpus_text,
     parse_device,
 )
+from rocmenv.errors import ConfigError, UsageError
+from rocmenv.record import replace
+from rocmenv.settings.profiles import PROXY_VARS, Mount, Profile, check_env_name, parse_mount
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:
-    from rocmenv.spec.runspec import MountOrigin
+    from rocmenv.container.runspec import MountOrigin
 
 
 def gpu_devices(
@@ -77,7 +77,7 @@ def gpu_devices(
     the variables carry the container's numbering. ``nodes_for_all``: even ``all`` as the
     GPUs' own nodes rather than the whole ``/dev/dri``. ``naming`` ``cdi``: the same choice
     as CDI names (``amd.com/gpu=2``, ``amd.com/gpu=all``; the spec brings ``/dev/kfd``).
-    A selection from a pool narrower than the host (an ARC runner pod: :mod:`rocmenv.spec.pool`)
+    A selection from a pool narrower than the host (an ARC runner pod: :mod:`rocmenv.container.pool`)
     never passes the whole ``/dev/dri`` or ``amd.com/gpu=all``: "every node" is the pool's,
     and ``env`` isolation numbers the GPUs by their place in the pool."""
     if selection.kind == "none":
@@ -135,8 +135,8 @@ def _cdi_devices(
     each_for_all: bool,
     pool: tuple[Gpu, ...] | None,
 ) -> tuple[list[Device], list[EnvVar], list[str]]:
-    """:func:`gpu_devices` as CDI names (:mod:`rocmenv.spec.cdi`)."""
-    from rocmenv.spec.cdi import cdi_name
+    """:func:`gpu_devices` as CDI names (:mod:`rocmenv.container.cdi`)."""
+    from rocmenv.container.cdi import cdi_name
 
     def device(index: int | str) -> Device:
         name = cdi_name(index)
@@ -305,7 +305,7 @@ def build_runspec(
     launcher: LauncherMount | None = None,
 ) -> RunSpec:
     """The complete container for ``profile`` with the CLI's ``overrides`` on ``host``, as a
-    trusted profile asks for it: labels from :mod:`rocmenv.spec.labels`, and the shim
+    trusted profile asks for it: labels from :mod:`rocmenv.container.labels`, and the shim
     ``launcher`` mounted when given."""
     privileged = profile.privileged if overrides.privileged is None else overrides.privileged
     warnings: list[str] = []

@@ -1,4 +1,4 @@
-"""A :class:`~rocmenv.spec.runspec.RunSpec` rendered for other tools.
+"""A :class:`~rocmenv.container.runspec.RunSpec` rendered for other tools.
 
 ``docker run`` arguments (:func:`render_docker`; ``rocmenv options --format docker`` and the
 docker-cli adapter), a GitHub Actions ``container.options`` string (:func:`render_gha`) and
@@ -25,11 +25,11 @@ from __future__ import annotations
 import json
 import re
 
+from rocmenv.container.labels import LABEL_PREFIX
+from rocmenv.container.runspec import BindMount, RunSpec
 from rocmenv.errors import EngineError, UsageError
 from rocmenv.escape import control_char
 from rocmenv.lazy import Pattern
-from rocmenv.spec.labels import LABEL_PREFIX
-from rocmenv.spec.runspec import BindMount, RunSpec
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:

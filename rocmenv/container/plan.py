@@ -7,8 +7,8 @@ here; nothing else builds a container spec. The steps, in order:
 2. in untrusted mode the guard, and its image check before any registry is asked;
 3. the image (:func:`rocmenv.image.pinning.choose_image`: ``--image`` > lock > profile);
 4. the host facts (GPU inventory, groups, which paths exist, how sources resolve);
-5. the spec: the trusted draft (:mod:`rocmenv.spec.builder`), then the guard's constrained
-   spec or refusal (:mod:`rocmenv.spec.guard`), then the device check.
+5. the spec: the trusted draft (:mod:`rocmenv.container.builder`), then the guard's constrained
+   spec or refusal (:mod:`rocmenv.container.guard`), then the device check.
 
 ``options`` is "plan, then render". ``run`` plans before it contacts the engine (so an
 untrusted run is refused before anything is pulled), and completes the plan with what only
@@ -21,19 +21,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from rocmenv.container.builder import add_launcher, build_runspec, check_devices
+from rocmenv.container.hostpaths import find_socket
+from rocmenv.container.labels import Identity
+from rocmenv.container.runspec import HostFacts, LauncherMount, Overrides, RunSpec, wants_gpus
 from rocmenv.context import Context, find_checkout
 from rocmenv.image.pinning import ImageChoice, choose_image
 from rocmenv.record import field, record, replace
 from rocmenv.settings.profiles import Profile
 from rocmenv.settings.resolve import Settings
-from rocmenv.spec.builder import add_launcher, build_runspec, check_devices
-from rocmenv.spec.hostpaths import find_socket
-from rocmenv.spec.labels import Identity
-from rocmenv.spec.runspec import HostFacts, LauncherMount, Overrides, RunSpec, wants_gpus
 
 TYPE_CHECKING = False  # typing's own, without importing typing (rocmenv.typecheck)
 if TYPE_CHECKING:  # the guard is imported by an untrusted plan only
-    from rocmenv.spec.guard import Guard
+    from rocmenv.container.guard import Guard
 
 #: What a spec without an image says in its place (``options`` of a profile without one).
 NO_IMAGE = "IMAGE"
@@ -97,7 +97,7 @@ def choose(
     profile = settings.profile
     guard = None
     if settings.untrusted:
-        from rocmenv.spec.guard import guard_for
+        from rocmenv.container.guard import guard_for
 
         guard = guard_for(settings, find_checkout(ctx.cwd))
     if guard is not None and profile.image is not None and not cli_image:
@@ -154,7 +154,7 @@ def host_facts(ctx: Context, settings: Settings, request: PlanRequest) -> HostFa
     host has GPUs to name. But sources resolve exactly as ``run`` resolves them, in every
     format (rendering = running): links followed, ``//`` collapsed, sockets searched — the
     engine that mounts them follows links too."""
-    from rocmenv.spec.pool import host_inventory
+    from rocmenv.container.pool import host_inventory
 
     profile, here = settings.profile, request.for_this_host
     inventory = None

@@ -3,7 +3,7 @@ where the source is absent when rendering for this host, kept with ``-v`` semant
 engine creates an absent source) when rendering for another host — and in untrusted mode
 still judged by the allowlist, the denylist and the read-only rule (issue 30, items 3-4).
 The engine's side (``docker create`` with the rendered options on a host without the
-directory) is ``tests/integration/spec/test_options.py``."""
+directory) is ``tests/integration/container/test_options.py``."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rocmenv.container.guard import Guard, optional_mount_sources
+from rocmenv.container.plan import build_spec
+from rocmenv.container.render import create_body, render_compose, render_docker, render_gha
+from rocmenv.container.runspec import HostFacts, Overrides, RunSpec
 from rocmenv.errors import PolicyViolation, UsageError
 from rocmenv.settings.policy import Policy
 from rocmenv.settings.profiles import BUILTIN_PROFILES, Mount
-from rocmenv.spec.guard import Guard, optional_mount_sources
-from rocmenv.spec.plan import build_spec
-from rocmenv.spec.render import create_body, render_compose, render_docker, render_gha
-from rocmenv.spec.runspec import HostFacts, Overrides, RunSpec
 
 CPU = BUILTIN_PROFILES["cpu"]
 DATA = Mount(source="/srv/ci-data", target="/data", optional=True)

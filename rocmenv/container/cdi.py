@@ -3,7 +3,7 @@ the engine as ``amd.com/gpu=<index>`` (and ``amd.com/gpu=all``) by a spec under
 ``/etc/cdi``, which the engine (podman ≥ 4.1; Docker ≥ 25 with its ``cdi`` feature) turns
 into device nodes.
 
-:func:`generate_spec` writes that spec from the KFD topology (:mod:`rocmenv.spec.gpu`): one
+:func:`generate_spec` writes that spec from the KFD topology (:mod:`rocmenv.container.gpu`): one
 device per GPU, named by rocmenv's GPU index (PCI-address order, what ``--gpus`` selects),
 holding the GPU's render and card nodes; ``all`` holding every GPU's; ``/dev/kfd`` as the
 spec-wide node every device brings. ``cdiVersion`` is the lowest version that has what the
@@ -11,7 +11,7 @@ spec uses (as the CDI library's ``MinimumRequiredVersion``): ``0.3.0``, or ``0.5
 node's host path differs from its container path (a host whose ``/dev`` is elsewhere), so
 the spec loads in every engine that supports CDI at all. A profile's ``gpu-devices = "cdi"``
 makes ``run`` and ``options`` name the selected GPUs this way
-(:func:`rocmenv.spec.builder.gpu_devices`) — the names are rocmenv's indices, so generate the
+(:func:`rocmenv.container.builder.gpu_devices`) — the names are rocmenv's indices, so generate the
 spec with ``rocmenv cdi generate``.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from rocmenv.spec.gpu import CONTAINER_DRI, CONTAINER_KFD, GpuInventory
+from rocmenv.container.gpu import CONTAINER_DRI, CONTAINER_KFD, GpuInventory
 
 CDI_KIND: Final = "amd.com/gpu"
 CDI_DIRS: Final = ("/etc/cdi", "/var/run/cdi")

@@ -1,7 +1,7 @@
-"""The container: :mod:`~rocmenv.spec.runspec` (the values), :mod:`~rocmenv.spec.gpu` (host GPUs),
-:mod:`~rocmenv.spec.builder` (the trusted draft), :mod:`~rocmenv.spec.guard` (untrusted mode),
-:mod:`~rocmenv.spec.plan` (the one planner), :mod:`~rocmenv.spec.render` (docker, GHA, compose),
-:mod:`~rocmenv.spec.cdi` (CDI device names and spec).
+"""The container: :mod:`~rocmenv.container.runspec` (the values), :mod:`~rocmenv.container.gpu` (host GPUs),
+:mod:`~rocmenv.container.builder` (the trusted draft), :mod:`~rocmenv.container.guard` (untrusted mode),
+:mod:`~rocmenv.container.plan` (the one planner), :mod:`~rocmenv.container.render` (docker, GHA, compose),
+:mod:`~rocmenv.container.cdi` (CDI device names and spec).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rocmenv.spec.guard import UNTRUSTED_CAP_DROP
+from rocmenv.container.guard import UNTRUSTED_CAP_DROP
 
 WORKFLOW = Path(__file__).resolve().parents[3] / "docs" / "workflows" / "pr-rocm.yml"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmenv.spec.hostpaths import (
+from rocmenv.container.hostpaths import (
     ENGINE_SOCKETS,
     HOME_SECRETS,
     checkout_problem,
