@@ -56,7 +56,7 @@ be the attacker's).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
@@ -232,51 +232,60 @@ class Guard:
     ) -> None:
         """Raise :class:`PolicyViolation` listing every key of the constrained spec the
         policy refuses (and the caps ``over`` it: :func:`rocmenv.container.caps.cap`)."""
-        bad: list[str] = [f"{key} = {value!r}: {rule}" for key, value, rule in over]
-
-        def refuse(key: str, value: str, rule: str) -> None:
-            bad.append(f"{key} = {value!r}: {rule}")
-
-        allowed_devices = {d.host for d in spec.devices if d.gpu} | set(self.policy.devices)
-        for dev in spec.devices:
-            if dev.host not in allowed_devices:
-                refuse("devices", dev.host, "only /dev/kfd and the selected GPUs' nodes")
-        for name in spec.cap_add:
-            if not self._cap_allowed(name):
-                refuse("cap-add", name, "no added capabilities")
-        for opt in spec.security_opt:
-            if opt not in self.policy.security_opt and opt not in SAFE_SECURITY_OPTS:
-                refuse("security-opt", opt,
-                       "no unconfined or custom security options (no-new-privileges only)")  # fmt: skip
-        if spec.network is not None and spec.network not in self.policy.network:
-            refuse("network", spec.network, "no host or container network namespace")
-        if spec.ipc is not None and spec.ipc not in PRIVATE_IPC:
-            refuse("ipc", spec.ipc, "no host or container IPC namespace")
-        for group, rule in self._group_problems(profile.group_add, host.group_gid):
-            refuse("group-add", group, rule)
-        for mount in spec.mounts:
-            if mount.kind == "volume":
-                continue  # an empty volume of the engine's (the output directory)
-            if mount.target == spec.checkout:
-                problem = checkout_problem(host.realpath(mount.source), host.env)
-                if problem:
-                    refuse("the checkout (the working directory's git top level)",
-                           mount.source, problem)  # fmt: skip
-            elif mount.origin != "guard":
-                problem = mount_problem(
-                    mount.source, spec.checkout, host.env, host.realpath, host.find_socket
-                ) or self._undeclared(mount, host)  # fmt: skip
-                if problem:
-                    refuse("mounts", f"{mount.source}:{mount.target}", problem)
+        refused = (
+            *over,
+            *self._option_refusals(spec, profile, host),
+            *self._mount_refusals(spec, host),
+        )
+        bad: list[str] = [f"{key} = {value!r}: {rule}" for key, value, rule in refused]
         problem = self._image_problem(spec.image)
         if problem:
-            refuse("image", spec.image, problem)
+            bad.append(f"image = {spec.image!r}: {problem}")
         if bad:
             raise PolicyViolation(
                 f"untrusted mode: the policy ({self.policy.source}) refuses profile "
                 f"{profile.name!r} ({profile.source}): " + "; ".join(bad),
                 hint=RULE_HINT,
             )
+
+    def _option_refusals(
+        self, spec: RunSpec, profile: Profile, host: HostFacts
+    ) -> Iterator[Refusal]:
+        """The devices, capabilities, security options, namespaces and groups refused."""
+        allowed_devices = {d.host for d in spec.devices if d.gpu} | set(self.policy.devices)
+        for dev in spec.devices:
+            if dev.host not in allowed_devices:
+                yield ("devices", dev.host, "only /dev/kfd and the selected GPUs' nodes")
+        for name in spec.cap_add:
+            if not self._cap_allowed(name):
+                yield ("cap-add", name, "no added capabilities")
+        for opt in spec.security_opt:
+            if opt not in self.policy.security_opt and opt not in SAFE_SECURITY_OPTS:
+                yield ("security-opt", opt,
+                       "no unconfined or custom security options (no-new-privileges only)")  # fmt: skip
+        if spec.network is not None and spec.network not in self.policy.network:
+            yield ("network", spec.network, "no host or container network namespace")
+        if spec.ipc is not None and spec.ipc not in PRIVATE_IPC:
+            yield ("ipc", spec.ipc, "no host or container IPC namespace")
+        for group, rule in self._group_problems(profile.group_add, host.group_gid):
+            yield ("group-add", group, rule)
+
+    def _mount_refusals(self, spec: RunSpec, host: HostFacts) -> Iterator[Refusal]:
+        """The checkout's mount and the data mounts refused (the rule and its reason)."""
+        for mount in spec.mounts:
+            if mount.kind == "volume":
+                continue  # an empty volume of the engine's (the output directory)
+            if mount.target == spec.checkout:
+                problem = checkout_problem(host.realpath(mount.source), host.env)
+                if problem:
+                    yield ("the checkout (the working directory's git top level)",
+                           mount.source, problem)  # fmt: skip
+            elif mount.origin != "guard":
+                problem = mount_problem(
+                    mount.source, spec.checkout, host.env, host.realpath, host.find_socket
+                ) or self._undeclared(mount, host)  # fmt: skip
+                if problem:
+                    yield ("mounts", f"{mount.source}:{mount.target}", problem)
 
     def _created(self, mounts: tuple[BindMount, ...]) -> tuple[tuple[BindMount, ...], list[str]]:
         """An absent source created by the engine (an optional mount rendered for another

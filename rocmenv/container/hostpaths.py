@@ -51,29 +51,42 @@ def mount_problem(
         if all(is_under(p, real_checkout) or is_under(p, checkout) for p in paths):
             return None  # inside the checkout: the job's own files (read-only)
     for path in paths:
-        if path.endswith(".sock"):
-            return "no sockets"
-        sock = find_socket(path)
-        if sock is not None:
-            return "no sockets" + (f" ({sock} is one)" if sock != path else "")
-        for sock in engine_sockets(env):
-            if is_under(sock, path):
-                return f"no mount of the engine's socket {sock} or a directory holding it"
-        if path in FORBIDDEN_EXACT:
-            return "not the host's root or a system directory"
-        for root in FORBIDDEN_ROOTS:
-            if is_under(path, root) or is_under(root, path):
-                return f"nothing of {root}"
-        if checkout is not None and (
-            is_under(checkout, path) or is_under(realpath(checkout), path)
-        ):
-            return "no directory containing the checkout"
-        for work in runner_dirs(env):
-            if is_under(path, work) or is_under(work, path):
-                return f"nothing of the runner's work directory {work} outside the checkout"
-        for secret in user_secrets(env):
-            if is_under(path, secret) or is_under(secret, path):
-                return f"nothing of the credentials in {secret} (or a directory holding them)"
+        problem = _path_problem(path, checkout, env, realpath, find_socket)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _path_problem(
+    path: str,
+    checkout: str | None,
+    env: Mapping[str, str],
+    realpath: Callable[[str], str],
+    find_socket: Callable[[str], str | None],
+) -> str | None:
+    """Why ``path`` (a mount's source as written, or resolved) is refused: the first rule it
+    breaks, sockets first."""
+    if path.endswith(".sock"):
+        return "no sockets"
+    sock = find_socket(path)
+    if sock is not None:
+        return "no sockets" + (f" ({sock} is one)" if sock != path else "")
+    for sock in engine_sockets(env):
+        if is_under(sock, path):
+            return f"no mount of the engine's socket {sock} or a directory holding it"
+    if path in FORBIDDEN_EXACT:
+        return "not the host's root or a system directory"
+    for root in FORBIDDEN_ROOTS:
+        if is_under(path, root) or is_under(root, path):
+            return f"nothing of {root}"
+    if checkout is not None and (is_under(checkout, path) or is_under(realpath(checkout), path)):
+        return "no directory containing the checkout"
+    for work in runner_dirs(env):
+        if is_under(path, work) or is_under(work, path):
+            return f"nothing of the runner's work directory {work} outside the checkout"
+    for secret in user_secrets(env):
+        if is_under(path, secret) or is_under(secret, path):
+            return f"nothing of the credentials in {secret} (or a directory holding them)"
     return None
 
 

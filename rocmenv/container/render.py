@@ -130,6 +130,15 @@ def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
     svc: dict[str, Any] = {"image": spec.image}
     if spec.command:
         svc["command"] = list(spec.command)
+    svc.update(_compose_privileges(spec))  # the keys in this order
+    svc.update(_compose_limits(spec))
+    svc.update(_compose_data(spec))
+    return to_yaml({"services": {service or spec.profile or "rocmenv": svc}})
+
+
+def _compose_privileges(spec: RunSpec) -> dict[str, Any]:
+    """The service's devices, groups, capabilities, security options and namespaces."""
+    svc: dict[str, Any] = {}
     if spec.devices:
         svc["devices"] = [
             d.host
@@ -151,6 +160,12 @@ def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
         svc["ipc"] = spec.ipc
     if spec.network:
         svc["network_mode"] = spec.network
+    return svc
+
+
+def _compose_limits(spec: RunSpec) -> dict[str, Any]:
+    """The service's resource limits: ``/dev/shm``, memory, pids, ulimits."""
+    svc: dict[str, Any] = {}
     if spec.shm_size:
         svc["shm_size"] = spec.shm_size
     if spec.memory:
@@ -164,6 +179,12 @@ def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
             u.name: u.soft if u.soft == u.hard else {"soft": u.soft, "hard": u.hard}
             for u in spec.ulimits
         }
+    return svc
+
+
+def _compose_data(spec: RunSpec) -> dict[str, Any]:
+    """The service's volumes, tmpfs mounts, environment, working directory and labels."""
+    svc: dict[str, Any] = {}
     if spec.mounts:
         svc["volumes"] = [
             {"type": "volume", "target": m.target}
@@ -187,7 +208,7 @@ def render_compose(spec: RunSpec, *, service: str | None = None) -> str:
     user_labels = {k: v for k, v in spec.labels if not k.startswith(LABEL_PREFIX)}
     if user_labels:
         svc["labels"] = user_labels
-    return to_yaml({"services": {service or spec.profile or "rocmenv": svc}})
+    return svc
 
 
 def _yaml_scalar(value: Any) -> str:

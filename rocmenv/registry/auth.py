@@ -211,16 +211,7 @@ class RegistryAuth:
                 "loopback registries)",
             )
         if challenge.scheme == "basic":
-            if creds is None or creds[0] == IDENTITY_TOKEN:
-                raise RegistryAuthError(
-                    f"{host} requires credentials and none are configured",
-                    hint=f"run `docker login {host}` or `podman login {host}` (or set "
-                    "DOCKER_CONFIG / REGISTRY_AUTH_FILE to a file with them)",
-                )
-            value = "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
-            register_secret(value.split(" ", 1)[1])
-            with self._lock:
-                self._basic[host] = value
+            self._answer_basic(host, creds)
             return
         if challenge.scheme != "bearer" or "realm" not in challenge.params:
             raise RegistryProtocolError(
@@ -234,10 +225,7 @@ class RegistryAuth:
         # pragma: "" is as falsy as None, and withheld is only read when it is true
         withheld = None  # pragma: no mutate
         if creds is not None:
-            if not _same_owner(host, realm_parts.hostname or ""):
-                withheld = f"the token server {realm_host} is not {host}'s own host"
-            elif realm_parts.scheme == "http" and not is_loopback_host(realm_host):
-                withheld = f"the token server {realm_host} is not on HTTPS"
+            withheld = _withheld_reason(host, realm_parts)
             if withheld:
                 creds = None
         service = challenge.params.get("service", host)
@@ -256,36 +244,7 @@ class RegistryAuth:
         # realm, service and scope, so it is the answer this request would get now
         early = ahead.result(self.transport.deadline_left()) if ahead and creds is None else None
         resp = early or self._token_request(realm, realm_parts, service, want_scope, creds, host)
-        if resp.status in (401, 403) or (resp.status == 429 and creds is not None):
-            who = (
-                "the identity token"
-                if creds and creds[0] == IDENTITY_TOKEN
-                else f"user {creds[0]!r}"
-                if creds
-                else "anonymous access"
-            )
-            raise RegistryAuthError(
-                f"the token server {realm_host} refused {who} for {want_scope or host} "
-                f"(HTTP {resp.status})" + (" — too many attempts" if resp.status == 429 else ""),
-                hint=f"check the credentials for {host} (`docker login {host}`); they are not "
-                "retried"
-                if creds
-                else f"this repository needs credentials: run `docker login {host}`"
-                + (f" ({withheld}, so credentials were not sent)" if withheld else ""),
-            )
-        if resp.status != 200:
-            raise RegistryProtocolError(
-                f"the token server {realm_host} answered HTTP {resp.status}",
-                hint="retry later; if it persists the registry's auth service is down",
-            )
-        try:
-            payload = json.loads(resp.body)
-            token = payload.get("token") or payload.get("access_token")
-            expires_in = payload.get("expires_in")
-        except (ValueError, AttributeError):
-            token, expires_in = None, None
-        if not isinstance(token, str) or not token:
-            raise RegistryProtocolError(f"the token server {realm_host} sent no token")
+        token, expires_in = _token_of(resp, host, realm_host, want_scope, creds, withheld)
         register_secret(token)
         with self._lock:
             self._tokens[(host, scope)] = token
@@ -294,6 +253,19 @@ class RegistryAuth:
             self.cache.put(key, token, lifetime)
         if creds is None and self.challenges is not None:
             self.challenges.put(host, realm, service)
+
+    def _answer_basic(self, host: str, creds: tuple[str, str] | None) -> None:
+        """Answer a Basic challenge with ``host``'s login (an identity token will not do)."""
+        if creds is None or creds[0] == IDENTITY_TOKEN:
+            raise RegistryAuthError(
+                f"{host} requires credentials and none are configured",
+                hint=f"run `docker login {host}` or `podman login {host}` (or set "
+                "DOCKER_CONFIG / REGISTRY_AUTH_FILE to a file with them)",
+            )
+        value = "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+        register_secret(value.split(" ", 1)[1])
+        with self._lock:
+            self._basic[host] = value
 
     def _token_request(
         self,
@@ -361,3 +333,55 @@ def _same_owner(registry_host: str, realm_hostname: str) -> bool:
     if registry_name == realm_hostname:
         return True
     return registry_name in HUB_HOSTS and realm_hostname == "auth.docker.io"
+
+
+def _withheld_reason(host: str, realm_parts: urllib.parse.SplitResult) -> str | None:
+    """Why ``host``'s credentials must not follow its token realm, or None if they may."""
+    realm_host = realm_parts.netloc
+    if not _same_owner(host, realm_parts.hostname or ""):
+        return f"the token server {realm_host} is not {host}'s own host"
+    if realm_parts.scheme == "http" and not is_loopback_host(realm_host):
+        return f"the token server {realm_host} is not on HTTPS"
+    return None
+
+
+def _token_of(
+    resp: Response,
+    host: str,
+    realm_host: str,
+    want_scope: str,
+    creds: tuple[str, str] | None,
+    withheld: str | None,
+) -> tuple[str, object]:
+    """The token and its ``expires_in`` from the token server's answer, or the error that
+    says who was refused (and why credentials were withheld)."""
+    if resp.status in (401, 403) or (resp.status == 429 and creds is not None):
+        who = (
+            "the identity token"
+            if creds and creds[0] == IDENTITY_TOKEN
+            else f"user {creds[0]!r}"
+            if creds
+            else "anonymous access"
+        )
+        raise RegistryAuthError(
+            f"the token server {realm_host} refused {who} for {want_scope or host} "
+            f"(HTTP {resp.status})" + (" — too many attempts" if resp.status == 429 else ""),
+            hint=f"check the credentials for {host} (`docker login {host}`); they are not retried"
+            if creds
+            else f"this repository needs credentials: run `docker login {host}`"
+            + (f" ({withheld}, so credentials were not sent)" if withheld else ""),
+        )
+    if resp.status != 200:
+        raise RegistryProtocolError(
+            f"the token server {realm_host} answered HTTP {resp.status}",
+            hint="retry later; if it persists the registry's auth service is down",
+        )
+    try:
+        payload = json.loads(resp.body)
+        token = payload.get("token") or payload.get("access_token")
+        expires_in = payload.get("expires_in")
+    except (ValueError, AttributeError):
+        token, expires_in = None, None
+    if not isinstance(token, str) or not token:
+        raise RegistryProtocolError(f"the token server {realm_host} sent no token")
+    return token, expires_in

@@ -349,6 +349,21 @@ def parse_profile(name: str, table: Mapping[str, Any], base: Profile, path: Path
     check_keys(table, PROFILE_KEYS, where)
     u: dict[str, Any] = {"name": name, "source": str(path)}
     u["image"] = parse_image(table, where, base.image)
+    u.update(_scalar_keys(table, where))  # in this order: the first bad key is the one reported
+    u.update(_choice_keys(table, where))
+    u.update(_table_keys(table, where, path))
+    for env_name in (
+        *u.get("pass_env", ()),
+        *u.get("secret_env", ()),
+        *(k for k, _ in u.get("env", ())),
+    ):
+        check_env_name(env_name, where)
+    return replace(base, **u)
+
+
+def _scalar_keys(table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The profile's strings, sizes, numbers, lists and switches: the fields they set."""
+    u: dict[str, Any] = {}
     simple_str = {
         "description": "description",
         "gpus": "gpus",
@@ -381,6 +396,12 @@ def parse_profile(name: str, table: Mapping[str, Any], base: Profile, path: Path
     for key in ("privileged", "keep-proxy-env", "mount-checkout", "shims", "untrusted"):
         if key in table:
             u[key.replace("-", "_")] = as_bool(table[key], f"{where}.{key}")
+    return u
+
+
+def _choice_keys(table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The keys that take one of a closed set of words: the fields they set."""
+    u: dict[str, Any] = {}
     if "gpu-isolation" in table:
         u["gpu_isolation"] = as_choice(
             table["gpu-isolation"], GPU_ISOLATIONS, f"{where}.gpu-isolation"
@@ -393,6 +414,12 @@ def parse_profile(name: str, table: Mapping[str, Any], base: Profile, path: Path
         u["pull"] = as_choice(table["pull"], PULL_POLICIES, f"{where}.pull")
     if "engine" in table:
         u["engine"] = as_choice(table["engine"], ENGINE_NAMES, f"{where}.engine")
+    return u
+
+
+def _table_keys(table: Mapping[str, Any], where: str, path: Path) -> dict[str, Any]:
+    """``ulimits``, ``mounts`` (relative to the file's directory), ``env`` and ``labels``."""
+    u: dict[str, Any] = {}
     if "ulimits" in table:
         if not isinstance(table["ulimits"], dict):
             raise ConfigError(f"{where}.ulimits must be a table of name = limit")
@@ -412,10 +439,4 @@ def parse_profile(name: str, table: Mapping[str, Any], base: Profile, path: Path
             if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
                 raise ConfigError(f'{where}.{key} must be a table of NAME = "value" strings')
             u[key] = tuple(sorted(value.items()))
-    for env_name in (
-        *u.get("pass_env", ()),
-        *u.get("secret_env", ()),
-        *(k for k, _ in u.get("env", ())),
-    ):
-        check_env_name(env_name, where)
-    return replace(base, **u)
+    return u

@@ -64,7 +64,16 @@ def registry_settings(
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
     check_keys(table, REGISTRY_KEYS, where)
-    settings = base or RegistrySettings()
+    changes = _host_keys(table, where)  # checked in this order: the first bad key is reported
+    changes.update(_number_keys(table, where))
+    changes.update(_limit_keys(table, where))
+    changes.update(_proxy_keys(table, where))
+    return replace(base or RegistrySettings(), **changes)
+
+
+def _host_keys(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """``mirrors`` and ``insecure``: the fields they set, each host checked."""
+    changes: dict[str, Any] = {}
     if "mirrors" in table:
         if not isinstance(table["mirrors"], dict):
             raise ConfigError(f"{where}.mirrors must be a table of registry = [mirror, …]")
@@ -74,12 +83,18 @@ def registry_settings(
             mirrors.append((reg, as_str_list(hosts, f"{where}.mirrors.{reg}")))
             for host in mirrors[-1][1]:
                 check_host(host, f"{where}.mirrors.{reg}")
-        settings = replace(settings, mirrors=tuple(mirrors))
+        changes["mirrors"] = tuple(mirrors)
     if "insecure" in table:
         insecure = as_str_list(table["insecure"], f"{where}.insecure")
         for host in insecure:
             check_host(host, f"{where}.insecure")
-        settings = replace(settings, insecure=insecure)
+        changes["insecure"] = insecure
+    return changes
+
+
+def _number_keys(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """The timeout, retries, deadlines and counts: the fields they set, each range checked."""
+    changes: dict[str, Any] = {}
     if "timeout" in table:
         t = table["timeout"]
         if not isinstance(t, (int, float)) or isinstance(t, bool) or not _seconds_ok(t):
@@ -88,12 +103,12 @@ def registry_settings(
                 f"{MAX_TIMEOUT:.0f}",
                 hint="e.g. timeout = 30",
             )
-        settings = replace(settings, timeout=float(t))
+        changes["timeout"] = float(t)
     if "retries" in table:
         r = table["retries"]
         if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r <= 20:
             raise ConfigError(f"{where}.retries must be an integer from 0 to 20")
-        settings = replace(settings, retries=r)
+        changes["retries"] = r
     for key, attr in (
         ("request-deadline", "request_deadline"),
         ("command-deadline", "command_deadline"),
@@ -102,39 +117,50 @@ def registry_settings(
             t = table[key]
             if not isinstance(t, (int, float)) or isinstance(t, bool) or not 0 < t <= 86400:
                 raise ConfigError(f"{where}.{key} must be a number of seconds from 0 to 86400")
-            settings = replace(settings, **{attr: float(t)})
+            changes[attr] = float(t)
     for key, attr in (("max-pages", "max_pages"), ("ratelimit-warning", "ratelimit_warning")):
         if key in table:
             n = table[key]
             if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 1_000_000:
                 raise ConfigError(f"{where}.{key} must be an integer from 0 to 1000000")
-            settings = replace(settings, **{attr: n})
-    if "limits" in table:
-        limits = table["limits"]
-        if not isinstance(limits, dict):
-            raise ConfigError(f"{where}.limits must be a table of kind = bytes")
-        check_keys(limits, tuple(LIMIT_MAX), f"{where}.limits")
-        pairs = []
-        for kind, n in limits.items():
-            top = LIMIT_MAX[kind]
-            if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= top:
-                raise ConfigError(
-                    f"{where}.limits.{kind} must be a number of bytes up to "
-                    f"{'1 TiB' if top > 1 << 32 else '4 GiB'}"
-                )
-            pairs.append((kind, n))
-        settings = replace(settings, limits=tuple(pairs))
+            changes[attr] = n
+    return changes
+
+
+def _limit_keys(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """``limits``: the response and content caps it overrides, each within its maximum."""
+    if "limits" not in table:
+        return {}
+    limits = table["limits"]
+    if not isinstance(limits, dict):
+        raise ConfigError(f"{where}.limits must be a table of kind = bytes")
+    check_keys(limits, tuple(LIMIT_MAX), f"{where}.limits")
+    pairs = []
+    for kind, n in limits.items():
+        top = LIMIT_MAX[kind]
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= top:
+            raise ConfigError(
+                f"{where}.limits.{kind} must be a number of bytes up to "
+                f"{'1 TiB' if top > 1 << 32 else '4 GiB'}"
+            )
+        pairs.append((kind, n))
+    return {"limits": tuple(pairs)}
+
+
+def _proxy_keys(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """``proxy``, ``no-proxy`` and ``pull-from-mirror``: the fields they set."""
+    changes: dict[str, Any] = {}
     if "proxy" in table:
         if not isinstance(table["proxy"], str):
             raise ConfigError(f"{where}.proxy must be a URL string (http://host:port)")
-        settings = replace(settings, proxy=table["proxy"] or None)
+        changes["proxy"] = table["proxy"] or None
     if "no-proxy" in table:
-        settings = replace(settings, no_proxy=as_str_list(table["no-proxy"], f"{where}.no-proxy"))
+        changes["no_proxy"] = as_str_list(table["no-proxy"], f"{where}.no-proxy")
     if "pull-from-mirror" in table:
         if not isinstance(table["pull-from-mirror"], bool):
             raise ConfigError(f"{where}.pull-from-mirror must be true or false")
-        settings = replace(settings, pull_from_mirror=table["pull-from-mirror"])
-    return settings
+        changes["pull_from_mirror"] = table["pull-from-mirror"]
+    return changes
 
 
 def env_registry(env: Mapping[str, str], settings: RegistrySettings) -> RegistrySettings:

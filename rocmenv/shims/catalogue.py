@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rocmenv import launcher
@@ -148,13 +148,34 @@ def parse_shim_file(
     entry_point: str | None = None,
 ) -> ShimInfo:
     """Read and validate one shim file without importing it (:class:`ConfigError` if bad)."""
-    import ast
-
-    from rocmenv.launcher._vendor.packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     def bad(what: str, hint: str) -> ConfigError:
         where = f" (entry point {entry_point!r} of {package})" if entry_point else ""
         return ConfigError(f"shim {path}{where}: {what}", hint=hint)
+
+    tree, doc = _read_shim(path, bad)
+    constants = _declarations(tree, path, bad)
+    name, target, dists, spec = _checked_constants(constants, bad)
+    missing_text = constants.get("MISSING")
+    return ShimInfo(
+        name=name,
+        module_id=name.replace("-", "_"),
+        target=target,
+        distributions=tuple(dists),
+        specifier=spec,
+        summary=doc.strip().splitlines()[0].strip(),
+        retire=_retire_note(doc),
+        missing=missing_text,
+        source=source,
+        package=package,
+        entry_point=entry_point,
+        path=path,
+    )
+
+
+def _read_shim(path: Path, bad: Callable[[str, str], ConfigError]) -> tuple[ast.Module, str]:
+    """The shim's syntax tree (Python 3.8) and its module docstring, which it must have."""
+    import ast
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -172,6 +193,16 @@ def parse_shim_file(
         raise bad(
             "has no module docstring", "say why the shim exists and when to retire it ('Retire: …')"
         )
+    return tree, doc
+
+
+def _declarations(
+    tree: ast.Module, path: Path, bad: Callable[[str, str], ConfigError]
+) -> dict[str, Any]:
+    """The shim's constants, once every required name is defined and only the standard
+    library is imported at top level."""
+    import ast
+
     constants: dict[str, Any] = {}
     functions: set[str] = set()
     for node in tree.body:
@@ -198,6 +229,16 @@ def parse_shim_file(
                 "import only the standard library at top level; import the target's "
                 "packages inside apply() or the functions it installs",
             )
+    return constants
+
+
+def _checked_constants(
+    constants: dict[str, Any], bad: Callable[[str, str], ConfigError]
+) -> tuple[str, str, tuple[str, ...] | list[str], str]:
+    """``NAME``, ``TARGET``, ``DISTRIBUTIONS`` and ``SPECIFIER``, each checked (and
+    ``MISSING``, if given, a string)."""
+    from rocmenv.launcher._vendor.packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     name, target, dists, spec = (constants[k] for k in REQUIRED_CONSTANTS)
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise bad(f"NAME {name!r} is not a lower-case name like 'aiter-shuffle-scale'", "fix NAME")
@@ -227,20 +268,7 @@ def parse_shim_file(
         raise bad(
             f"MISSING {missing_text!r} is not a string", "describe what the probe finds missing"
         )
-    return ShimInfo(
-        name=name,
-        module_id=name.replace("-", "_"),
-        target=target,
-        distributions=tuple(dists),
-        specifier=spec,
-        summary=doc.strip().splitlines()[0].strip(),
-        retire=_retire_note(doc),
-        missing=missing_text,
-        source=source,
-        package=package,
-        entry_point=entry_point,
-        path=path,
-    )
+    return name, target, dists, spec
 
 
 def _locate_module_file(module: str) -> Path | None:
