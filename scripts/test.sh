@@ -2,8 +2,9 @@
 # scripts/test.sh [PYTEST ARGS...] — the project's test command (README, Makefile, CI).
 #
 # Runs scripts/setup.sh (idempotent: seconds when the environment is up), then
-# pytest (default: the whole tests/ tree, then tests/unit once more in the venv of every
-# other Python pyproject.toml claims, .venv-3.X), ruff check, ruff format --check and mypy.
+# pytest (default: the whole tests/ tree, and tests/unit once more in the venv of every
+# other Python pyproject.toml claims, .venv-3.X, beside the serial part), ruff check,
+# ruff format --check and mypy.
 # Every check runs even when an earlier one fails; the exit status is non-zero if any failed.
 #
 #   ROCMENV_REQUIRE_ENGINE=1   every skip is a failure (a missing engine, registry, git,
@@ -49,6 +50,45 @@ as_user() { # USER WORKERS: the as_user tests as USER (parallel part, then seria
     -m "as_user and not root_only and serial and not soak" --junitxml="$out/as-user-serial.xml" tests/
   cp "$out"/*.xml "$JUNIT_DIR"/ 2>/dev/null # counted with the others' skips
 }
+# The unit tests on every other Python the package claims (pyproject's classifiers; the
+# venvs are scripts/setup.sh's): the host side runs where pyproject says it does. They need
+# neither the engine nor the Slurm cluster, so they run in the background beside the serial
+# part (which mostly waits on them); other_pythons_report prints each run and counts it.
+# A claimed Python without its venv is a failure under ROCMENV_REQUIRE_ENGINE (CI).
+other_pythons() { # WORKERS: each other claimed Python's tests/unit, one after another
+  local main_py v
+  main_py=$("$BIN/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  for v in $("$BIN/python" tests/support/pythons.py claimed); do
+    [ "$v" = "$main_py" ] && continue
+    if [ -x "$REPO/.venv-$v/bin/pytest" ]; then
+      "$REPO/.venv-$v/bin/pytest" -p no:cacheprovider -n "$1" -m "not serial and not soak" \
+        --junitxml="$JUNIT_DIR/unit-$v.xml" tests/unit >"$PY_DIR/$v.log" 2>&1
+      echo $? >"$PY_DIR/$v.rc"
+    else
+      echo missing >"$PY_DIR/$v.rc"
+    fi
+  done
+}
+other_pythons_report() {
+  local rc v
+  for rc in "$PY_DIR"/*.rc; do
+    [ -e "$rc" ] || continue
+    v=$(basename "$rc" .rc)
+    if [ "$(cat "$rc")" = missing ]; then
+      case "${ROCMENV_REQUIRE_ENGINE:-}" in
+        1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss]) failed+=("Python $v (claimed): no $REPO/.venv-$v") ;;
+        *) printf 'test: warning: Python %s is claimed but %s is missing (scripts/setup.sh)\n' \
+          "$v" "$REPO/.venv-$v" >&2 ;;
+      esac
+      continue
+    fi
+    printf '== pytest tests/unit (Python %s)\n' "$v"
+    tail -n 40 "$PY_DIR/$v.log"
+    [ "$(cat "$rc")" = 0 ] || failed+=("pytest tests/unit (Python $v)")
+  done
+}
+PY_DIR="$JUNIT_DIR/pythons" && mkdir -p "$PY_DIR"
+
 if [ $# -eq 0 ]; then
   # The whole suite in two parts: everything that shares nothing on pytest-xdist workers
   # (most tests wait on the engine, not the CPU), then the `serial` tests alone (gc sweeps
@@ -57,11 +97,16 @@ if [ $# -eq 0 ]; then
   if [ "$workers" -gt 1 ]; then
     run_check "pytest (parallel, $workers workers)" "$BIN/pytest" -n "$workers" \
       -m "not serial and not soak" --junitxml="$JUNIT_DIR/parallel.xml" tests/
+    other_pythons "$workers" &
+    pythons=$!
     run_check "pytest (serial)" "$BIN/pytest" -m "serial and not soak" \
       --junitxml="$JUNIT_DIR/serial.xml" tests/
+    wait "$pythons"
   else
     run_check pytest "$BIN/pytest" --junitxml="$JUNIT_DIR/all.xml" tests/
+    other_pythons "$workers"
   fi
+  other_pythons_report
   # The permission-sensitive tests (tests/conftest.py: AS_USER) once more as an ordinary
   # user, so the paths root never takes (EPERM from another user's process, a file it may not
   # open, the engine through the docker group) are exercised. scripts/setup.sh makes the user;
@@ -71,25 +116,6 @@ if [ $# -eq 0 ]; then
   fi
 else
   run_check pytest "$BIN/pytest" --junitxml="$JUNIT_DIR/args.xml" "$@"
-fi
-# The unit tests on every other Python the package claims (pyproject's classifiers; the
-# venvs are scripts/setup.sh's): the host side runs where pyproject says it does. A claimed
-# Python without its venv is a failure under ROCMENV_REQUIRE_ENGINE (CI), else a warning.
-if [ $# -eq 0 ]; then
-  main_py=$("$BIN/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  for v in $("$BIN/python" tests/support/pythons.py claimed); do
-    [ "$v" = "$main_py" ] && continue
-    if [ -x "$REPO/.venv-$v/bin/pytest" ]; then
-      run_check "pytest tests/unit (Python $v)" "$REPO/.venv-$v/bin/pytest" -p no:cacheprovider \
-        -n "$workers" -m "not serial and not soak" --junitxml="$JUNIT_DIR/unit-$v.xml" tests/unit
-    else
-      case "${ROCMENV_REQUIRE_ENGINE:-}" in
-        1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss]) failed+=("Python $v (claimed): no $REPO/.venv-$v") ;;
-        *) printf 'test: warning: Python %s is claimed but %s is missing (scripts/setup.sh)\n' \
-          "$v" "$REPO/.venv-$v" >&2 ;;
-      esac
-    fi
-  done
 fi
 # The skip count, from pytest's own reports (junit testsuite attributes).
 skips=$("$BIN/python" -c '
