@@ -9,6 +9,7 @@ are real character devices.
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import json
 import os
@@ -235,6 +236,38 @@ def remove_containers(ids: Sequence[str]) -> None:
     if ids:
         for cli in _engines_clis():
             cli("rm", "-f", *ids, check=False)
+
+
+@contextlib.contextmanager
+def untrusted_fork(
+    family: testenv.Family,
+    base: Path,
+    token: str,
+    make_root: Callable[[], Path],
+    *,
+    env: Mapping[str, str] | None = None,
+    drop: tuple[str, ...] = ("ROCMENV_",),
+) -> Iterator[Project]:
+    """A fork's checkout (``make_root()``, under ``base``) run from its top in untrusted mode
+    on a fake GPU host, the demo image pulled through the open registry; afterwards the
+    containers labelled with ``token`` are removed (a leftover fails the test) and ``base``
+    goes. ``env``: more variables; ``drop``: prefixes of this process's variables left out."""
+    try:
+        root = make_root()
+        host = build_fake_host(base / "host", char_devices=True)
+        base_env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+        base_env.update(host.env())
+        base_env.update({"ROCMENV_UNTRUSTED": "1", "ROCMENV_SHIMS_QUIET": "1",
+                         "ROCMENV_MIRRORS": f"docker.io={testenv.OPEN_REGISTRY}", **(env or {})})  # fmt: skip
+        yield Project(
+            root=root, cwd=root, data=base, host=host, image=family["demo"].ref,
+            group=("video", 44), base_env=base_env, token=token,
+        )  # fmt: skip
+    finally:
+        leftovers = containers_labelled(f"org.rocmenv.test={token}")
+        remove_containers(leftovers)
+        shutil.rmtree(base, ignore_errors=True)
+    assert not leftovers, f"containers left behind: {leftovers}"
 
 
 @pytest.fixture(name="engine", params=RENDERING)

@@ -8,7 +8,6 @@ key, before anything runs."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -17,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from tests.support import testenv
-from tests.support.fakegpu import build_fake_host
 from tests.support.hostile import write_checkout
 from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
     containers_labelled,
     engine_fixture,
     remove_containers,
+    untrusted_fork,
 )
 
 PIDS = 24
@@ -55,28 +54,19 @@ for path in ("/sys/fs/cgroup/pids/pids.max", "/sys/fs/cgroup/pids.max"):
 def fork_fixture(family: testenv.Family) -> Iterator[Project]:
     base = Path(tempfile.mkdtemp(prefix="rocmenv-caps-", dir="/tmp"))
     token = os.urandom(8).hex()
-    try:
-        root = write_checkout(base / "fork", {
+    policy = base / "policy.toml"
+
+    def root() -> Path:
+        made = write_checkout(base / "fork", {
             "extends": "cpu", "mounts": [], "labels": {"org.rocmenv.test": token},
             "ipc": "host", "shm-size": "32m",
         })  # fmt: skip
-        policy = base / "policy.toml"
         policy.write_text(POLICY)
-        host = build_fake_host(base / "host", char_devices=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ROCMENV_")}
-        env.update(host.env())
-        env.update({"ROCMENV_UNTRUSTED": "1", "ROCMENV_SHIMS_QUIET": "1",
-                    "ROCMENV_POLICY": str(policy), "ROCMENV_SITE_CONFIG": "",
-                    "ROCMENV_MIRRORS": f"docker.io={testenv.OPEN_REGISTRY}"})  # fmt: skip
-        yield Project(
-            root=root, cwd=root, data=base, host=host, image=family["demo"].ref,
-            group=("video", 44), base_env=env, token=token,
-        )  # fmt: skip
-    finally:
-        leftovers = containers_labelled(f"org.rocmenv.test={token}")
-        remove_containers(leftovers)
-        shutil.rmtree(base, ignore_errors=True)
-    assert not leftovers, f"containers left behind: {leftovers}"
+        return made
+
+    env = {"ROCMENV_POLICY": str(policy), "ROCMENV_SITE_CONFIG": ""}
+    with untrusted_fork(family, base, token, root, env=env) as project:
+        yield project
 
 
 def host_processes(marker: str) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -21,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from tests.support import testenv
-from tests.support.fakegpu import build_fake_host
 from tests.support.planting import PLANT, fork_repo, planted_commands_ran
 from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
@@ -29,6 +27,7 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
     docker,
     engine_fixture,
     remove_containers,
+    untrusted_fork,
     wait_for,
 )
 from tests.support.treehash import differences, snapshot
@@ -42,25 +41,16 @@ def fork_fixture(family: testenv.Family) -> Iterator[Project]:
     base = Path(tempfile.mkdtemp(prefix="rocmenv-view-", dir="/tmp"))
     os.chmod(base, 0o755)
     token = os.urandom(8).hex()
-    try:
-        root = fork_repo(base, token, {"extends": "cpu", "mounts": [], "cap-add": ["MKNOD"]})
-        policy = base / "policy.toml"
+    policy = base / "policy.toml"
+
+    def root() -> Path:
+        made = fork_repo(base, token, {"extends": "cpu", "mounts": [], "cap-add": ["MKNOD"]})
         policy.write_text('cap-add = ["MKNOD"]\n')
-        host = build_fake_host(base / "host", char_devices=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ROCMENV_")}
-        env.update(host.env())
-        env.update({"ROCMENV_UNTRUSTED": "1", "ROCMENV_SHIMS_QUIET": "1",
-                    "ROCMENV_POLICY": str(policy), "ROCMENV_SITE_CONFIG": "",
-                    "ROCMENV_MIRRORS": f"docker.io={testenv.OPEN_REGISTRY}"})  # fmt: skip
-        yield Project(
-            root=root, cwd=root, data=base, host=host, image=family["demo"].ref,
-            group=("video", 44), base_env=env, token=token,
-        )  # fmt: skip
-    finally:
-        leftovers = containers_labelled(f"org.rocmenv.test={token}")
-        remove_containers(leftovers)
-        shutil.rmtree(base, ignore_errors=True)
-    assert not leftovers, f"containers left behind: {leftovers}"
+        return made
+
+    env = {"ROCMENV_POLICY": str(policy), "ROCMENV_SITE_CONFIG": ""}
+    with untrusted_fork(family, base, token, root, env=env) as project:
+        yield project
 
 
 def plant(fork: Project) -> str:

@@ -8,7 +8,6 @@ not issue, the fence is closed when rocmenv ends (mid-line output and the contai
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from tests.support import testenv
-from tests.support.fakegpu import build_fake_host
 from tests.support.gha_runner import ATTACK, read_job_log
 from tests.support.hostile import write_checkout
 from tests.support.run_project import (  # noqa: F401 - fixtures
@@ -26,6 +24,7 @@ from tests.support.run_project import (  # noqa: F401 - fixtures
     containers_labelled,
     engine_fixture,
     remove_containers,
+    untrusted_fork,
 )
 
 
@@ -34,24 +33,15 @@ def fork_fixture(family: testenv.Family) -> Iterator[Project]:
     """A fork's checkout, rocmenv run from its top in untrusted mode inside GitHub Actions."""
     base = Path(tempfile.mkdtemp(prefix="rocmenv-joblog-", dir="/tmp"))
     token = os.urandom(8).hex()
-    try:
-        root = write_checkout(base / "fork", {
+
+    def root() -> Path:
+        return write_checkout(base / "fork", {
             "extends": "cpu", "labels": {"org.rocmenv.test": token}, "mounts": [],
         })  # fmt: skip
-        host = build_fake_host(base / "host", char_devices=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ROCMENV_", "GITHUB_"))}
-        env.update(host.env())
-        env.update({"ROCMENV_UNTRUSTED": "1", "ROCMENV_SHIMS_QUIET": "1", "GITHUB_ACTIONS": "true",
-                    "ROCMENV_MIRRORS": f"docker.io={testenv.OPEN_REGISTRY}"})  # fmt: skip
-        yield Project(
-            root=root, cwd=root, data=base, host=host, image=family["demo"].ref,
-            group=("video", 44), base_env=env, token=token,
-        )  # fmt: skip
-    finally:
-        leftovers = containers_labelled(f"org.rocmenv.test={token}")
-        remove_containers(leftovers)
-        shutil.rmtree(base, ignore_errors=True)
-    assert not leftovers, f"containers left behind: {leftovers}"
+
+    with untrusted_fork(family, base, token, root, env={"GITHUB_ACTIONS": "true"},
+                        drop=("ROCMENV_", "GITHUB_")) as project:  # fmt: skip
+        yield project
 
 
 def step(fork: Project, script: str) -> subprocess.CompletedProcess[bytes]:

@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from tests.support import testenv
-from tests.support.fakegpu import build_fake_host
 from tests.support.hostile import write_checkout
 from tests.support.run_project import (  # noqa: F401 - fixtures
     Project,
     containers_labelled,
     engine_fixture,
     remove_containers,
+    untrusted_fork,
     wait_for,
 )
 
@@ -60,26 +60,16 @@ def fork_fixture(family: testenv.Family) -> Iterator[Project]:
     base = Path(tempfile.mkdtemp(prefix="rocmenv-planted-", dir="/tmp"))
     os.chmod(base, 0o755)
     token = os.urandom(8).hex()
-    try:
-        root = write_checkout(base / "fork", {
+
+    def root() -> Path:
+        made = write_checkout(base / "fork", {
             "extends": "cpu", "labels": {"org.rocmenv.test": token}, "mounts": [],
         })  # fmt: skip
-        os.chmod(root, 0o755)
-        host = build_fake_host(base / "host", char_devices=True)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("ROCMENV_") and k != "GITHUB_ACTIONS"}  # fmt: skip
-        env.update(host.env())
-        env.update({"ROCMENV_UNTRUSTED": "1", "ROCMENV_SHIMS_QUIET": "1",
-                    "ROCMENV_MIRRORS": f"docker.io={testenv.OPEN_REGISTRY}"})  # fmt: skip
-        yield Project(
-            root=root, cwd=root, data=base, host=host, image=family["demo"].ref,
-            group=("video", 44), base_env=env, token=token,
-        )  # fmt: skip
-    finally:
-        leftovers = containers_labelled(f"org.rocmenv.test={token}")
-        remove_containers(leftovers)
-        shutil.rmtree(base, ignore_errors=True)
-    assert not leftovers, f"containers left behind: {leftovers}"
+        os.chmod(made, 0o755)
+        return made
+
+    with untrusted_fork(family, base, token, root, drop=("ROCMENV_", "GITHUB_ACTIONS")) as project:
+        yield project
 
 
 def as_nobody(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
