@@ -74,6 +74,7 @@ def test_the_check_finds_a_self_signal_outside_a_forked_test(tmp_path: Path) -> 
         import pytest
 
         def test_a():
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)  # uncaught even under nohup
             os.kill(os.getpid(), signal.SIGHUP)
 
         def test_b():
@@ -104,6 +105,7 @@ def test_an_uncaught_signal_in_a_forked_test_fails_that_test_and_the_run_goes_on
 
         @pytest.mark.forked
         def test_hangs_up_on_itself():
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)  # uncaught even under nohup
             os.kill(os.getpid(), signal.SIGHUP)
 
         @pytest.mark.forked
