@@ -22,6 +22,8 @@ EXAMPLES = ROOT / "examples"
 WORKFLOWS = sorted(
     [*EXAMPLES.glob("*-shaped/.github/workflows/*.yml"), *EXAMPLES.glob("*-shaped/adopted/*.yml")]
 )
+#: the generic examples of docs/workflows (tests/unit/test_workflows.py lints them)
+DOCS_WORKFLOWS = sorted((ROOT / "docs" / "workflows").glob("*.yml"))
 LOCAL = "./.github/actions/rocmenv"
 
 
@@ -271,7 +273,8 @@ def test_the_printed_and_the_example_workflows_pass_zizmor(tmp_path: Path) -> No
     printed.mkdir()
     for name, text in _printed_workflows(tmp_path).items():
         (printed / name).write_text(text)
-    paths = [*WORKFLOWS, *sorted(printed.iterdir())]
+    assert [p.name for p in DOCS_WORKFLOWS] == ["nightly-drift.yml", "pr-rocm.yml"]
+    paths = [*WORKFLOWS, *DOCS_WORKFLOWS, *sorted(printed.iterdir())]
     assert zizmor(paths) == []
 
 

@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support import testenv
 
@@ -268,7 +269,10 @@ def test_pr_workflow_follows_the_trust_model() -> None:
     assert "python3 -I -m pip install" in install
     assert "--require-hashes" in install and "--only-binary=:all:" in install
     assert '-r "$GITHUB_WORKSPACE/base/ci/rocmenv-requirements.txt"' in install
-    assert "ROCMENV_CONFIG=$RUNNER_TEMP/rocmenv-config/rocmenv.toml" in install
+    # the config's path reaches bootstrap as a step output, not through $GITHUB_ENV
+    assert 'echo "config=$RUNNER_TEMP/rocmenv-config/rocmenv.toml" >> "$GITHUB_OUTPUT"' in install
+    assert "ROCMENV_CONFIG: ${{ steps.install.outputs.config }}" in bootstrap
+    assert "id: install" in install and not re.search(r'>>\s*"?\$\{?GITHUB_ENV', text)
     assert "rocmenv==" not in install.split("run: |")[1]  # no unpinned name on the line
     assert "ref: ${{ github.event.pull_request.head.sha }}" in pr
     assert "working-directory: ${{ runner.temp }}/rocmenv" in bootstrap
@@ -295,3 +299,48 @@ def test_nightly_drift_workflow_uses_drift_flags_that_exist() -> None:
     assert args.format == "markdown"
     assert "moved" in (args.fail_on if isinstance(args.fail_on, list) else [args.fail_on])
     assert "steps.drift.outputs.code == '1'" in text  # an issue for drift, not for outages
+
+
+def _plan_step(lock: str, tmp_path: Path) -> tuple[int, str]:
+    """Run the plan job's "read the pinned image" script with bash against a rocmenv.lock."""
+    plan = yaml.safe_load((WORKFLOWS / "pr-rocm.yml").read_text())["jobs"]["plan"]
+    script = next(s["run"] for s in plan["steps"] if s.get("id") == "image")
+    if shutil.which("jq") is None:
+        testenv.missing_environment("jq is not installed", kind="tool")
+    (tmp_path / "rocmenv.lock").write_text(lock)
+    out = tmp_path / "github-output"
+    out.write_text("")
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True,
+                          env={"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(out)},
+                          timeout=30, check=False)  # fmt: skip
+    return done.returncode, out.read_text()
+
+
+def test_the_pr_workflows_image_is_only_ever_a_digest_from_the_lock(tmp_path: Path) -> None:
+    """The job container's image (zizmor's unpinned-images, suppressed) is REPOSITORY@DIGEST:
+    the plan job fails rather than pass on a lock entry whose digest is not one."""
+    digest = "sha256:" + "0123456789abcdef" * 4
+    entry = {"repository": "docker.io/rocm/sgl-dev", "tag": "v0.5.8", "digest": digest}
+    code, output = _plan_step(json.dumps({"profiles": {"rocm": entry}}), tmp_path)
+    assert (code, output) == (0, f"ref=docker.io/rocm/sgl-dev@{digest}\n")
+    for bad in ("v0.5.8", "sha256:0123", "", None):
+        lock = json.dumps({"profiles": {"rocm": {**entry, "digest": bad}}})
+        code, output = _plan_step(lock, tmp_path)
+        assert code != 0 and output == "", (bad, code, output)
+    code, output = _plan_step(json.dumps({"profiles": {"ci": entry}}), tmp_path)
+    assert code != 0 and output == ""
+
+
+def test_the_example_workflows_pin_actions_as_rocmenv_prints_them() -> None:
+    """Every action is pinned by commit with its release tag in a comment, and checkout by
+    the same commit as the steps ``rocmenv init`` prints (zizmor checks only the commit)."""
+    from rocmenv.adopt.write import CHECKOUT
+
+    for name in FILES:
+        uses = re.findall(r"^\s*(?:- )?uses: (\S+)(.*)$", (WORKFLOWS / name).read_text(), re.M)
+        assert uses, name
+        for ref, rest in uses:
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), (name, ref)
+            assert re.fullmatch(r"  # v\d+\.\d+\.\d+", rest), (name, ref, rest)
+            if ref.startswith("actions/checkout@"):
+                assert (ref, rest) == (CHECKOUT[0], f"  # {CHECKOUT[1]}"), (name, ref)
