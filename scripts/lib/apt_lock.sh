@@ -33,15 +33,18 @@ apt_lock_holder() {
 # wait_for_apt_locks: returns once no apt lock is held; dies after ROCMENV_APT_LOCK_WAIT s
 wait_for_apt_locks() {
   local limit=${ROCMENV_APT_LOCK_WAIT:-600} start now holder last=-30
-  start=$(date +%s)
+  # whole seconds since the start, from microseconds (EPOCHREALTIME, bash 5): `date +%s`
+  # would round the start down and give up as much as a second before the bound
+  start=${EPOCHREALTIME//[!0-9]/}
   while holder=$(apt_lock_holder) && [ -n "$holder" ]; do
-    now=$(date +%s)
-    if [ $((now - start)) -ge "$limit" ]; then
+    now=${EPOCHREALTIME//[!0-9]/}
+    now=$(((now - start) / 1000000))
+    if [ "$now" -ge "$limit" ]; then
       die "another package manager still runs after ${limit} s: $holder" \
         "wait for it (first boot: unattended-upgrades) and re-run, or set ROCMENV_APT_LOCK_WAIT"
     fi
     if [ $((now - last)) -ge 30 ]; then
-      log "  waiting for apt/dpkg: $holder (up to ${limit} s; $((now - start)) s so far)"
+      log "  waiting for apt/dpkg: $holder (up to ${limit} s; ${now} s so far)"
       last=$now
     fi
     sleep 1

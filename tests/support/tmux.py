@@ -21,6 +21,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -46,6 +47,7 @@ class Pane:
             # wait for the asked size, then start from an empty screen
             f'until [ "$(stty size 2>/dev/null)" = "{height} {width}" ]; do sleep 0.02; done',
             "printf '\\033[H\\033[2J'",
+            f"touch {shlex.quote(str(self._dir / 'started'))}",
         ]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in (env or {}).items()]
         if cwd is not None:
@@ -69,6 +71,14 @@ class Pane:
         self._tmux("new-session", "-d", "-s", "t", "-x", str(self.width), "-y", str(self.height),
                    "env", "-i", "TERM=screen", f"PATH={os.environ['PATH']}",
                    str(self._script))  # fmt: skip
+        # the pane is handed over once its script is past the size wait: a resize before that
+        # (a test's first step) would leave the script waiting for a size that never comes
+        deadline = time.monotonic() + 60
+        while not (self._dir / "started").exists():
+            if time.monotonic() > deadline:
+                self.__exit__(None, None, None)
+                raise TimeoutError(f"the tmux pane did not reach {self.width}x{self.height}")
+            time.sleep(0.02)
         return self
 
     def __exit__(
@@ -94,8 +104,20 @@ class Pane:
         self._tmux("send-keys", "-t", "t", *keys)
 
     def resize(self, width: int, height: int) -> None:
+        """Resize the window; returns once the pane's terminal has the new size (tmux applies
+        it to the pty in its event loop, after ``resize-window`` has answered: a key sent
+        before would reach the program at the old size)."""
         self._tmux("resize-window", "-t", "t", "-x", str(width), "-y", str(height))
         self.width, self.height = width, height
+        tty = self._tmux("display-message", "-p", "-t", "t", "#{pane_tty}").stdout.strip()
+        deadline = time.monotonic() + 30
+        while True:
+            size = subprocess.run(["stty", "-F", tty, "size"], capture_output=True, text=True)
+            if size.stdout.split() == [str(height), str(width)]:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the pane's terminal {tty} stayed {size.stdout.strip()}")
+            time.sleep(0.02)
 
     def exit_status(self) -> int | None:
         """The command's exit status once it has ended (None: still running)."""
