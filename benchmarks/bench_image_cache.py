@@ -15,6 +15,13 @@ The stand-ins (sizes scaled down, proportions real):
   are tars of real files from this machine (libraries, Python packages, data), gzip'd at
   level 6 as ``docker push`` does; ``--image-mb`` MB uncompressed per image.
 
+Every timed job starts after ``sync`` and with the kernel's caches dropped (:func:`settle`:
+the previous job's writes on disk, its source read cold), on a byte-compiled rocmenv
+(``compileall``, as an installed one runs). With ``--rounds N`` the paired jobs —
+the first job against (A), the later job against (B)'s load — run side by side N times,
+which of a pair goes first alternating (an even N balances it), and the figures are the
+medians.
+
 Usage: ``sudo .venv/bin/python benchmarks/bench_image_cache.py [--image-mb 400]
 [--link-mbps 20] [--rounds 3] [--engine docker-api|docker-cli] [--clean]``. Root: it starts Docker engines. Prints every figure of the
 issue with its target, and exits 1 when one misses.
@@ -23,6 +30,8 @@ issue with its target, and exits 1 when one misses.
 from __future__ import annotations
 
 import argparse
+import compileall
+import functools
 import gzip
 import hashlib
 import http.client
@@ -37,10 +46,11 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import rocmenv_cmd
+from _common import ROOT, rocmenv_cmd
 from _link import FreshEngine, LinkProxy, Registry, StallingMirror
 
 WORK = Path(tempfile.gettempdir()) / "rocmenv-bench" / "image-cache"
@@ -218,6 +228,7 @@ class Bench:
         return env
 
     def timed(self, argv: list[str], env: dict[str, str], **kw: object) -> tuple[float, bytes]:
+        settle()
         start = time.perf_counter()
         done = subprocess.run(argv, env=env, capture_output=True, **kw)  # type: ignore[call-overload]
         took = time.perf_counter() - start
@@ -289,6 +300,16 @@ class Bench:
         return took, moved, doc
 
 
+def settle() -> None:
+    """Before a timed job: what the previous job wrote on disk (the kernel's writeback of its
+    400 MB would be charged to whichever job comes next) and the page, dentry and inode
+    caches dropped, so every job reads its source cold, as a job on a fresh runner pod reads
+    the node's persistent volume. Measured without this, the second job of a pair was slower
+    by 1-11 s whichever method it was (five rounds, alternating order)."""
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
 def blob_bytes(cache: Path) -> int:
     return sum(p.stat().st_size for p in (cache / "blobs" / "sha256").iterdir())
 
@@ -302,6 +323,30 @@ def verify_cache(cache: Path) -> bool:
         if h.hexdigest() != path.name:
             return False
     return True
+
+
+def more_rounds(
+    bench: Bench,
+    pairs: dict[str, list[float]],
+    rounds: int,
+    manifest: str,
+    tarball: Path,
+    cache: Path,
+    work: Path,
+) -> None:
+    """Rounds 2…N of the two timed pairs, interleaved (each pair side by side, load alike),
+    which of a pair goes first alternating from round to round."""
+    for r in range(1, rounds):
+        cold = work / f"cache-round-{r}"
+        jobs: list[dict[str, Callable[[], float]]] = [
+            {"a": lambda: bench.plain_pull(manifest)[0],
+             "c": functools.partial(lambda at: bench.cache_job(manifest, at)[0], cold)},
+            {"b": lambda: bench.tarball_load(tarball),
+             "l": lambda: bench.cache_job(manifest, cache)[0]},
+        ]  # fmt: skip
+        for pair in jobs:
+            for key in sorted(pair, reverse=r % 2 == 1):
+                pairs[key].append(pair[key]())
 
 
 def main() -> int:
@@ -328,6 +373,7 @@ def main() -> int:
     if args.clean:
         shutil.rmtree(WORK, ignore_errors=True)
     images = build_images(args.image_mb, args.base_share)
+    compileall.compile_dir(str(ROOT / "rocmenv"), quiet=1)  # an installed rocmenv: bytecode
     work = WORK / f"run-{os.getpid()}"
     work.mkdir(parents=True)
     load = os.getloadavg()
@@ -366,11 +412,7 @@ def main() -> int:
         c_first, _, _ = bench.cache_job(m1, cache)
         c_later, c_later_bytes, _ = bench.cache_job(m1, cache)
         pairs = {"a": [a_first], "c": [c_first], "b": [b_load], "l": [c_later]}
-        for r in range(1, args.rounds):  # interleaved: each pair side by side, load alike
-            pairs["a"].append(bench.plain_pull(m1)[0])
-            pairs["c"].append(bench.cache_job(m1, work / f"cache-round-{r}")[0])
-            pairs["b"].append(bench.tarball_load(t1))
-            pairs["l"].append(bench.cache_job(m1, cache)[0])
+        more_rounds(bench, pairs, args.rounds, m1, t1, cache, work)
         a_first, c_first, b_load, c_later = (statistics.median(pairs[k]) for k in "acbl")
         c_next, c_next_bytes, _ = bench.cache_job(m2, cache)
         c_two = blob_bytes(cache)

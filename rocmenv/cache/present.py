@@ -199,16 +199,25 @@ def _tags(ref: Reference, manifest_digest: str) -> list[str]:
     return [f"{name}:sha256-{manifest_digest.partition(':')[2]}"]
 
 
-def _small(client: RegistryClient, cache: BlobCache, ref: Reference, digest: str) -> bytes:
-    """A manifest or config by digest: the cache's, else the registry's (verified, kept)."""
+def _small(
+    client: RegistryClient,
+    cache: BlobCache,
+    ref: Reference,
+    digest: str,
+    kind: Literal["manifest", "config"],
+) -> bytes:
+    """A manifest or a config by digest: the cache's, else the registry's (verified, kept).
+    Each is asked for where the registry keeps it: a config at ``/manifests/`` is no manifest
+    (the Distribution registry answers it with a 500, which the client retries for seconds)."""
     data = cache.read_small(digest)
     if data is not None:
         return data
-    blob = Reference(domain=ref.domain, path=ref.path, digest=digest)
-    try:
-        _, manifest = client.get_manifest(blob)
+    if kind == "manifest":
+        _, manifest = client.get_manifest(
+            Reference(domain=ref.domain, path=ref.path, digest=digest)
+        )
         data = manifest.raw
-    except RocmenvError:
+    else:
         data = client.on_hosts(ref, lambda host: client.get_blob(ref, host, digest))
     cache.put_small(digest, data)
     return data
@@ -240,14 +249,14 @@ def _manifests(
         if entry is None:
             raise CacheUnsupported(f"{ref} has no linux/amd64 image")
         platform = str(entry["digest"])
-        doc = _json(_small(client, cache, ref, platform), ref)
+        doc = _json(_small(client, cache, ref, platform, "manifest"), ref)
         doc["_platform"] = platform
     config = (
         (doc.get("config") or {}).get("digest") if isinstance(doc.get("config"), dict) else None
     )
     if doc.get("schemaVersion") != 2 or not isinstance(config, str):
         raise CacheUnsupported(f"{ref}: a schema 1 or config-less manifest")
-    _small(client, cache, ref, config)
+    _small(client, cache, ref, config, "config")
     return top_digest, doc, config
 
 

@@ -327,6 +327,29 @@ def test_docker_pulls_a_cold_image_from_the_cache_served_on_loopback(
     ), repo_digests  # fmt: skip
 
 
+def test_a_cold_job_asks_the_registry_for_each_thing_once_and_the_config_as_a_blob(
+    tmp_path: Path, scratch_repo: str, loaded: list[tuple[str, str]]
+) -> None:
+    """The first job on an empty cache asks the registry for the manifest, the config and
+    each layer, each where the registry keeps it: a config asked for at ``/manifests/`` is
+    answered with a 500 by the Distribution registry, which the client retried for seconds
+    before it asked at ``/blobs/`` (the first job of the image cache benchmark waited 5.5 s
+    on it with nothing on the link)."""
+    digest, layers = push_random_image(scratch_repo, "t1", (1 * MB, 1 * MB))
+    cache = tmp_path / "cache"
+    with FaultProxy(upstream="127.0.0.1:5000") as proxy:
+        doc = pulled(job(tmp_path, cache, "pull", "--engine", "docker-api", "--json",
+                         f"127.0.0.1:{proxy.port}/{scratch_repo}@{digest}"))  # fmt: skip
+        log = [(e.method.upper(), e.path.split("?", 1)[0], e.status) for e in proxy.log]
+    loaded.append(("docker-api", str(doc["present_as"])))
+    config = str(doc["present_as"])  # the image id: the config's digest
+    assert [entry for entry in log if entry[2] >= 400] == [], log
+    manifests = [path for _, path, _ in log if "/manifests/" in path]
+    assert manifests == [f"/v2/{scratch_repo}/manifests/{digest}"], log
+    gets = [path for method, path, _ in log if method == "GET" and "/blobs/" in path]
+    assert sorted(gets) == sorted(f"/v2/{scratch_repo}/blobs/{d}" for d in [config, *layers])
+
+
 def test_the_step_summary_says_where_the_image_came_from_and_what_crossed_the_network(
     tmp_path: Path, scratch_repo: str, loaded: list[tuple[str, str]]
 ) -> None:
