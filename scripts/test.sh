@@ -3,8 +3,8 @@
 #
 # Runs scripts/setup.sh (idempotent: seconds when the environment is up), then
 # pytest (default: the whole tests/ tree, and tests/unit once more in the venv of every
-# other Python pyproject.toml claims, .venv-3.X, beside the serial part), ruff check,
-# ruff format --check and mypy.
+# other Python pyproject.toml claims, .venv-3.X), ruff check, ruff format --check and mypy
+# (these and the other Pythons' unit runs in the background beside the serial part).
 # Every check runs even when an earlier one fails; the exit status is non-zero if any failed.
 #
 #   ROCMENV_REQUIRE_ENGINE=1   every skip is a failure (a missing engine, registry, git,
@@ -88,6 +88,30 @@ other_pythons_report() {
   done
 }
 PY_DIR="$JUNIT_DIR/pythons" && mkdir -p "$PY_DIR"
+# ruff check, ruff format --check and mypy: CPU only, so with the whole suite they run in the
+# background beside the serial part too; static_report prints them in order and counts them
+STATIC_CHECKS=("ruff check" "ruff format" mypy)
+static_checks() { # each check's output and status into $STATIC_DIR/N.{log,rc}, in that order
+  static_check 0 "$BIN/ruff" check .
+  static_check 1 "$BIN/ruff" format --check .
+  static_check 2 "$BIN/mypy"
+}
+static_check() { # N CMD...
+  local n=$1
+  shift
+  "$@" >"$STATIC_DIR/$n.log" 2>&1
+  echo $? >"$STATIC_DIR/$n.rc"
+}
+static_report() {
+  local i=0 name
+  for name in "${STATIC_CHECKS[@]}"; do
+    printf '== %s\n' "$name"
+    cat "$STATIC_DIR/$i.log" 2>/dev/null
+    [ "$(cat "$STATIC_DIR/$i.rc" 2>/dev/null)" = 0 ] || failed+=("$name")
+    i=$((i + 1))
+  done
+}
+STATIC_DIR="$JUNIT_DIR/static" && mkdir -p "$STATIC_DIR"
 
 if [ $# -eq 0 ]; then
   # The whole suite in two parts: everything that shares nothing on pytest-xdist workers
@@ -99,12 +123,15 @@ if [ $# -eq 0 ]; then
       -m "not serial and not soak" --junitxml="$JUNIT_DIR/parallel.xml" tests/
     other_pythons "$workers" &
     pythons=$!
+    static_checks &
+    static=$!
     run_check "pytest (serial)" "$BIN/pytest" -m "serial and not soak" \
       --junitxml="$JUNIT_DIR/serial.xml" tests/
-    wait "$pythons"
+    wait "$pythons" "$static"
   else
     run_check pytest "$BIN/pytest" --junitxml="$JUNIT_DIR/all.xml" tests/
     other_pythons "$workers"
+    static_checks
   fi
   other_pythons_report
   # The permission-sensitive tests (tests/conftest.py: AS_USER) once more as an ordinary
@@ -116,6 +143,7 @@ if [ $# -eq 0 ]; then
   fi
 else
   run_check pytest "$BIN/pytest" --junitxml="$JUNIT_DIR/args.xml" "$@"
+  static_checks
 fi
 # The skip count, from pytest's own reports (junit testsuite attributes).
 skips=$("$BIN/python" -c '
@@ -135,9 +163,7 @@ case "${ROCMENV_REQUIRE_ENGINE:-}" in
   1 | [Tt][Rr][Uu][Ee] | [Yy][Ee][Ss])
     [ "$skips" = 0 ] || failed+=("skips ($skips skipped under ROCMENV_REQUIRE_ENGINE)") ;;
 esac
-run_check "ruff check" "$BIN/ruff" check .
-run_check "ruff format" "$BIN/ruff" format --check .
-run_check mypy "$BIN/mypy"
+static_report
 
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'test: FAILED: %s\n' "${failed[*]}" >&2

@@ -340,7 +340,7 @@ def test_a_cold_job_asks_the_registry_for_each_thing_once_and_the_config_as_a_bl
     with FaultProxy(upstream="127.0.0.1:5000") as proxy:
         doc = pulled(job(tmp_path, cache, "pull", "--engine", "docker-api", "--json",
                          f"127.0.0.1:{proxy.port}/{scratch_repo}@{digest}"))  # fmt: skip
-        log = [(e.method.upper(), e.path.split("?", 1)[0], e.status) for e in proxy.log]
+        log = [(e.method.upper(), e.path.split("?", 1)[0], e.status or 0) for e in proxy.log]
     loaded.append(("docker-api", str(doc["present_as"])))
     config = str(doc["present_as"])  # the image id: the config's digest
     assert [entry for entry in log if entry[2] >= 400] == [], log
