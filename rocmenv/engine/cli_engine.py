@@ -82,6 +82,13 @@ def _docker_events(line: str) -> list[PullEvent]:
 
 
 _GONE = ("No such container", "no container with", "no such container")
+_IMAGE_GONE = ("No such image", "no such image", "image not known")  # docker, podman
+
+
+def _image_gone(stderr: str) -> bool:
+    return any(text in stderr for text in _IMAGE_GONE)
+
+
 _NOT_RUNNING = ("is not running", "can only kill running containers")  # docker, podman
 
 
@@ -157,7 +164,7 @@ class CliEngine:
         try:
             docs = json.loads(self._cli("image", "inspect", image))
         except CliError as err:
-            if "No such image" in err.stderr or "image not known" in err.stderr:
+            if _image_gone(err.stderr):
                 return None
             raise self._fail(f"inspecting image {image}", err) from None
         doc = docs[0]
@@ -273,9 +280,20 @@ class CliEngine:
         return StoreInfo(data_root=root, local=bool(root) and not remote)
 
     def list_images(self) -> list[LocalImage]:
+        """Every image. One listed and removed (by another job on the engine) before it was
+        inspected is left out: ``image inspect`` of several fails whole when one is gone, so
+        the listing is taken again (twice at most), then the images inspected one by one."""
         try:
-            ids = sorted(set(self._cli("images", "--all", "--quiet", "--no-trunc").split()))
-            docs = json.loads(self._cli("image", "inspect", *ids)) if ids else []
+            for _ in range(3):
+                ids = sorted(set(self._cli("images", "--all", "--quiet", "--no-trunc").split()))
+                try:
+                    docs = json.loads(self._cli("image", "inspect", *ids)) if ids else []
+                    break
+                except CliError as err:
+                    if not _image_gone(err.stderr):
+                        raise
+            else:
+                docs = [doc for image in ids for doc in self._inspect_if_present(image)]
         except CliError as err:
             raise self._fail("listing images", err) from None
         return [
@@ -290,11 +308,20 @@ class CliEngine:
             for d in docs
         ]
 
+    def _inspect_if_present(self, image: str) -> list[dict[str, Any]]:
+        try:
+            docs: list[dict[str, Any]] = json.loads(self._cli("image", "inspect", image))
+        except CliError as err:
+            if _image_gone(err.stderr):
+                return []
+            raise
+        return docs
+
     def remove_image(self, image: str) -> None:
         try:
             self._cli("image", "rm", "--force", image)  # the caller checked nothing uses it
         except CliError as err:
-            if "No such image" in err.stderr or "image not known" in err.stderr:
+            if _image_gone(err.stderr):
                 return
             raise self._fail(f"removing image {image}", err) from None
 
@@ -356,7 +383,7 @@ class CliEngine:
             text = redact(err.stderr)
             if "Cannot connect to the Docker daemon" in text:
                 raise self._fail("creating the container", err) from None
-            if "No such image" in text or "image not known" in text:
+            if _image_gone(text):
                 raise EngineError(
                     f"{self.kind}: image {spec.image} is not present",
                     hint="pull it (--pull missing)",

@@ -291,3 +291,49 @@ def test_a_failed_create_leaves_no_scratch_volume_of_the_overlay(
         assert real_engine.list_volumes(labels={"rocmenv.session": identity.session}) == []
     finally:
         real_engine.remove(first)
+
+
+@pytest.mark.parametrize(
+    ("kind", "churn"), [("docker-cli", False), ("podman", False), ("podman", True)]
+)
+def test_an_image_removed_between_listing_and_inspecting_is_left_out(
+    kind: str, churn: bool, tmp_path: Any, family: testenv.Family
+) -> None:
+    """Another job on the engine removes an image after the CLI listed it and before it
+    inspected it (a `docker image inspect` of several fails whole when one is gone): the
+    listing leaves that one out instead of failing the command (seen in CI: `rocmenv pull`
+    and `run` exiting 4 while a parallel test removed its image). ``churn``: every listing
+    names an image gone by the time it is inspected (a missing id is added to each
+    `image inspect` of several), so the images are inspected one by one."""
+    cli = "podman" if kind == "podman" else "docker"
+    if kind == "podman":
+        testenv.need("podman")
+    real = subprocess.run(["sh", "-c", f"command -v {cli}"], capture_output=True, text=True)
+    tag = f"rocmenv-test-gone:{os.getpid()}-{os.urandom(4).hex()}"
+    archive = tmp_path / "one.tar"
+    (tmp_path / "marker").write_text(tag)
+    subprocess.run(["tar", "-C", str(tmp_path), "-cf", str(archive), "marker"], check=True)
+    gone = subprocess.run([cli, "import", str(archive), tag], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    wrapper = tmp_path / "bin" / cli
+    wrapper.parent.mkdir()
+    # the other job: removes the image just before a `image inspect` of several
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = image ] && [ "$2" = inspect ] && [ $# -gt 3 ]; then\n'
+        f"  {real.stdout.strip()} image rm --force {tag} >/dev/null 2>&1\n"
+        + (f'  set -- "$@" sha256:{"0" * 64}\n' if churn else "")
+        + "fi\n"
+        f'exec {real.stdout.strip()} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = {**os.environ, "PATH": f"{wrapper.parent}:{os.environ['PATH']}"}
+    engine = make_engine(kind, Context(env=env))  # type: ignore[arg-type]
+    try:
+        images = engine.list_images()
+    finally:
+        subprocess.run([cli, "image", "rm", "--force", tag], capture_output=True, check=False)
+    ids = {image.id for image in images}
+    assert not any(gone.endswith(i.partition(":")[2]) for i in ids if i)
+    family_id = engine.image_info(family["aiter-old-pythonpath"].ref)
+    assert family_id is not None and family_id.id in ids
