@@ -98,27 +98,33 @@ def test_a_container_that_ignores_sigint_is_killed(project: Project, engine: str
 @every_engine
 def test_twenty_interrupted_runs_leave_no_container(project: Project, engine: str) -> None:
     """Interrupt at every stage (start-up, create, start, running), half of them the way a
-    terminal does (SIGINT to the whole process group, CLI children included)."""
+    terminal does (SIGINT to the whole process group, CLI children included). The runs go in
+    ten pairs, each pair started together and interrupted at the same moment (one each way:
+    two runs interrupted at once must not leave one another's container either)."""
     codes: list[int] = []
     unexpected: list[str] = []
-    for i in range(20):
-        group = i % 2 == 1
-        command = ("sleep", "300") if i % 4 == 0 else ("sh", "-c", TRAPPING, "sh", "int")
-        proc = _start(project, engine, *command, new_session=group)
+    for pair in range(10):
+        procs: list[tuple[int, subprocess.Popen[str]]] = []
         try:
-            time.sleep(0.15 * (i // 2))  # 0 … 1.35 s after the process started
-            if group:
-                os.killpg(proc.pid, signal.SIGINT)
-            else:
-                proc.send_signal(signal.SIGINT)
-            err = _communicate_or_dump(proc, HANG)
+            for i in (2 * pair, 2 * pair + 1):
+                command = ("sleep", "300") if i % 4 == 0 else ("sh", "-c", TRAPPING, "sh", "int")
+                procs.append((i, _start(project, engine, *command, new_session=i % 2 == 1)))
+            time.sleep(0.15 * pair)  # 0 … 1.35 s after the processes started
+            for i, proc in procs:
+                if i % 2 == 1:
+                    os.killpg(proc.pid, signal.SIGINT)
+                else:
+                    proc.send_signal(signal.SIGINT)
+            errs = [(i, proc, _communicate_or_dump(proc, HANG)) for i, proc in procs]
         finally:
-            proc.kill()
-            proc.wait()
-        startup = proc.returncode == 1 and python_startup_interrupted(err)
-        codes.append(-signal.SIGINT if startup else proc.returncode)
-        if codes[-1] not in (130, -signal.SIGINT):
-            unexpected.append(f"run {i}: exit {proc.returncode}: {err[-1500:]}")
+            for _, proc in procs:
+                proc.kill()
+                proc.wait()
+        for i, proc, err in errs:
+            startup = proc.returncode == 1 and python_startup_interrupted(err)
+            codes.append(-signal.SIGINT if startup else proc.returncode)
+            if codes[-1] not in (130, -signal.SIGINT):
+                unexpected.append(f"run {i}: exit {proc.returncode}: {err[-1500:]}")
     leftovers = project.containers()
     assert leftovers == [], f"{len(leftovers)} containers left after 20 interrupted runs"
     # interrupted before Python set up its handlers, a process dies of the signal itself
