@@ -875,3 +875,25 @@ def test_the_guard_of_a_run_trusts_the_config_outside_the_checkout_and_its_mirro
     trusted.write_text('[profiles.ci]\nextends = "rocm"\n')
     guard = guard_for(settings_for(Context(env=env, cwd=root, config_path=trusted), Flags()), root)
     assert guard.config_trusted and str(trusted) in guard.trusted_sources
+
+
+def test_the_guard_of_a_run_lets_the_trusted_configs_optional_sources_be_created(
+    tmp_path: Path,
+) -> None:
+    """An optional mount a trusted profile declares may have its absent source created by the
+    engine; the built-in profiles' optional sources too; an untrusted file's may not."""
+    from rocmenv.container.guard import guard_for
+    from rocmenv.settings.resolve import Flags
+
+    root = write_checkout(tmp_path / "fork", {})
+    trusted = tmp_path / "trusted.toml"
+    trusted.write_text(
+        '[profiles.ci]\nextends = "rocm"\n'
+        'mounts = [{ source = "/srv/ci-cache", target = "/cache", optional = true }]\n'
+    )
+    ctx = Context(env={"ROCMENV_UNTRUSTED": "1", "HOME": str(tmp_path)}, cwd=root,
+                  config_path=trusted)  # fmt: skip
+    guard = guard_for(settings_for(ctx, Flags()), root)
+    assert guard.optional_sources is not None
+    assert "/srv/ci-cache" in guard.optional_sources
+    assert "/data/miles_ci" in guard.optional_sources

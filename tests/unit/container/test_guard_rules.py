@@ -5,6 +5,7 @@ which tried only some of them)."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -416,3 +417,57 @@ def test_the_drafts_own_notes_follow_the_untrusted_notice(tmp_path: Path) -> Non
     assert spec.notes[0].startswith("untrusted mode: ")
     (skipped,) = spec.notes[1:]
     assert skipped.startswith("optional mounts skipped, source absent: /data/miles_ci, ")
+
+
+def test_the_output_volume_stays_writable_and_is_not_checked_as_a_data_mount(
+    tmp_path: Path,
+) -> None:
+    """``--output``: an empty engine volume the results leave through — neither made read-only
+    with the data mounts nor refused as a host path (it has none)."""
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK, output="/results")  # type: ignore[arg-type]
+    spec = build_spec(profile, Overrides(output=True), facts(tmp_path), image="IMAGE",
+                      guard=Guard())  # fmt: skip
+    (out,) = [m for m in spec.mounts if m.kind == "volume"]
+    assert out.target == "/results" and not out.readonly
+
+
+def test_a_checkout_path_with_a_space_gets_the_view(tmp_path: Path) -> None:
+    """A space is no control character: the overlay's options carry it."""
+    checkout = tmp_path / "my repo"
+    (checkout / ".git").mkdir(parents=True)
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
+    host = replace(facts(tmp_path), cwd=checkout, checkout=checkout)
+    spec = build_spec(profile, Overrides(), host, image="IMAGE", guard=Guard())
+    assert next(m for m in spec.mounts if m.target == str(checkout)).kind == "overlay"
+
+
+def test_a_refused_checkout_path_says_what_path_to_use(tmp_path: Path) -> None:
+    checkout = tmp_path / "re,po"
+    checkout.mkdir()
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
+    host = replace(facts(tmp_path), cwd=checkout, checkout=checkout)
+    with pytest.raises(PolicyViolation) as err:
+        build_spec(profile, Overrides(), host, image="IMAGE", guard=Guard())
+    assert err.value.hint is not None and "without ','" in err.value.hint
+
+
+def test_without_the_checkout_mounted_the_notice_claims_no_view(tmp_path: Path) -> None:
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK)  # type: ignore[arg-type]
+    draft = build_spec(profile, Overrides(), facts(tmp_path), image="IMAGE", guard=None)
+    mounts = tuple(m for m in draft.mounts if m.target != draft.checkout)
+    spec = Guard().apply(replace(draft, mounts=mounts), profile, facts(tmp_path))
+    assert "copy-on-write" not in spec.notes[0]
+    assert re.search(r"\d+ data mount\(s\) read-only(;|$)", spec.notes[0]), spec.notes[0]
+
+
+def test_a_mount_after_the_output_volume_is_still_checked(tmp_path: Path) -> None:
+    """The output volume is skipped by the mount rules, not the end of them."""
+    profile = replace(BUILTIN_PROFILES["cpu"], **FORK, output="/results")  # type: ignore[arg-type]
+    draft = build_spec(profile, Overrides(output=True), facts(tmp_path), image="IMAGE",
+                       guard=None)  # fmt: skip
+    (volume,) = [m for m in draft.mounts if m.kind == "volume"]
+    etc = replace(next(m for m in draft.mounts if m.kind != "volume"), source="/etc",
+                  target="/mnt/etc", origin="profile")  # fmt: skip
+    rest = tuple(m for m in draft.mounts if m is not volume)
+    with pytest.raises(PolicyViolation, match="/etc"):
+        Guard().apply(replace(draft, mounts=(volume, *rest, etc)), profile, facts(tmp_path))
