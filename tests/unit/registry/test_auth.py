@@ -592,3 +592,44 @@ def test_a_token_request_is_the_registry_s_request_whose_limits_it_counts(
             auth.authenticate(registry, SCOPE, bearer(realm), "http")
         assert len(srv.requests) == 1
     assert list(auth.transport.ratelimits) == [registry]
+
+
+def test_a_tokens_lifetime_is_its_expires_in_not_a_minute(tmp_path: Path) -> None:
+    clock = [1000.0]
+    cache = TokenCache(tmp_path / "tokens.json", clock=lambda: clock[0])
+    with token_server(body=b'{"token": "long-tok-4242", "expires_in": 300}') as srv:
+        realm = f"http://{srv.host}/token"
+        make_auth(tmp_path, cache=cache).authenticate(srv.host, SCOPE, bearer(realm), "http")
+    clock[0] += 200  # past a minute, inside its 300 s
+    assert cache.get((realm, "svc", SCOPE)) == "long-tok-4242"
+
+
+def test_a_token_of_no_lifetime_is_cached_for_a_minute_not_for_none(tmp_path: Path) -> None:
+    clock = [1000.0]
+    cache = TokenCache(tmp_path / "tokens.json", clock=lambda: clock[0])
+    with token_server(body=b'{"token": "zero-tok-4343", "expires_in": 0}') as srv:
+        realm = f"http://{srv.host}/token"
+        make_auth(tmp_path, cache=cache).authenticate(srv.host, SCOPE, bearer(realm), "http")
+    clock[0] += 30
+    assert cache.get((realm, "svc", SCOPE)) == "zero-tok-4343"
+
+
+def test_a_token_the_server_sends_is_masked_in_every_later_message(tmp_path: Path) -> None:
+    token = f"tok-{uuid.uuid4().hex}"  # new to this process
+    with token_server(body=json.dumps({"token": token}).encode()) as srv:
+        auth = make_auth(tmp_path)
+        auth.authenticate(srv.host, SCOPE, bearer(f"http://{srv.host}/token"), "http")
+    assert redact(f"GET failed with {token} in it") == "GET failed with *** in it"
+
+
+def test_the_login_sent_to_a_token_server_is_masked_in_every_later_message(
+    tmp_path: Path,
+) -> None:
+    secret = f"pw-{uuid.uuid4().hex}"  # new to this process
+    with token_server() as srv:
+        auth = make_auth(tmp_path, {srv.host: login("alice", secret)})
+        auth.authenticate(srv.host, SCOPE, bearer(f"http://{srv.host}/token"), "http")
+        (req,) = srv.requests
+    encoded = req.headers["authorization"].split(" ", 1)[1]
+    assert encoded == base64.b64encode(f"alice:{secret}".encode()).decode()
+    assert redact(f"sent {encoded} once") == "sent *** once"
